@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from userdp.partition import ALGORITHMS, select_partitions  # noqa: E402
+from userdp.partition._hashing import salted_hash  # noqa: E402
 from userdp.partition._local import cap_degrees  # noqa: E402
 from userdp.privacy import NoiseSource  # noqa: E402
 
@@ -108,7 +109,12 @@ def sorted_codes(draw):
 @given(codes=sorted_codes(), cap=st.integers(1, 45), seed=st.integers(0, 2**63 - 1))
 def test_cap_degrees(codes, cap, seed):
     users, items, n_users = codes
-    cu, ci, dropped = cap_degrees(users, items, n_users, cap, NoiseSource(seed))
+    salt = NoiseSource(seed).salt
+    hashes = (
+        salted_hash(np.arange(n_users, dtype=np.int64), salt),
+        salted_hash(np.arange(int(items.max()) + 1, dtype=np.int64), salt),
+    )
+    cu, ci, dropped = cap_degrees(users, items, n_users, cap, *hashes)
     assert np.all(np.diff(cu) >= 0)
     assert cu.size == ci.size == users.size - dropped
     original = {(int(u), int(i)) for u, i in zip(users, items, strict=True)}
@@ -121,5 +127,5 @@ def test_cap_degrees(codes, cap, seed):
     for u in np.flatnonzero(deg <= cap):  # users under the cap: same pairs, same order
         assert np.array_equal(ci[cu == u], items[users == u])
     # same seed, same subsets
-    cu2, ci2, dropped2 = cap_degrees(users, items, n_users, cap, NoiseSource(seed))
+    cu2, ci2, dropped2 = cap_degrees(users, items, n_users, cap, *hashes)
     assert dropped2 == dropped and np.array_equal(cu2, cu) and np.array_equal(ci2, ci)

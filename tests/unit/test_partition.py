@@ -17,12 +17,12 @@ from userdp.exceptions import InvalidParameterError
 from userdp.partition import (
     ALGORITHMS,
     SelectionResult,
-    _local,
     basic_weights,
     mad_weights,
     select_partitions,
     user_weights,
 )
+from userdp.partition._hashing import pair_key, salted_hash
 from userdp.partition._local import cap_degrees
 from userdp.privacy import (
     NoiseSource,
@@ -139,8 +139,17 @@ def walk(obj, path="result"):
 
 
 # -- cap_degrees --------------------------------------------------------------------------------
+def _cap(users, items, n_users, cap, seed, n_items=None):
+    """cap_degrees with the salted hashes of user/item codes under seed ``seed``'s salt."""
+    salt = NoiseSource(seed).salt
+    n_items = int(items.max()) + 1 if n_items is None else n_items
+    uh = salted_hash(np.arange(n_users, dtype=np.int64), salt)
+    ih = salted_hash(np.arange(n_items, dtype=np.int64), salt)
+    return cap_degrees(users, items, n_users, cap, uh, ih)
+
+
 def _capped_check(users, items, n_users, cap, seed):
-    out_u, out_i, dropped = cap_degrees(users, items, n_users, cap, NoiseSource(seed))
+    out_u, out_i, dropped = _cap(users, items, n_users, cap, seed)
     deg = np.bincount(users, minlength=n_users)
     new_deg = np.bincount(out_u, minlength=n_users)
     np.testing.assert_array_equal(new_deg, np.minimum(deg, cap))
@@ -153,14 +162,20 @@ def _capped_check(users, items, n_users, cap, seed):
     in_sets, out_sets = user_sets(users, items), user_sets(out_u, out_i)
     for u in light.tolist():
         assert out_sets[u] == in_sets[u]
+    # heavy users keep the cap items of smallest (signed key, item hash): a per-user Python sort
+    salt = NoiseSource(seed).salt
+    for u in np.flatnonzero(deg > cap).tolist():
+        hu = salted_hash(np.array([u]), salt)
+        mine = np.array(in_sets[u])
+        hi = salted_hash(mine.astype(np.int64), salt)
+        keys = pair_key(np.repeat(hu, mine.size), hi)
+        ranked = sorted(zip(keys.tolist(), hi.tolist(), mine.tolist(), strict=True))
+        assert sorted(out_sets[u]) == sorted(i for _, _, i in ranked[:cap])
     return out_u, out_i
 
 
-@pytest.mark.parametrize("fallback", [False, True], ids=["packed-keys", "lexsort-fallback"])
 @pytest.mark.parametrize("cap", [1, 3, 7, 40])
-def test_cap_degrees_keeps_min_degree_cap_items_of_each_user(monkeypatch, fallback, cap):
-    if fallback:
-        monkeypatch.setattr(_local, "_MIN_RANDOM_BITS", 64)
+def test_cap_degrees_keeps_the_cap_items_of_smallest_keyed_hash(cap):
     for seed in range(3):
         users, items, n_users, _ = random_sets(seed, n_users=80, n_items=30, max_deg=20)
         _capped_check(users, items, n_users, cap, seed)
@@ -168,21 +183,29 @@ def test_cap_degrees_keeps_min_degree_cap_items_of_each_user(monkeypatch, fallba
 
 def test_cap_degrees_returns_the_input_when_nobody_is_over_the_cap():
     users, items, n_users, _ = random_sets(0, max_deg=5)
-    out_u, out_i, dropped = cap_degrees(users, items, n_users, 5, NoiseSource(0))
+    out_u, out_i, dropped = _cap(users, items, n_users, 5, 0)
     assert dropped == 0 and out_u is users and out_i is items
 
 
-@pytest.mark.parametrize("fallback", [False, True], ids=["packed-keys", "lexsort-fallback"])
-def test_cap_degrees_keeps_each_item_with_probability_cap_over_degree(monkeypatch, fallback):
-    if fallback:
-        monkeypatch.setattr(_local, "_MIN_RANDOM_BITS", 64)
-    # User 0 has degree 10 (cap 3); user 1 (degree 2) is untouched.
+def test_cap_degrees_of_a_user_ignore_other_users():
+    """A user's kept set depends only on its own items and the salt (neighbours stay neighbours)."""
+    users, items, n_users, n_items = random_sets(4, n_users=30, n_items=30, max_deg=20)
+    out_u, out_i, _ = _cap(users, items, n_users, 4, 9, n_items)
+    keep = users != 7  # remove user 7 (codes of the others unchanged)
+    out_u2, out_i2, _ = _cap(users[keep], items[keep], n_users, 4, 9, n_items)
+    before, after = user_sets(out_u, out_i), user_sets(out_u2, out_i2)
+    assert 7 not in after
+    assert {u: s for u, s in before.items() if u != 7} == after
+
+
+def test_cap_degrees_keeps_each_item_with_probability_cap_over_degree():
+    # User 0 has degree 10 (cap 3); user 1 (degree 2) is untouched. Salts vary with the seed.
     users = np.array([0] * 10 + [1] * 2, dtype=np.int32)
     items = np.array([*range(10), 0, 1], dtype=np.int32)
     runs = 3000
     counts = Counter()
     for seed in range(runs):
-        out_u, out_i, _ = cap_degrees(users, items, 2, 3, NoiseSource(seed))
+        out_u, out_i, _ = _cap(users, items, 2, 3, seed)
         counts.update(out_i[out_u == 0].tolist())
     expected = runs * 3 / 10
     sd = math.sqrt(runs * 0.3 * 0.7)
@@ -191,14 +214,13 @@ def test_cap_degrees_keeps_each_item_with_probability_cap_over_degree(monkeypatc
         assert abs(counts[item] - expected) < 5 * sd, (item, counts[item])
 
 
-def test_cap_degrees_draws_every_subset_uniformly():
+def test_cap_degrees_draws_every_subset_uniformly_over_salts():
     users = np.zeros(5, dtype=np.int32)
     items = np.arange(5, dtype=np.int32)
     runs = 3000
     counts = Counter()
-    noise = NoiseSource(11)
-    for _ in range(runs):
-        _, out_i, _ = cap_degrees(users, items, 1, 2, noise)
+    for seed in range(runs):
+        _, out_i, _ = _cap(users, items, 1, 2, 10_000 + seed)
         counts[tuple(sorted(out_i.tolist()))] += 1
     assert set(counts) == set(itertools.combinations(range(5), 2))
     expected = runs / 10
@@ -282,7 +304,7 @@ def test_mad_weight_is_at_least_min_of_basic_weight_and_tau(seed):
 def test_literal_min_in_line_6_makes_mad_select_nothing_while_the_erratum_selects_many():
     data = zipf_contributions(20_000, n_items=200_000, seed=3)
     noise = NoiseSource(5)
-    users, items, _ = cap_degrees(data.users, data.items, data.n_users, 100, noise)
+    users, items, _ = _cap(data.users, data.items, data.n_users, 100, 5, data.n_items)
     sigma = gaussian_sigma(1.0, 5e-6)
     rho = partition_threshold(sigma, 1e-5, 100)
     tau = rho + 2 * sigma

@@ -221,12 +221,18 @@ def input_size(path: str | os.PathLike[str]) -> int:
         return 0
 
 
-def check_output_path(path: str | os.PathLike[str], *, overwrite: bool) -> Path:
-    """Check before any work that ``path`` can be written; raise InvalidParameterError if not."""
+def check_output_path(
+    path: str | os.PathLike[str], *, overwrite: bool, directory: bool = False
+) -> Path:
+    """Check before any work that ``path`` can be written; raise InvalidParameterError if not.
+
+    ``directory=True``: the output is a directory of part files (Spark's Parquet output), which
+    ``--overwrite`` may replace.
+    """
     p = Path(path)
     if str(path) == "" or p.name == "":
         raise InvalidParameterError(f"The output path {str(path)!r} is not a file name.")
-    if p.is_dir():
+    if p.is_dir() and not (directory and overwrite):
         raise InvalidParameterError(f"The output path {str(p)!r} is a directory.")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():

@@ -6,8 +6,11 @@ import argparse
 import json
 import logging
 import math
+import os
+import shutil
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ import pyarrow.parquet as pq
 from userdp.data import read
 from userdp.data.io import FORMATS
 from userdp.exceptions import InvalidParameterError
-from userdp.partition import SelectionResult
+from userdp.partition import SelectionResult, SparkSelectionResult
 from userdp.partition.api import ALGORITHMS, select_partitions
 
 from .options import (
@@ -51,6 +54,8 @@ one per line, or to --output; logs and a summary go to stderr.
 EPILOG = """\
 examples:
   userdp select pairs.csv --epsilon 1 --delta 1e-5
+  userdp select logs/ --engine spark --spark-master 'local[*]' --epsilon 1 --delta 1e-6 \\
+      --output released.parquet
   userdp select logs.parquet --user-column uid --item-column query --epsilon 1 \\
       --delta 1e-6 --output released.parquet
 """
@@ -90,6 +95,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         choices=FORMATS,
         default=None,
         help="Input format, when the file name does not tell it. Default: from the file name.",
+    )
+    data.add_argument(
+        "--engine",
+        choices=("local", "spark"),
+        default="local",
+        help="local: NumPy on this machine (reads the whole input into memory). spark: Apache "
+        "Spark DataFrames (pip install 'userdp[spark]', Java 17+); INPUT may then be a "
+        "directory of part files or any path Spark reads, and a .parquet OUT is written as a "
+        "directory of part files. Default: %(default)s.",
+    )
+    data.add_argument(
+        "--spark-master",
+        default=None,
+        metavar="URL",
+        help="Spark master for --engine spark, e.g. local[*], local[2], yarn, spark://host:7077. "
+        "Default: local[*], sized for this machine.",
     )
     data.add_argument(
         "--no-header",
@@ -180,6 +201,13 @@ def _check_parameters(args: argparse.Namespace) -> dict[str, Any]:
         options["recap"] = args.recap
     elif not args.recap:
         logger.warning("--no-recap only applies to mad2r and dp-sips; ignored.")
+    if args.engine == "spark" and args.algorithm in _SEQUENTIAL:
+        raise InvalidParameterError(
+            f"--algorithm {args.algorithm} is sequential and has no Spark engine; use mad2r, "
+            "mad, basic or dp-sips with --engine spark."
+        )
+    if args.engine != "spark" and args.spark_master is not None:
+        logger.warning("--spark-master only applies to --engine spark; ignored.")
     return options
 
 
@@ -214,9 +242,12 @@ def run(args: argparse.Namespace) -> int:
     options = _check_parameters(args)
     output = None
     if args.output is not None and args.output != "-":
-        output = check_output_path(args.output, overwrite=args.overwrite)
+        directory = args.engine == "spark" and Path(args.output).suffix.lower() == ".parquet"
+        output = check_output_path(args.output, overwrite=args.overwrite, directory=directory)
     if not args.header and args.format in ("parquet", "jsonl"):
         logger.warning("--no-header only applies to CSV/TSV input; ignored.")
+    if args.engine == "spark":
+        return _run_spark(args, options, output, start)
 
     progress = Progress(
         ["read", "select", "write"],
@@ -260,7 +291,93 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary(result: SelectionResult, seconds: float) -> str:
+def _run_spark(
+    args: argparse.Namespace, options: dict[str, Any], output: Path | None, start: float
+) -> int:
+    """``--engine spark``: read, select and write through Spark; items never all on the driver."""
+    from userdp.partition import spark as engine
+    from userdp.spark import spark_session
+
+    progress = Progress(
+        ["start Spark", "read", "select", "write"],
+        enabled=Progress.wanted(args.quiet, input_size(args.input)),
+    )
+    try:
+        with progress.stage("start Spark"):
+            session = spark_session(args.spark_master)
+        with progress.stage("read"):
+            frame = engine.read(args.input, format=args.format, header=args.header, spark=session)
+            if not args.header:  # first two columns, as the local engine reads them
+                frame = frame.select(frame.columns[0], frame.columns[1]).toDF(
+                    args.user_column, args.item_column
+                )
+        with progress.stage("select"):
+            result = engine.select_partitions(
+                frame,
+                epsilon=args.epsilon,
+                delta=args.delta,
+                algorithm=args.algorithm,
+                **options,
+            )
+        with progress.stage("write"):
+            _write_spark(result, output, overwrite=args.overwrite)
+        result.dataframe.unpersist()
+    finally:
+        progress.close()
+    if not args.quiet:
+        print(_summary(result, time.perf_counter() - start), file=sys.stderr)
+    return 0
+
+
+def _stream_lines(result: SparkSelectionResult, f: Any, as_json: bool) -> int:
+    """Write the items sorted, one partition at a time (toLocalIterator), to text file ``f``."""
+    column = result.dataframe.columns[0]
+    n = 0
+    if as_json:
+        f.write("[")
+    for row in result.dataframe.orderBy(column).toLocalIterator():
+        value = row[0]
+        if as_json:
+            f.write(("" if n == 0 else ", ") + json.dumps(value, ensure_ascii=False, default=str))
+        else:
+            f.write(f"{value if isinstance(value, str) else str(value)}\n")
+        n += 1
+    if as_json:
+        f.write("]\n")
+    return n
+
+
+def _write_spark(result: SparkSelectionResult, output: Path | None, *, overwrite: bool) -> None:
+    if output is None:
+        _stream_lines(result, sys.stdout, as_json=False)
+        sys.stdout.flush()
+        return
+    suffix = output.suffix.lower()
+    if suffix == ".parquet":  # a directory of part files, written by the executors
+        tmp = output.with_name(f".{output.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            result.dataframe.write.parquet(str(tmp))
+            if output.exists() or output.is_symlink():
+                if not overwrite:
+                    raise InvalidParameterError(
+                        f"The output {str(output)!r} already exists; pass --overwrite to "
+                        "replace it."
+                    )
+                if output.is_dir() and not output.is_symlink():
+                    shutil.rmtree(output)
+                else:
+                    output.unlink()
+            os.replace(tmp, output)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        with atomic_output(output, overwrite=overwrite) as tmp_file:
+            with open(tmp_file, "w", encoding="utf-8", newline="") as f:
+                _stream_lines(result, f, as_json=suffix == ".json")
+    logger.info("Wrote %d items to %s.", len(result), output)
+
+
+def _summary(result: SelectionResult | SparkSelectionResult, seconds: float) -> str:
     d = result.diagnostics
     budget = result.budget
     n = len(result)

@@ -42,10 +42,10 @@ def infer_format(path: str | os.PathLike[str]) -> str:
     suffixes = [s.lower() for s in p.suffixes]
     if suffixes and suffixes[-1] in _COMPRESSION:
         suffixes = suffixes[:-1]
-    if p.is_dir():
-        return "parquet"
     if suffixes and suffixes[-1] in _SUFFIXES:
         return _SUFFIXES[suffixes[-1]]
+    if p.is_dir():  # a directory of part files, named without a format suffix
+        return "parquet"
     raise InvalidParameterError(
         f"Cannot tell the format of {str(path)!r} from its name; pass format= one of "
         f"{', '.join(FORMATS)} (CLI: --format)."

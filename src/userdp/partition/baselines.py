@@ -144,9 +144,7 @@ def policy_gaussian(
     weights = policy_gaussian_weights(
         users, items, d.n_users, d.n_items, gamma, order, show_progress
     )
-    _, selected = rnd.release(weights, items, run.noise)
-    run.accountant.compose(rnd.event)
-    run.round_sizes.append(int(selected.sum()))
+    _, selected = run.release(rnd, weights, items)
     params = {
         "max_items_per_user": run.cap,
         "beta": beta,

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dp_accounting
 import pyarrow as pa
 
 from userdp.privacy import PrivacyBudget
 
-__all__ = ["SelectionDiagnostics", "SelectionResult"]
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
+__all__ = ["SelectionDiagnostics", "SelectionResult", "SparkSelectionResult"]
 
 
 @dataclass(frozen=True)
@@ -73,9 +76,51 @@ class SelectionResult:
 
     def summary(self) -> str:
         """One line: items, users, pairs, budget and seconds (users/pairs are exact counts)."""
-        d = self.diagnostics
-        return (
-            f"{self.algorithm}: selected {len(self)} items from {d.n_users} users / {d.n_pairs} "
-            f"pairs at epsilon={self.budget.epsilon:g}, delta={self.budget.delta:g} "
-            f"in {d.seconds:.2f} s"
-        )
+        return _summary(self.algorithm, len(self), self.budget, self.diagnostics)
+
+
+def _summary(algorithm: str, n: int, budget: PrivacyBudget, d: SelectionDiagnostics) -> str:
+    return (
+        f"{algorithm}: selected {n} items from {d.n_users} users / {d.n_pairs} "
+        f"pairs at epsilon={budget.epsilon:g}, delta={budget.delta:g} in {d.seconds:.2f} s"
+    )
+
+
+@dataclass(frozen=True)
+class SparkSelectionResult:
+    """Items released by the Spark engine: a DataFrame plus the local result's metadata.
+
+    Attributes
+    ----------
+    dataframe : pyspark.sql.DataFrame
+        One column (named like the input's item column, with its type) of selected items,
+        cached on the cluster; ``dataframe.unpersist()`` frees it.
+    algorithm, budget, parameters, dp_event, diagnostics
+        As in :class:`SelectionResult`.
+    """
+
+    dataframe: DataFrame = field(repr=False)
+    algorithm: str
+    budget: PrivacyBudget
+    parameters: Mapping[str, Any]
+    dp_event: dp_accounting.DpEvent = field(repr=False)
+    diagnostics: SelectionDiagnostics
+
+    @property
+    def items(self) -> list[Any]:
+        """The selected items, collected to the driver and sorted (for small releases)."""
+        column = self.dataframe.columns[0]
+        return [row[0] for row in self.dataframe.orderBy(column).collect()]
+
+    def to_arrow(self) -> pa.Array:
+        """The selected items as a PyArrow array, collected to the driver and sorted."""
+        column = self.dataframe.columns[0]
+        table = self.dataframe.orderBy(column).toArrow()
+        return table.column(0).combine_chunks()
+
+    def __len__(self) -> int:
+        return sum(self.diagnostics.round_sizes)
+
+    def summary(self) -> str:
+        """One line: items, users, pairs, budget and seconds (users/pairs are exact counts)."""
+        return _summary(self.algorithm, len(self), self.budget, self.diagnostics)

@@ -21,6 +21,8 @@ import pyarrow.compute as pc
 from userdp._validation import check_fractions, check_int, check_real
 from userdp.data import Contributions, as_contributions
 from userdp.exceptions import InvalidParameterError
+from userdp.partition import _probe
+from userdp.partition._hashing import salted_hash
 from userdp.partition._local import cap_degrees, filter_pairs
 from userdp.partition.result import SelectionDiagnostics, SelectionResult
 from userdp.partition.weights import basic_weights, mad_weights
@@ -78,17 +80,6 @@ class _Round:
             self.budget.epsilon, self.budget.delta, self.sigma, self.rho, self.cap
         )
 
-    def release(
-        self, weights: np.ndarray, items: np.ndarray, noise: NoiseSource
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Noisy weights over every item code and the released mask (Alg. 1 lines 7-9).
-
-        Codes absent from this round's input get pure noise (the w_ext of line 9), which later
-        rounds may query; only items present in the round's input can be released.
-        """
-        noisy = weights + noise.gaussian(self.sigma, weights.size)
-        return noisy, release_mask(noisy, items, self.rho)
-
 
 class _Run:
     """Book-keeping common to every algorithm: input, noise, accountant, diagnostics."""
@@ -111,11 +102,45 @@ class _Run:
         self.accountant = PrivacyAccountant()
         self.dropped: list[int] = []
         self.round_sizes: list[int] = []
+        self._hashes: tuple[np.ndarray, np.ndarray] | None = None
 
     def capped(self, users: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        u, i, dropped = cap_degrees(users, items, self.data.n_users, self.cap, self.noise)
+        """Cap every user's set with the run's secret salt (the same salt in every round)."""
+        if self._hashes is None:  # hash each distinct user and item once per run
+            salt = self.noise.salt
+            self._hashes = (
+                salted_hash(self.data.user_labels, salt),
+                salted_hash(self.data.item_labels, salt),
+            )
+        u, i, dropped = cap_degrees(users, items, self.data.n_users, self.cap, *self._hashes)
         self.dropped.append(dropped)
         return u, i
+
+    def release(
+        self, rnd: _Round, weights: np.ndarray, items: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Noisy weights over every item code and the released mask (Alg. 1 lines 7-9).
+
+        Codes absent from this round's input get pure noise (the w_ext of line 9), which later
+        rounds may query; only items present in the round's input can be released. Composes
+        the round into the accountant.
+        """
+        probe = _probe.current()
+        if probe is None:
+            noise = self.noise.gaussian(rnd.sigma, weights.size)
+        else:  # tests only: record the weights, maybe substitute the noise
+            labels = self.data.item_labels.to_pylist()
+            present = np.unique(items)
+            probe.weights.append({labels[c]: float(weights[c]) for c in present})
+            if probe.noise is None:
+                noise = self.noise.gaussian(rnd.sigma, weights.size)
+            else:
+                noise = np.asarray(probe.noise(len(self.round_sizes), labels, rnd.sigma), float)
+        noisy = weights + noise
+        selected = release_mask(noisy, items, rnd.rho)
+        self.accountant.compose(rnd.event)
+        self.round_sizes.append(int(selected.sum()))
+        return noisy, selected
 
     def finish(
         self, selected: np.ndarray, algorithm: str, parameters: dict[str, Any], total: PrivacyBudget
@@ -191,7 +216,9 @@ def basic(
     delta : float
         Privacy parameter in (0, 1).
     max_items_per_user : int, default=100
-        Degree cap Delta_0: larger sets are subsampled uniformly at random.
+        Degree cap Delta_0: a larger set keeps its Delta_0 items of smallest keyed hash of
+        (secret salt, user, item), a pseudo-random subset that the Spark engine reproduces
+        for the same seed.
     seed : int or None, default=None
         ``None`` draws noise from OS entropy. A fixed seed is for tests and reproducible
         benchmarks only.
@@ -219,9 +246,7 @@ def basic(
     users, items = run.capped(d.users, d.items)
     rnd = _Round.calibrate(total, run.cap)
     weights = basic_weights(users, items, d.n_users, d.n_items)
-    _, selected = rnd.release(weights, items, run.noise)
-    run.accountant.compose(rnd.event)
-    run.round_sizes.append(int(selected.sum()))
+    _, selected = run.release(rnd, weights, items)
     params = {"max_items_per_user": run.cap, "sigma": rnd.sigma, "rho": rnd.rho}
     return run.finish(selected, "basic", params, total)
 
@@ -274,9 +299,7 @@ def dp_sips(
                 users, items = filter_pairs(users, items, found)
         rnd = _Round.calibrate(part, run.cap)
         weights = basic_weights(users, items, d.n_users, d.n_items)
-        _, selected = rnd.release(weights, items, run.noise)
-        run.accountant.compose(rnd.event)
-        run.round_sizes.append(int(selected.sum()))
+        _, selected = run.release(rnd, weights, items)
         found |= selected
         rounds.append({"sigma": rnd.sigma, "rho": rnd.rho})
     params = {
@@ -326,9 +349,7 @@ def mad(
     rnd = _Round.calibrate(total, run.cap)
     tau = rnd.rho + beta * rnd.sigma
     weights = mad_weights(users, items, d.n_users, d.n_items, tau=tau, d_max=d_max)
-    _, selected = rnd.release(weights, items, run.noise)
-    run.accountant.compose(rnd.event)
-    run.round_sizes.append(int(selected.sum()))
+    _, selected = run.release(rnd, weights, items)
     params = {
         "max_items_per_user": run.cap,
         "d_max": d_max,
@@ -383,7 +404,7 @@ def mad2r(
         Round 2 re-samples each user's cap from ``S_u`` minus the removed items, instead of
         removing them from the round-1 capped set. Privacy argument: the removed set R and the
         biases are functions of round 1's (analysed-as-released) output w_ext, so for each fixed
-        value of it, the map S -> {Cap(S_u minus R)} with fresh per-user randomness sends
+        value of it, the map S -> {Cap(S_u minus R)} (same salt, each user on its own) sends
         neighbouring inputs to neighbouring inputs with every degree <= max_items_per_user; round
         2 is then an ordinary weight-and-threshold run, (eps_2, delta_2)-DP by Thm. 3.3, and
         adaptive composition gives (epsilon, delta) exactly as for capping once. Items a user
@@ -418,9 +439,7 @@ def mad2r(
     r1 = _Round.calibrate(b1, run.cap)
     tau1 = r1.rho + beta * r1.sigma
     w1 = mad_weights(users, items, d.n_users, d.n_items, tau=tau1, d_max=d_max)
-    noisy1, found = r1.release(w1, items, run.noise)
-    run.accountant.compose(r1.event)
-    run.round_sizes.append(int(found.sum()))
+    noisy1, found = run.release(r1, w1, items)
 
     # Round 2: biased MAD on what is left (lines 8-17).
     r2 = _Round.calibrate(b2, run.cap, h_scale=b_max)
@@ -446,9 +465,7 @@ def mad2r(
         b_min=b_min,
         b_max=b_max,
     )
-    _, selected2 = r2.release(w2, items, run.noise)
-    run.accountant.compose(r2.event)
-    run.round_sizes.append(int(selected2.sum()))
+    _, selected2 = run.release(r2, w2, items)
     found |= selected2
 
     params = {

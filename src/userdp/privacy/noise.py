@@ -13,7 +13,19 @@ import numpy as np
 
 from userdp._validation import check_int
 
-__all__ = ["NoiseSource"]
+__all__ = ["NoiseSource", "spawn_generator"]
+
+_SALT_KEY = 0x5A17
+_STREAM_KEY = 0x57EA
+
+
+def spawn_generator(entropy: int, key: tuple[int, ...]) -> np.random.Generator:
+    """PCG64DXSM generator for sub-stream ``key`` of the 128-bit ``entropy``.
+
+    A plain function of picklable arguments, so Spark executors can call it.
+    """
+    seq = np.random.SeedSequence(entropy, spawn_key=(_STREAM_KEY, *key))
+    return np.random.Generator(np.random.PCG64DXSM(seq))
 
 
 class NoiseSource:
@@ -33,7 +45,28 @@ class NoiseSource:
         else:
             entropy = check_int(seed, "seed", "NoiseSource", low=0)
             self.seeded = True
+        self.entropy: int = entropy
         self._rng = np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(entropy)))
+
+    @property
+    def salt(self) -> int:
+        """A secret signed 64-bit key for keyed hashing (degree capping), fixed per source.
+
+        Derived from the entropy on its own spawn key, so it is independent of the noise
+        streams; the local and Spark engines derive the same salt from the same seed.
+        """
+        (bits,) = np.random.SeedSequence(self.entropy, spawn_key=(_SALT_KEY,)).generate_state(
+            1, np.uint64
+        )
+        return int(bits.view(np.int64))
+
+    def stream(self, *key: int) -> np.random.Generator:
+        """An independent generator for sub-stream ``key`` (for example (round, bucket)).
+
+        Lets distributed workers draw their share of the noise from the secret entropy without
+        one sequential stream: ``SeedSequence(entropy, spawn_key=key)`` seeds PCG64DXSM.
+        """
+        return spawn_generator(self.entropy, key)
 
     def gaussian(self, sigma: float, size: int) -> np.ndarray:
         """``size`` i.i.d. N(0, sigma^2) draws as float64."""

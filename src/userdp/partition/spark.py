@@ -1,0 +1,661 @@
+"""Partition selection on Apache Spark: Basic, DP-SIPS, MAD and MAD2R on DataFrames.
+
+Same algorithms, parameters and guarantees as the local engine (:mod:`userdp.partition`), with
+the same weights: for a given seed both engines cap every user to the same items (keyed hash of
+(salt, user, item), Spark's ``xxhash64``), so their pre-noise weights agree to float round-off.
+
+Every step is a DataFrame operation except two pandas UDFs that run on the executors:
+biased UserWeights for the users that have a biased item (MAD2R round 2), vectorized over a
+hash bucket of users, and the noise, drawn per hash bucket of items from
+``SeedSequence(entropy, spawn_key=(round, bucket))`` so that no single stream runs over all
+items and a seeded run gives the same release on any cluster. Nothing proportional to the
+number of items or pairs is collected to the driver.
+
+Shuffles (see the README's Spark section): pairs once by user (de-duplication, capping and
+every per-user window share it), item-level partial aggregates by item, item-level frames by
+noise bucket, and the joins of small item sets (released, removed or heavy items) with the
+pairs, which adaptive execution turns into broadcasts when they are small.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import dp_accounting
+import numpy as np
+
+from userdp._validation import check_fractions, check_int, check_real
+from userdp.exceptions import DataError, InvalidParameterError
+from userdp.partition import _probe
+from userdp.partition._hashing import canonical_column
+from userdp.partition.result import SelectionDiagnostics, SparkSelectionResult
+from userdp.partition.select import _budget, _check_mad, _Round
+from userdp.partition.weights import user_weights
+from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
+from userdp.privacy.noise import spawn_generator
+from userdp.spark import require_pyspark
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    from pyspark.sql import DataFrame
+
+__all__ = ["basic", "dp_sips", "mad", "mad2r", "select_partitions"]
+
+#: Hash buckets of items (noise streams) and of users (UserWeights batches). Fixed, so that a
+#: seeded run draws the same noise whatever the number of partitions or executors.
+BUCKETS = 1024
+
+# Internal column names: user, item, their salted hashes, item noise bucket.
+_U, _I, _HU, _HI, _IB = "_u", "_i", "_hu", "_hi", "_ib"
+_BASE = [_U, _I, _HU, _HI, _IB]
+_ITEM = [_I, _HI, _IB]
+
+
+def _functions() -> Any:
+    from pyspark.sql import functions
+
+    return functions
+
+
+class _ExecutorNoise:
+    """Gaussian noise for one bucket of items, drawn on an executor.
+
+    Picklable (it holds only the run's 128-bit entropy); bucket ``b`` of round ``r`` uses its own
+    PCG64DXSM stream ``SeedSequence(entropy, spawn_key=(r, b))``.
+    """
+
+    def __init__(self, entropy: int) -> None:
+        self.entropy = entropy
+
+    def __call__(self, round_index: int, bucket: int, items: pd.Series, sigma: float) -> np.ndarray:
+        return spawn_generator(self.entropy, (round_index, bucket)).normal(0.0, sigma, len(items))
+
+
+class _ProbeNoise:
+    """Noise from a test probe's per-item function (see :mod:`userdp.partition._probe`)."""
+
+    def __init__(self, noise: _probe.NoiseFunction) -> None:
+        self.noise = noise
+
+    def __call__(self, round_index: int, bucket: int, items: pd.Series, sigma: float) -> np.ndarray:
+        return np.asarray(self.noise(round_index, items.tolist(), sigma), dtype=float)
+
+
+def _add_noise(
+    noise: Any, round_index: int, sigma: float, key: tuple[Any, ...], pdf: pd.DataFrame
+) -> pd.DataFrame:
+    """Grouped-map UDF body: noisy weight of every item of one bucket (Alg. 1 line 7)."""
+    pdf = pdf.sort_values(_HI, kind="stable", ignore_index=True)  # fixed order within the bucket
+    noisy = pdf["_w"].to_numpy(dtype=float) + noise(round_index, int(key[0]), pdf[_I], sigma)
+    return pdf.assign(_noisy=noisy)
+
+
+def _bucket_user_weights(b_min: float, b_max: float, pdf: pd.DataFrame) -> pd.DataFrame:
+    """Grouped-map UDF body: UserWeights (Alg. 2) for every user of one hash bucket at once."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(pdf[_U])
+    order = np.argsort(codes, kind="stable")
+    pdf = pdf.iloc[order].reset_index(drop=True)
+    n = len(pdf)
+    # user_weights indexes ``biases`` by item code: give each pair its own code.
+    wb = user_weights(
+        codes[order].astype(np.int64),
+        np.arange(n),
+        len(uniques),
+        biases=pdf["_b"].to_numpy(dtype=float),
+        b_min=b_min,
+        b_max=b_max,
+    )
+    return pdf.assign(_wb=wb)
+
+
+class _SparkRun:
+    """Book-keeping of one Spark selection: input, salt and noise, accountant, diagnostics."""
+
+    def __init__(
+        self,
+        data: Any,
+        caller: str,
+        user_column: str,
+        item_column: str,
+        max_items_per_user: int,
+        seed: int | None,
+    ) -> None:
+        require_pyspark()
+        from pyspark import StorageLevel
+        from pyspark.sql import DataFrame
+
+        self.start = time.perf_counter()
+        self.caller = caller
+        self.cap = check_int(max_items_per_user, "max_items_per_user", caller, low=1)
+        source = NoiseSource(seed)
+        self.salt = source.salt
+        self.entropy = source.entropy
+        self.accountant = PrivacyAccountant()
+        self.dropped: list[int] = []
+        self.round_sizes: list[int] = []
+        self._cached: list[DataFrame] = []
+        self._storage = StorageLevel.MEMORY_AND_DISK
+        if not isinstance(data, DataFrame):
+            raise DataError(
+                f"The Spark engine takes a pyspark.sql.DataFrame; got {type(data).__name__}. "
+                "Read files with userdp.partition.spark.read (or spark.read), or use the local "
+                "engine."
+            )
+        self.item_column = item_column
+        self.pairs, self.n_rows = self._prepare(data, user_column, item_column)
+
+    # -- input ----------------------------------------------------------------------------------
+    def _prepare(self, df: DataFrame, user_column: str, item_column: str) -> tuple[DataFrame, int]:
+        """Distinct (user, item) pairs with salted hashes, partitioned by user (one shuffle)."""
+        F = _functions()
+        from pyspark.sql.types import DoubleType, FloatType
+
+        for col in (user_column, item_column):
+            if col not in df.columns:
+                raise DataError(
+                    f"Column {col!r} not found; the input has columns {df.columns!r}. Name the "
+                    "columns with user_column= / item_column= (CLI: --user-column/--item-column)."
+                )
+        if user_column == item_column:
+            raise DataError(f"The user and item columns are the same column ({user_column!r}).")
+        types = {f.name: f.dataType for f in df.schema.fields}
+        checks = [F.count(F.lit(1)).alias("rows")]
+        for name, col in (("user", user_column), ("item", item_column)):
+            c = F.col(f"`{col}`")
+            bad = c.isNull()
+            if isinstance(types[col], (FloatType, DoubleType)):
+                bad = bad | F.isnan(c)
+            checks.append(F.sum(F.when(bad, 1).otherwise(0)).alias(name))
+        stats = df.agg(*checks).collect()[0]
+        if not stats["rows"]:
+            raise DataError("The input has no (user, item) pairs; nothing to select from.")
+        for name, col in (("user", user_column), ("item", item_column)):
+            if stats[name]:
+                raise DataError(
+                    f"Column {col!r} has {stats[name]} null or NaN value(s); drop or fill them "
+                    "before selecting."
+                )
+        salt = F.lit(self.salt).cast("long")
+        pairs = (
+            df.select(F.col(f"`{user_column}`").alias(_U), F.col(f"`{item_column}`").alias(_I))
+            .withColumn(_HU, F.xxhash64(salt, canonical_column(F.col(_U), types[user_column])))
+            .withColumn(_HI, F.xxhash64(salt, canonical_column(F.col(_I), types[item_column])))
+            .withColumn(_IB, F.pmod(F.col(_HI), F.lit(BUCKETS)))
+            .repartition(_U)
+            .dropDuplicates([_U, _I])
+        )
+        return self.cache(pairs), int(stats["rows"])
+
+    def cache(self, df: DataFrame) -> DataFrame:
+        """Persist ``df`` (memory, spilling to disk) until the run finishes."""
+        df = df.persist(self._storage)
+        self._cached.append(df)
+        return df
+
+    # -- capping (Alg. 1 lines 3-5) -------------------------------------------------------------
+    def capped(self, pairs: DataFrame, rank: bool = True) -> DataFrame:
+        """Each user's ``cap`` pairs of smallest key ``xxhash64(hu, hi)``, with degree ``_deg``.
+
+        The order (signed key, then item hash) is the local engine's (:func:`cap_degrees`).
+        ``rank=False`` keeps every pair and only recomputes degrees (no re-capping).
+        """
+        F = _functions()
+        from pyspark.sql import Window
+
+        user = Window.partitionBy(_U)
+        n = F.count(F.lit(1)).over(user)
+        if not rank:  # no capping: the local engine records nothing either
+            return self.cache(pairs.withColumn("_deg", n.cast("double")))
+        order = user.orderBy(F.xxhash64(F.col(_HU), F.col(_HI)), F.col(_HI))
+        ranked = pairs.withColumn("_rn", F.row_number().over(order)).withColumn("_n", n)
+        kept = self.cache(
+            ranked.where(F.col("_rn") <= self.cap).withColumn(
+                "_deg", F.least(F.col("_n"), F.lit(self.cap)).cast("double")
+            )
+        )
+        first = F.col("_rn") == 1
+        row = kept.agg(
+            F.sum(F.when(first, 1).otherwise(0)).alias("users"),
+            F.count(F.lit(1)).alias("kept"),
+            F.sum(F.when(first, F.greatest(F.col("_n") - self.cap, F.lit(0))).otherwise(0)).alias(
+                "dropped"
+            ),
+        ).collect()[0]
+        if not self.dropped:
+            self.n_users = int(row["users"])
+            self.n_pairs = int(row["kept"]) + int(row["dropped"] or 0)
+        self.dropped.append(int(row["dropped"] or 0))
+        return kept.drop("_rn", "_n")
+
+    # -- release (Alg. 1 lines 6-9) -------------------------------------------------------------
+    def release(
+        self, rnd: _Round, weights: DataFrame, all_items: DataFrame | None = None
+    ) -> tuple[DataFrame, DataFrame]:
+        """Noisy weights (``_noisy``) and the released items of one round.
+
+        ``weights`` has one row per item present in the round (``_i, _hi, _ib, _w``). With
+        ``all_items``, every item of the input gets noisy weight (pure noise when absent: the
+        w_ext of line 9, queried by MAD2R's round 2); only present items can be released.
+        """
+        F = _functions()
+        from pyspark.sql.types import BooleanType, DoubleType, StructField, StructType
+
+        round_index = len(self.round_sizes)
+        probe = _probe.current()
+        noise: Any = _ExecutorNoise(self.entropy)
+        if probe is not None:  # tests only
+            probe.weights.append(weights.select(_I, "_w"))
+            if probe.noise is not None:
+                noise = _ProbeNoise(probe.noise)
+        if all_items is None:
+            frame = weights.select(*_ITEM, "_w", F.lit(True).alias("_present"))
+        else:
+            frame = all_items.join(weights, _ITEM, "left").select(
+                *_ITEM,
+                F.coalesce(F.col("_w"), F.lit(0.0)).alias("_w"),
+                F.col("_w").isNotNull().alias("_present"),
+            )
+        schema = StructType(
+            [
+                *frame.schema.fields[:3],
+                StructField("_w", DoubleType(), False),
+                StructField("_present", BooleanType(), False),
+                StructField("_noisy", DoubleType(), False),
+            ]
+        )
+        sigma = rnd.sigma
+
+        def body(key, pdf):  # no annotations: PySpark reads them to pick the UDF type
+            return _add_noise(noise, round_index, sigma, key, pdf)
+
+        noisy = self.cache(frame.groupBy(_IB).applyInPandas(body, schema))
+        released = self.cache(
+            noisy.where(F.col("_present") & (F.col("_noisy") >= rnd.rho)).select(*_ITEM)
+        )
+        self.accountant.compose(rnd.event)
+        self.round_sizes.append(released.count())
+        return noisy, released
+
+    def finish(
+        self,
+        released: Sequence[DataFrame],
+        algorithm: str,
+        parameters: dict[str, Any],
+        total: PrivacyBudget,
+    ) -> SparkSelectionResult:
+        F = _functions()
+        spent = self.accountant.spent()
+        if not total.covers(spent):  # pragma: no cover - a bug, never user input
+            raise RuntimeError(f"{algorithm} spent {spent}, more than its budget {total}.")
+        union = functools.reduce(lambda a, b: a.unionByName(b), released)
+        items = union.select(F.col(_I).alias(self.item_column)).persist(self._storage)
+        items.count()  # materialize before the intermediate frames go
+        for df in self._cached:
+            df.unpersist()
+        self._cached.clear()
+        return SparkSelectionResult(
+            dataframe=items,
+            algorithm=algorithm,
+            budget=spent,
+            parameters=parameters,
+            dp_event=dp_accounting.ComposedDpEvent(list(self.accountant.ledger)),
+            diagnostics=SelectionDiagnostics(
+                n_users=self.n_users,
+                n_pairs=self.n_pairs,
+                duplicates_dropped=self.n_rows - self.n_pairs,
+                pairs_dropped_by_capping=tuple(self.dropped),
+                round_sizes=tuple(self.round_sizes),
+                seconds=time.perf_counter() - self.start,
+            ),
+        )
+
+    def abort(self) -> None:
+        for df in self._cached:
+            df.unpersist()
+        self._cached.clear()
+
+
+# -- weights ------------------------------------------------------------------------------------
+def _basic_weights(capped: DataFrame) -> DataFrame:
+    """Basic weights (Alg. 5): w(i) = sum over users holding i of 1/sqrt(|S_u|)."""
+    F = _functions()
+    return capped.groupBy(*_ITEM).agg(F.sum(1.0 / F.sqrt(F.col("_deg"))).alias("_w"))
+
+
+def _user_weights(pairs: DataFrame, b_min: float, b_max: float) -> DataFrame:
+    """Add UserWeights ``_wb`` (Alg. 2) to every pair, given per-pair biases ``_b``.
+
+    Users with no biased item get 1/sqrt(|S_u|) by a column expression (what Alg. 2 gives them);
+    the others go through a grouped pandas UDF, one hash bucket of users per call, that runs the
+    local engine's vectorized :func:`user_weights`.
+    """
+    F = _functions()
+    from pyspark.sql import Window
+    from pyspark.sql.types import DoubleType, LongType, StructField, StructType
+
+    flagged = pairs.withColumn("_minb", F.min(F.col("_b")).over(Window.partitionBy(_U)))
+    plain = flagged.where(F.col("_minb") >= 1.0).withColumn("_wb", 1.0 / F.sqrt(F.col("_deg")))
+    biased = flagged.where(F.col("_minb") < 1.0).withColumn(
+        "_ub", F.pmod(F.col(_HU), F.lit(BUCKETS))
+    )
+    schema = StructType(
+        [
+            *biased.schema.fields[:-1],
+            StructField("_ub", LongType(), False),
+            StructField("_wb", DoubleType(), False),
+        ]
+    )
+
+    def body(pdf):  # no annotations: PySpark reads them to pick the UDF type
+        return _bucket_user_weights(b_min, b_max, pdf)
+
+    biased = biased.groupBy("_ub").applyInPandas(body, schema).drop("_ub")
+    return plain.unionByName(biased).drop("_minb")
+
+
+def _mad_weights(
+    capped: DataFrame,
+    *,
+    tau: float,
+    d_max: int,
+    biased: bool = False,
+    b_min: float = 1.0,
+    b_max: float = 1.0,
+) -> DataFrame:
+    """MaxAdaptiveDegree weights (Alg. 3, with the ``max`` erratum of line 6), as DataFrames.
+
+    Mirrors :func:`userdp.partition.mad_weights` step by step; see it for the privacy
+    statement. ``biased`` uses the pairs' ``_b`` column as b(i).
+    """
+    F = _functions()
+    from pyspark.sql import Window
+
+    deg = F.col("_deg")
+    adaptive = (deg >= math.ceil(1.0 / b_min**2)) & (deg <= d_max)  # line 3
+    p = capped.withColumn("_init", F.when(adaptive, 1.0 / deg).otherwise(0.0))
+    w_init = p.where(adaptive).groupBy(_I).agg(F.sum("_init").alias("_wi"))  # line 5
+    heavy = w_init.where(F.col("_wi") > tau).select(  # line 6 (erratum: max)
+        _I, ((F.col("_wi") - tau) / F.col("_wi")).alias("_r")
+    )
+    p = p.join(heavy, _I, "left")
+    # line 10: e_u = (1/|S_u|) sum r(i) over the adaptive user's items
+    r_sum = F.sum(F.coalesce(F.col("_r"), F.lit(0.0))).over(Window.partitionBy(_U))
+    excess = F.when(adaptive, r_sum / deg).otherwise(0.0)
+    alpha = b_min - 1.0 / (2.0 * math.sqrt(d_max))  # line 2
+    p = p.withColumn("_c", F.lit(alpha / d_max) * excess - F.col("_init")).drop("_r")
+    if biased:
+        p = _user_weights(p, b_min, b_max)  # line 13
+    else:
+        p = p.withColumn("_wb", 1.0 / F.sqrt(deg))
+    # lines 8, 11, 14-17: min(w_init, tau) + rerouted + (w_b - 1/|S_u| if adaptive else w_b)
+    return p.groupBy(*_ITEM).agg(
+        (F.sum(F.col("_c") + F.col("_wb")) + F.least(F.sum("_init"), F.lit(tau))).alias("_w")
+    )
+
+
+def _without(pairs: DataFrame, items: DataFrame) -> DataFrame:
+    """Pairs whose item is not in ``items``."""
+    return pairs.join(items.select(_I), _I, "left_anti")
+
+
+def _guarded(run: _SparkRun, fn: Any) -> Any:
+    try:
+        return fn()
+    except BaseException:
+        run.abort()
+        raise
+
+
+# -- algorithms ---------------------------------------------------------------------------------
+def basic(
+    data: DataFrame,
+    *,
+    epsilon: float,
+    delta: float,
+    max_items_per_user: int = 100,
+    seed: int | None = None,
+    user_column: str = "user",
+    item_column: str = "item",
+) -> SparkSelectionResult:
+    """Basic weighting on Spark; see :func:`userdp.partition.basic` (same parameters).
+
+    Returns a :class:`SparkSelectionResult` whose ``dataframe`` holds the selected items.
+    """
+    total = _budget(epsilon, delta, "basic")
+    run = _SparkRun(data, "basic", user_column, item_column, max_items_per_user, seed)
+
+    def go() -> SparkSelectionResult:
+        rnd = _Round.calibrate(total, run.cap)
+        _, released = run.release(rnd, _basic_weights(run.capped(run.pairs)))
+        params = {"max_items_per_user": run.cap, "sigma": rnd.sigma, "rho": rnd.rho}
+        return run.finish([released], "basic", params, total)
+
+    return _guarded(run, go)
+
+
+def dp_sips(
+    data: DataFrame,
+    *,
+    epsilon: float,
+    delta: float,
+    fractions: Sequence[float] = (0.1, 0.9),
+    max_items_per_user: int = 100,
+    recap: bool = True,
+    seed: int | None = None,
+    user_column: str = "user",
+    item_column: str = "item",
+) -> SparkSelectionResult:
+    """DP-SIPS on Spark; see :func:`userdp.partition.dp_sips` (same parameters)."""
+    total = _budget(epsilon, delta, "dp_sips")
+    parts = total.split(check_fractions(fractions, "fractions", "dp_sips"))
+    run = _SparkRun(data, "dp_sips", user_column, item_column, max_items_per_user, seed)
+
+    def go() -> SparkSelectionResult:
+        released: list[DataFrame] = []
+        rounds = []
+        capped = run.capped(run.pairs)
+        for r, part in enumerate(parts):
+            if r > 0:
+                if recap:
+                    capped = run.capped(_without(run.pairs, released[-1]))
+                else:
+                    capped = run.capped(_without(capped.select(*_BASE), released[-1]), rank=False)
+            rnd = _Round.calibrate(part, run.cap)
+            _, rel = run.release(rnd, _basic_weights(capped))
+            released.append(rel)
+            rounds.append({"sigma": rnd.sigma, "rho": rnd.rho})
+        params = {
+            "max_items_per_user": run.cap,
+            "fractions": tuple(fractions),
+            "recap": recap,
+            "rounds": rounds,
+        }
+        return run.finish(released, "dp-sips", params, total)
+
+    return _guarded(run, go)
+
+
+def mad(
+    data: DataFrame,
+    *,
+    epsilon: float,
+    delta: float,
+    max_items_per_user: int = 100,
+    d_max: int | None = None,
+    beta: float = 2.0,
+    seed: int | None = None,
+    user_column: str = "user",
+    item_column: str = "item",
+) -> SparkSelectionResult:
+    """MaxAdaptiveDegree on Spark; see :func:`userdp.partition.mad` (same parameters)."""
+    total = _budget(epsilon, delta, "mad")
+    d_max = _check_mad("mad", d_max, beta, max_items_per_user)
+    run = _SparkRun(data, "mad", user_column, item_column, max_items_per_user, seed)
+
+    def go() -> SparkSelectionResult:
+        rnd = _Round.calibrate(total, run.cap)
+        tau = rnd.rho + beta * rnd.sigma
+        weights = _mad_weights(run.capped(run.pairs), tau=tau, d_max=d_max)
+        _, released = run.release(rnd, weights)
+        params = {
+            "max_items_per_user": run.cap,
+            "d_max": d_max,
+            "beta": beta,
+            "sigma": rnd.sigma,
+            "rho": rnd.rho,
+            "tau": tau,
+        }
+        return run.finish([released], "mad", params, total)
+
+    return _guarded(run, go)
+
+
+def mad2r(
+    data: DataFrame,
+    *,
+    epsilon: float,
+    delta: float,
+    fractions: Sequence[float] = (0.1, 0.9),
+    max_items_per_user: int = 100,
+    d_max: int | None = None,
+    beta: float = 2.0,
+    c_lb: float = 1.0,
+    c_ub: float = 3.0,
+    b_min: float = 0.5,
+    b_max: float = 2.0,
+    recap: bool = True,
+    seed: int | None = None,
+    user_column: str = "user",
+    item_column: str = "item",
+) -> SparkSelectionResult:
+    """MAD2R on Spark; see :func:`userdp.partition.mad2r` (same parameters and privacy).
+
+    Round 1's noisy weights stay on the executors: they only decide, per item, whether it is
+    removed from round 2 and its bias b(i), and are dropped when the run ends.
+    """
+    caller = "mad2r"
+    total = _budget(epsilon, delta, caller)
+    frac = check_fractions(fractions, "fractions", caller)
+    if len(frac) != 2:
+        raise InvalidParameterError(
+            f"The 'fractions' parameter of {caller} must have exactly 2 parts (one per round). "
+            f"Got {fractions!r} instead."
+        )
+    d_max = _check_mad(caller, d_max, beta, max_items_per_user)
+    check_real(c_lb, "c_lb", caller, low=0.0)
+    check_real(c_ub, "c_ub", caller, low=0.0)
+    check_real(b_min, "b_min", caller, low=0.5, high=1.0)
+    check_real(b_max, "b_max", caller, low=1.0)
+    run = _SparkRun(data, caller, user_column, item_column, max_items_per_user, seed)
+    b1, b2 = total.split(frac)
+
+    def go() -> SparkSelectionResult:
+        F = _functions()
+        # Round 1: unbiased MAD over every item of the input (lines 1-7).
+        capped = run.capped(run.pairs)
+        r1 = _Round.calibrate(b1, run.cap)
+        tau1 = r1.rho + beta * r1.sigma
+        w1 = _mad_weights(capped, tau=tau1, d_max=d_max)
+        all_items = run.pairs.select(*_ITEM).distinct()
+        noisy1, released1 = run.release(r1, w1, all_items)
+
+        # Round 2: biased MAD on what is left (lines 8-17).
+        r2 = _Round.calibrate(b2, run.cap, h_scale=b_max)
+        noisy = F.col("_noisy")
+        found = F.col("_present") & (noisy >= r1.rho)
+        low = noisy + c_ub * r1.sigma < r2.rho  # lines 11-12
+        w_lb = F.greatest(F.lit(0.0), noisy - c_lb * r1.sigma)  # line 10
+        info = (
+            noisy1.select(_I, (found | low).alias("_removed"), w_lb.alias("_wlb"))
+            .withColumn(  # line 14: b = min(1, rho_2 / w_lb)
+                "_b", F.when(F.col("_wlb") > r2.rho, r2.rho / F.col("_wlb")).otherwise(1.0)
+            )
+            .where(F.col("_removed") | (F.col("_b") < 1.0))
+            .select(_I, "_removed", "_b")
+        )
+        base = run.pairs if recap else capped.select(*_BASE)
+        left = (
+            base.join(info, _I, "left")
+            .where(~F.coalesce(F.col("_removed"), F.lit(False)))  # line 13
+            .withColumn("_b", F.coalesce(F.col("_b"), F.lit(1.0)))
+            .drop("_removed")
+        )
+        capped2 = run.capped(left, rank=recap)
+        tau2 = r2.rho + beta * r2.sigma
+        w2 = _mad_weights(capped2, tau=tau2, d_max=d_max, biased=True, b_min=b_min, b_max=b_max)
+        _, released2 = run.release(r2, w2)
+        params = {
+            "max_items_per_user": run.cap,
+            "fractions": frac,
+            "d_max": d_max,
+            "beta": beta,
+            "c_lb": c_lb,
+            "c_ub": c_ub,
+            "b_min": b_min,
+            "b_max": b_max,
+            "recap": recap,
+            "rounds": [
+                {"sigma": r1.sigma, "rho": r1.rho, "tau": tau1},
+                {"sigma": r2.sigma, "rho": r2.rho, "tau": tau2},
+            ],
+        }
+        return run.finish([released1, released2], caller, params, total)
+
+    return _guarded(run, go)
+
+
+ALGORITHMS = {"mad2r": mad2r, "mad": mad, "basic": basic, "dp-sips": dp_sips}
+
+
+def select_partitions(
+    data: DataFrame, *, epsilon: float, delta: float, algorithm: str = "mad2r", **options: Any
+) -> SparkSelectionResult:
+    """Spark counterpart of :func:`userdp.partition.select_partitions` (parallel algorithms)."""
+    from userdp.partition.api import _dispatch
+
+    return _dispatch(ALGORITHMS, data, epsilon, delta, algorithm, options, "spark")
+
+
+def read(
+    path: str,
+    *,
+    format: str | None = None,
+    header: bool = True,
+    spark: Any = None,
+) -> DataFrame:
+    """Read a CSV/TSV/Parquet/JSON Lines file or directory of part files as a DataFrame.
+
+    CSV/TSV columns are strings, as in :func:`userdp.data.read`: no schema inference and no
+    null markers, so "", "NA" and "01" are distinct items on both engines.
+    """
+    from userdp.data.io import FORMATS, infer_format
+    from userdp.spark import spark_session
+
+    session = spark or spark_session()
+    fmt = format or infer_format(path)
+    if fmt not in FORMATS:
+        raise InvalidParameterError(
+            f"The 'format' parameter of read must be one of {', '.join(FORMATS)}. Got {fmt!r}."
+        )
+    reader = session.read
+    try:
+        if fmt in ("csv", "tsv"):
+            return reader.csv(
+                path,
+                sep="\t" if fmt == "tsv" else ",",
+                header=header,
+                inferSchema=False,
+                nullValue="\u0000userdp:no-null\u0000",
+                emptyValue="",
+            )
+        if fmt == "parquet":
+            return reader.parquet(path)
+        return reader.json(path)
+    except Exception as err:  # AnalysisException (missing path, bad file) has no stable import
+        raise DataError(f"Spark cannot read {path!r} as {fmt}: {err}") from err

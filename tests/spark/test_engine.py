@@ -1,0 +1,230 @@
+"""The Spark engine computes what the local engine computes.
+
+For random small inputs and a fixed seed (hence the same capping salt), the pre-noise weights of
+every round agree to 1e-9 and, given the same noise, the selected sets are equal: Basic, DP-SIPS,
+MAD and MAD2R (whose round 2 sees the same round-1 noise, hence the same removed items and
+biases).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from userdp.partition import _probe, basic, dp_sips, mad, mad2r
+from userdp.partition import spark as engine
+
+pytestmark = pytest.mark.spark
+
+EXAMPLES = 8
+
+
+def _noise(scale: float = 3.0):
+    """Per-item pseudo-noise in [-scale sigma, scale sigma]: the same on both engines."""
+
+    def noise(round_index, items, sigma):
+        out = np.empty(len(items))
+        for k, item in enumerate(items):
+            h = zlib.crc32(f"{round_index}|{type(item).__name__}|{item}".encode())
+            out[k] = sigma * scale * (2.0 * h / 0xFFFFFFFF - 1.0)
+        return out
+
+    return noise
+
+
+@st.composite
+def datasets(draw):
+    """(user, item) pairs: up to 40 users, skewed degrees, int or str ids, some duplicates."""
+    n_users = draw(st.integers(1, 40))
+    n_items = draw(st.integers(1, 25))
+    item_kind = draw(st.sampled_from(["int", "str"]))
+    user_kind = draw(st.sampled_from(["int", "str"]))
+    pairs = []
+    for u in range(n_users):
+        degree = draw(st.integers(1, 12))
+        for _ in range(degree):
+            # skewed: low item ids are popular
+            i = min(draw(st.integers(0, n_items - 1)), draw(st.integers(0, n_items - 1)))
+            pairs.append(
+                (
+                    u * 7919 if user_kind == "int" else f"user-{u}",
+                    i * 31 if item_kind == "int" else f"ítem {i}",
+                )
+            )
+    return pairs
+
+
+def _frame(spark, pairs):
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    def kind(v):
+        return StringType() if isinstance(v, str) else LongType()
+
+    schema = StructType(
+        [
+            StructField("user", kind(pairs[0][0]), False),
+            StructField("item", kind(pairs[0][1]), False),
+        ]
+    )
+    return spark.createDataFrame(pairs, schema)
+
+
+def _collect(weights_frame) -> dict:
+    return {row["_i"]: row["_w"] for row in weights_frame.collect()}
+
+
+def _same_weights(local: dict, spark: dict) -> None:
+    assert set(local) == set(spark)
+    for item, w in local.items():
+        assert spark[item] == pytest.approx(w, rel=1e-9, abs=1e-9), item
+
+
+COMMON = {"epsilon": 40.0, "delta": 0.05, "max_items_per_user": 5}
+CASES = {
+    "basic": (basic, engine.basic, {}),
+    "dp-sips": (dp_sips, engine.dp_sips, {}),
+    "dp-sips-no-recap": (dp_sips, engine.dp_sips, {"recap": False}),
+    "mad": (mad, engine.mad, {"d_max": 4}),
+    "mad2r": (mad2r, engine.mad2r, {"d_max": 4}),
+    "mad2r-no-recap": (mad2r, engine.mad2r, {"d_max": 5, "recap": False}),
+}
+
+
+def _both(spark, pairs, name, seed, noise_scale=3.0):
+    local_fn, spark_fn, extra = CASES[name]
+    options = {**COMMON, **extra, "seed": seed}
+    noise = _noise(noise_scale)
+    with _probe.probe(noise=noise) as lp:
+        local = local_fn(pairs, **options)
+    with _probe.probe(noise=noise) as sp:
+        remote = spark_fn(_frame(spark, pairs), **options)
+    return local, lp, remote, sp
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(pairs=datasets(), seed=st.integers(0, 2**32))
+def test_weights_and_selection_match_local(spark, name, pairs, seed):
+    local, lp, remote, sp = _both(spark, pairs, name, seed)
+    assert len(lp.weights) == len(sp.weights) == len(local.diagnostics.round_sizes)
+    for lw, sw in zip(lp.weights, sp.weights, strict=True):
+        _same_weights(lw, _collect(sw))
+    assert sorted(local.items) == remote.items
+    assert remote.budget == local.budget
+    assert remote.diagnostics.round_sizes == local.diagnostics.round_sizes
+    d, r = local.diagnostics, remote.diagnostics
+    assert (r.n_users, r.n_pairs, r.duplicates_dropped) == (
+        d.n_users,
+        d.n_pairs,
+        d.duplicates_dropped,
+    )
+    assert r.pairs_dropped_by_capping == d.pairs_dropped_by_capping
+    remote.dataframe.unpersist()
+
+
+def test_mad2r_round_two_biases_match(spark):
+    """Round-1 noise chosen to bias half the items: exercises the pandas UserWeights path."""
+    rng = np.random.default_rng(3)
+    pairs = []
+    for u in range(60):
+        degree = int(rng.integers(2, 12))
+        items = rng.choice(30, size=degree, replace=False, p=np.r_[[8.0] * 5, [1.0] * 25] / 65)
+        pairs += [(f"u{u}", f"i{i}") for i in items]
+    options = {**COMMON, "d_max": 4, "seed": 11}
+    with _probe.probe() as first:
+        plain = mad2r(pairs, **options)
+    (r1, r2), w1 = plain.parameters["rounds"], first.weights[0]
+    # biased band of line 14: rho_2 + c_lb sigma_1 < noisy_1 < rho_1 (not released, w_lb > rho_2)
+    low, high = r2["rho"] + r1["sigma"], r1["rho"]
+    assert low < high
+    target = {i: (low + high) / 2 - w for k, (i, w) in enumerate(sorted(w1.items())) if k % 2}
+
+    def noise(round_index, items, sigma):
+        return np.array([target.get(i, 0.0) if round_index == 0 else 0.0 for i in items])
+
+    with _probe.probe(noise=noise) as lp:
+        local = mad2r(pairs, **options)
+    with _probe.probe(noise=noise) as sp:
+        remote = engine.mad2r(_frame(spark, pairs), **options)
+    assert len(target) >= 5
+    for lw, sw in zip(lp.weights, sp.weights, strict=True):
+        _same_weights(lw, _collect(sw))
+    assert sorted(local.items) == remote.items
+    assert sum(local.diagnostics.pairs_dropped_by_capping) > 0
+    remote.dataframe.unpersist()
+
+
+def test_seeded_run_is_reproducible_across_partitionings(spark):
+    pairs = [(u, f"w{(u * i) % 37}") for u in range(300) for i in range(1, 9)]
+    df = _frame(spark, pairs)
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        spark.conf.set("spark.sql.shuffle.partitions", "3")
+        a = engine.mad2r(df, epsilon=3.0, delta=1e-4, seed=5)
+        spark.conf.set("spark.sql.shuffle.partitions", "7")
+        b = engine.mad2r(df.repartition(5), epsilon=3.0, delta=1e-4, seed=5)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    assert a.items == b.items
+    assert len(a) == len(a.items) > 0
+
+
+def test_unseeded_runs_draw_fresh_noise(spark):
+    # items sit at the threshold, so the noise decides: two unseeded runs must differ
+    pairs = [(u, f"w{u % 40}") for u in range(800)]
+    df = _frame(spark, pairs)
+    rho = engine.basic(df, epsilon=1.0, delta=1e-5, seed=0).parameters["rho"]
+    assert 800 / 40 < rho + 5  # weights 20 near rho ~ 21: about half are released
+    runs = {tuple(engine.basic(df, epsilon=1.0, delta=1e-5).items) for _ in range(3)}
+    assert len(runs) > 1
+
+
+def test_result_metadata_matches_local(spark):
+    pairs = [(u, f"w{i}") for u in range(500) for i in range(u % 7 + 1)] + [(1, "w0")]
+    local = mad2r(pairs, epsilon=1.0, delta=1e-5, seed=4)
+    remote = engine.mad2r(_frame(spark, pairs), epsilon=1.0, delta=1e-5, seed=4)
+    assert remote.parameters == local.parameters
+    assert remote.budget == local.budget
+    assert remote.dp_event == local.dp_event
+    assert remote.diagnostics.duplicates_dropped == 1
+    assert remote.diagnostics.n_users == 500
+    assert remote.dataframe.columns == ["item"]
+    assert set(remote.items) <= {f"w{i}" for i in range(7)}
+    assert remote.to_arrow().to_pylist() == remote.items
+    assert "mad2r: selected" in remote.summary()
+
+
+def test_select_partitions_picks_the_spark_engine(spark):
+    from userdp.partition import SparkSelectionResult, select_partitions
+
+    df = _frame(spark, [(u, "common") for u in range(3000)])
+    result = select_partitions(df, epsilon=1.0, delta=1e-5, algorithm="mad", seed=1)
+    assert isinstance(result, SparkSelectionResult)
+    assert result.items == ["common"]
+    with pytest.raises(Exception, match="sequential"):
+        select_partitions(df, epsilon=1.0, delta=1e-5, algorithm="policy-gaussian")
+    with pytest.raises(Exception, match="does not take"):
+        select_partitions(df, epsilon=1.0, delta=1e-5, algorithm="basic", beta=2.0)
+
+
+def test_bad_input_is_refused(spark):
+    from userdp.exceptions import DataError
+
+    df = spark.createDataFrame([(1, "a"), (2, None)], "user long, item string")
+    with pytest.raises(DataError, match="null"):
+        engine.basic(df, epsilon=1.0, delta=1e-5)
+    with pytest.raises(DataError, match="not found"):
+        engine.basic(df, epsilon=1.0, delta=1e-5, item_column="query")
+    with pytest.raises(DataError, match="DataFrame"):
+        engine.basic([(1, "a")], epsilon=1.0, delta=1e-5)
+    empty = spark.createDataFrame([], "user long, item string")
+    with pytest.raises(DataError, match="no \\(user, item\\) pairs"):
+        engine.mad(empty, epsilon=1.0, delta=1e-5)

@@ -181,6 +181,23 @@ def test_cap_degrees_keeps_the_cap_items_of_smallest_keyed_hash(cap):
         _capped_check(users, items, n_users, cap, seed)
 
 
+def test_cap_degrees_resolves_ties_in_the_packed_sort_exactly():
+    """Items sharing a hash tie in the fast packed sort; the exact path must take over."""
+    users, items, n_users, n_items = random_sets(2, n_users=50, n_items=30, max_deg=25)
+    salt = NoiseSource(1).salt
+    uh = salted_hash(np.arange(n_users, dtype=np.int64), salt)
+    ih = salted_hash(np.arange(n_items, dtype=np.int64) // 3, salt)  # 3 items per hash
+    out_u, out_i, _ = cap_degrees(users, items, n_users, 4, uh, ih)
+    in_sets, out_sets = user_sets(users, items), user_sets(out_u, out_i)
+    deg = np.bincount(users, minlength=n_users)
+    assert np.array_equal(np.bincount(out_u, minlength=n_users), np.minimum(deg, 4))
+    for u in np.flatnonzero(deg > 4).tolist():
+        mine = in_sets[u]  # sorted item codes: a stable sort keeps this order among ties
+        keys = pair_key(np.repeat(uh[u], len(mine)), ih[mine])
+        ranked = sorted(zip(keys.tolist(), ih[mine].tolist(), mine, strict=True))
+        assert sorted(out_sets[u]) == sorted(i for *_, i in ranked[:4])
+
+
 def test_cap_degrees_returns_the_input_when_nobody_is_over_the_cap():
     users, items, n_users, _ = random_sets(0, max_deg=5)
     out_u, out_i, dropped = _cap(users, items, n_users, 5, 0)

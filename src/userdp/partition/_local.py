@@ -39,18 +39,32 @@ def cap_degrees(
     if not heavy.any():
         return users, items, 0
     pos = np.flatnonzero(heavy[users])  # pairs of users above the cap, sorted by user
-    hu = users[pos]
-    hi = item_hash[items[pos]]
-    key = pair_key(user_hash[hu], hi)
-    order = np.lexsort((hi, key, hu))  # by user, then key, then item hash
-    del key
     hdeg = deg[heavy]
     starts = np.zeros(hdeg.size, dtype=np.int64)
     np.cumsum(hdeg[:-1], out=starts[1:])
-    chosen = order[(starts[:, None] + np.arange(cap)).ravel()]
+    rank = np.repeat(np.arange(hdeg.size, dtype=np.int64), hdeg)
+    hi = item_hash[items[pos]]
+    key = pair_key(user_hash[users[pos]], hi)
+    # Fast path: one np.sort of (user rank | top bits of the order-preserving key) packed in
+    # uint64; each user keeps the pairs at or below its cap-th smallest packed value.
+    # Truncation keeps the order except for ties, which show up as users keeping > cap pairs.
+    ub = max(int(hdeg.size - 1).bit_length(), 1)
+    packed = (key.view(np.uint64) ^ np.uint64(1 << 63)) >> np.uint64(ub)
+    packed |= rank.astype(np.uint64) << np.uint64(64 - ub)
+    threshold = np.sort(packed)[starts + cap - 1]
+    keep_heavy = packed <= np.repeat(threshold, hdeg)
+    del packed
+    tied = np.add.reduceat(keep_heavy.astype(np.int64), starts) > cap
+    if tied.any():  # exact order (key, then item hash) for the few users with a tie
+        idx = np.flatnonzero(tied[rank])
+        order = idx[np.lexsort((hi[idx], key[idx], rank[idx]))]
+        tdeg = hdeg[tied]
+        tstarts = np.zeros(tdeg.size, dtype=np.int64)
+        np.cumsum(tdeg[:-1], out=tstarts[1:])
+        keep_heavy[idx] = False
+        keep_heavy[order[(tstarts[:, None] + np.arange(cap)).ravel()]] = True
     keep = np.ones(users.size, dtype=bool)
-    keep[pos] = False
-    keep[pos[chosen]] = True
+    keep[pos] = keep_heavy
     return users[keep], items[keep], int(pos.size - hdeg.size * cap)
 
 

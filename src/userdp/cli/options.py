@@ -232,7 +232,7 @@ def check_output_path(
     p = Path(path)
     if str(path) == "" or p.name == "":
         raise InvalidParameterError(f"The output path {str(path)!r} is not a file name.")
-    if p.is_dir() and not (directory and overwrite):
+    if p.is_dir() and not directory:
         raise InvalidParameterError(f"The output path {str(p)!r} is a directory.")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():

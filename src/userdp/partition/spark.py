@@ -646,14 +646,15 @@ def read(
     reader = session.read
     try:
         if fmt in ("csv", "tsv"):
-            return reader.csv(
+            frame = reader.csv(
                 path,
                 sep="\t" if fmt == "tsv" else ",",
                 header=header,
                 inferSchema=False,
-                nullValue="\u0000userdp:no-null\u0000",
-                emptyValue="",
             )
+            # Spark reads an empty field as null; the local engine reads it as the empty
+            # string, which is what the file holds. No other value is a null marker.
+            return frame.na.fill("")
         if fmt == "parquet":
             return reader.parquet(path)
         return reader.json(path)

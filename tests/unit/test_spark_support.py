@@ -1,0 +1,109 @@
+"""Spark start-up checks and the executor-side noise, without starting Spark."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import stat
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from userdp import spark as support
+from userdp.privacy import NoiseSource
+from userdp.privacy.noise import spawn_generator
+
+GIB = 1 << 30
+
+
+@pytest.mark.parametrize(
+    ("memory", "driver"),
+    [(24 * GIB, "6144m"), (2 * GIB, "1024m"), (64 * GIB, "8192m"), (None, "4096m")],
+)
+def test_driver_memory_is_a_quarter_of_ram_within_1_to_8_gib(monkeypatch, memory, driver):
+    monkeypatch.setattr(support, "_total_memory", lambda: memory)
+    assert support.local_settings("local[2]")["spark.driver.memory"] == driver
+
+
+@pytest.mark.parametrize(
+    ("master", "partitions"), [("local[2]", 8), ("local[16]", 64), ("local", 8), ("local[3,2]", 12)]
+)
+def test_shuffle_partitions_follow_the_local_cores(master, partitions):
+    assert support.local_settings(master, GIB)["spark.sql.shuffle.partitions"] == str(partitions)
+
+
+def test_missing_java_says_what_to_install(monkeypatch):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(support.SparkUnavailableError, match=r"Java 17 or later.*no 'java'"):
+        support.check_java()
+
+
+def _fake_java(tmp_path, version: str) -> str:
+    home = tmp_path / "jdk"
+    (home / "bin").mkdir(parents=True)
+    java = home / "bin" / "java"
+    java.write_text(f"#!/bin/sh\necho 'openjdk version \"{version}\" 2020-01-01' >&2\n")
+    java.chmod(java.stat().st_mode | stat.S_IEXEC)
+    return str(home)
+
+
+@pytest.mark.parametrize(("version", "major"), [("1.8.0_292", 8), ("11.0.2", 11)])
+def test_old_java_is_refused_with_its_version(monkeypatch, tmp_path, version, major):
+    monkeypatch.setenv("JAVA_HOME", _fake_java(tmp_path, version))
+    with pytest.raises(support.SparkUnavailableError, match=f"is Java {major}"):
+        support.check_java()
+
+
+def test_java_17_is_accepted(monkeypatch, tmp_path):
+    home = _fake_java(tmp_path, "17.0.15")
+    monkeypatch.setenv("JAVA_HOME", home)
+    assert support.check_java() == os.path.join(home, "bin", "java")
+
+
+def test_missing_pyspark_says_how_to_install(monkeypatch):
+    real_import = builtins.__import__
+
+    def no_pyspark(name, *args, **kwargs):
+        if name == "pyspark" or name.startswith("pyspark."):
+            raise ImportError("No module named 'pyspark'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyspark)
+    with pytest.raises(support.SparkUnavailableError, match=r"pip install 'userdp\[spark\]'"):
+        support.require_pyspark()
+
+
+# -- executor noise -----------------------------------------------------------------------------
+def test_executor_noise_is_gaussian_with_the_round_sigma():
+    pytest.importorskip("pandas")
+    from userdp.partition.spark import _ExecutorNoise
+
+    noise = _ExecutorNoise(NoiseSource().entropy)
+    sigma = 3.7
+    draws = np.concatenate([noise(r, b, np.zeros(5000), sigma) for r in range(2) for b in range(4)])
+    assert stats.kstest(draws / sigma, "norm").pvalue > 1e-4
+
+
+def test_executor_noise_streams_are_distinct_and_reproducible():
+    from userdp.partition.spark import _ExecutorNoise
+
+    entropy = NoiseSource(7).entropy
+    a = _ExecutorNoise(entropy)
+    same = _ExecutorNoise(entropy)(0, 5, np.zeros(1000), 1.0)
+    np.testing.assert_array_equal(a(0, 5, np.zeros(1000), 1.0), same)
+    streams = [a(r, b, np.zeros(1000), 1.0) for r, b in [(0, 5), (1, 5), (0, 6)]]
+    corr = np.corrcoef(streams)
+    assert np.all(np.abs(corr[np.triu_indices(3, 1)]) < 0.15)  # |r| < 4.7 sd under independence
+    other = _ExecutorNoise(NoiseSource(8).entropy)(0, 5, np.zeros(1000), 1.0)
+    assert not np.array_equal(other, same)
+
+
+def test_salt_and_streams_come_from_the_entropy():
+    a, b = NoiseSource(1), NoiseSource(1)
+    assert a.salt == b.salt and -(2**63) <= a.salt < 2**63
+    assert NoiseSource(2).salt != a.salt
+    assert NoiseSource().salt != NoiseSource().salt  # fresh OS entropy each run
+    x = spawn_generator(a.entropy, (0, 1)).random(4)
+    np.testing.assert_array_equal(a.stream(0, 1).random(4), x)

@@ -86,7 +86,7 @@ def _same_weights(local: dict, spark: dict) -> None:
 COMMON = {"epsilon": 40.0, "delta": 0.05, "max_items_per_user": 5}
 CASES = {
     "basic": (basic, engine.basic, {}),
-    "dp-sips": (dp_sips, engine.dp_sips, {}),
+    "dp-sips": (dp_sips, engine.dp_sips, {"fractions": (0.2, 0.3, 0.5)}),
     "dp-sips-no-recap": (dp_sips, engine.dp_sips, {"recap": False}),
     "mad": (mad, engine.mad, {"d_max": 4}),
     "mad2r": (mad2r, engine.mad2r, {"d_max": 4}),

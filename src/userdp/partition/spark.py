@@ -192,6 +192,11 @@ class _SparkRun:
         )
         return self.cache(pairs), int(stats["rows"])
 
+    def uncache(self, df: DataFrame) -> None:
+        """Free a cached frame nothing uncached depends on any more."""
+        df.unpersist()
+        self._cached = [c for c in self._cached if c is not df]
+
     def cache(self, df: DataFrame) -> DataFrame:
         """Persist ``df`` (memory, spilling to disk) until the run finishes."""
         df = df.persist(self._storage)
@@ -462,9 +467,11 @@ def dp_sips(
         capped = run.capped(run.pairs)
         for r, part in enumerate(parts):
             if r > 0:
-                if recap:
-                    capped = run.capped(_without(run.pairs, released[-1]))
-                else:
+                if recap:  # re-cap what is left of every user's set
+                    found = functools.reduce(lambda a, b: a.unionByName(b), released)
+                    run.uncache(capped)
+                    capped = run.capped(_without(run.pairs, found))
+                else:  # only remove the new items from the capped sets
                     capped = run.capped(_without(capped.select(*_BASE), released[-1]), rank=False)
             rnd = _Round.calibrate(part, run.cap)
             _, rel = run.release(rnd, _basic_weights(capped))
@@ -564,6 +571,8 @@ def mad2r(
         w1 = _mad_weights(capped, tau=tau1, d_max=d_max)
         all_items = run.pairs.select(*_ITEM).distinct()
         noisy1, released1 = run.release(r1, w1, all_items)
+        if recap:  # round 2 re-caps from the pairs; round 1's capped sets are done
+            run.uncache(capped)
 
         # Round 2: biased MAD on what is left (lines 8-17).
         r2 = _Round.calibrate(b2, run.cap, h_scale=b_max)

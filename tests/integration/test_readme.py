@@ -18,17 +18,17 @@ def _blocks(language: str) -> list[str]:
 
 
 @pytest.mark.parametrize("index", range(len(_blocks("python"))))
-def test_readme_python_example_runs(index, tmp_path, monkeypatch, capsys):
+def test_readme_python_example_runs(index, tmp_path, monkeypatch, capsys, request):
     monkeypatch.chdir(tmp_path)
+    if "spark" in _blocks("python")[index]:
+        request.getfixturevalue("spark")  # the suite's shared session (skips without PySpark)
     exec(compile(_blocks("python")[index], f"README.md python block {index}", "exec"), {})
     out = capsys.readouterr().out
     if "print(sorted(result.items))" in _blocks("python")[index]:
         assert "['a', 'the']" in out  # the output the README promises
 
 
-def test_readme_cli_block_runs(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    block = next(b for b in _blocks("bash") if "userdp generate zipf pairs.csv --users" in b)
+def _run_cli_block(block: str, capsys) -> None:
     commands = re.sub(r"\\\n\s*", " ", block).splitlines()
     for line in commands:
         line = line.split("#")[0].strip()
@@ -39,4 +39,17 @@ def test_readme_cli_block_runs(tmp_path, monkeypatch, capsys):
             argv = argv[: argv.index(">")]
         code = main(argv)
         assert code == 0, (line, capsys.readouterr().err)
+
+
+def test_readme_cli_block_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _run_cli_block(
+        next(b for b in _blocks("bash") if "userdp generate zipf pairs.csv --users" in b), capsys
+    )
     assert (tmp_path / "items.parquet").exists()
+
+
+def test_readme_spark_cli_block_runs(spark, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _run_cli_block(next(b for b in _blocks("bash") if "--engine spark" in b), capsys)
+    assert (tmp_path / "released.parquet" / "_SUCCESS").exists()

@@ -354,7 +354,7 @@ def _write_spark(result: SparkSelectionResult, output: Path | None, *, overwrite
         return
     suffix = output.suffix.lower()
     if suffix == ".parquet":  # a directory of part files, written by the executors
-        tmp = output.with_name(f".{output.name}.{uuid.uuid4().hex}.tmp")
+        tmp = output.absolute().with_name(f".{output.name}.{uuid.uuid4().hex}.tmp")
         try:
             result.dataframe.write.parquet(str(tmp))
             if output.exists() or output.is_symlink():

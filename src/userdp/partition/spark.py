@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -632,7 +633,7 @@ def select_partitions(
 
 
 def read(
-    path: str,
+    path: str | os.PathLike[str],
     *,
     format: str | None = None,
     header: bool = True,
@@ -652,6 +653,10 @@ def read(
         raise InvalidParameterError(
             f"The 'format' parameter of read must be one of {', '.join(FORMATS)}. Got {fmt!r}."
         )
+    path = os.fspath(path)
+    if "://" not in path and not path.startswith("file:"):
+        # Spark resolves relative paths against the JVM's directory, not Python's
+        path = os.path.abspath(path)
     reader = session.read
     try:
         if fmt in ("csv", "tsv"):

@@ -29,16 +29,21 @@ Parts
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import gc
 import importlib.util
 import json
+import logging
 import math
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -141,11 +146,48 @@ def _cpu_busy() -> tuple[float, float] | None:
     return sum(parts) - idle, sum(parts)
 
 
+def _own_jiffies() -> float:
+    """CPU jiffies (user + system, reaped children included) of this process and every live
+    descendant: the Spark JVM and its Python workers."""
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        # after the name: state ppid ... utime(12) stime(13) cutime(14) cstime(15)
+        stats[int(entry)] = (int(fields[1]), sum(float(x) for x in fields[11:15]))
+    own, frontier, total = {os.getpid()}, [os.getpid()], 0.0
+    while frontier:
+        pid = frontier.pop()
+        total += stats.get(pid, (0, 0.0))[1]
+        for child, (ppid, _) in stats.items():
+            if ppid == pid and child not in own:
+                own.add(child)
+                frontier.append(child)
+    return total
+
+
+def _load_note(info: dict[str, Any]) -> str:
+    if "other_cpu_share" not in info:
+        return ""
+    return (
+        f"; CPU: ours {info['own_cpu_share']:.0%}, others {info['other_cpu_share']:.0%} of "
+        f"{os.cpu_count()} cores"
+    )
+
+
 class Load:
-    """Machine-wide CPU use and load average over a measurement (to spot disturbances)."""
+    """Machine CPU use over a measurement, split into ours and other processes' (to spot
+    disturbances: ``other_cpu_share`` is the share of all cores' time used by other processes)."""
 
     def __enter__(self) -> Load:
         self.start = _cpu_busy()
+        self.own = _own_jiffies()
         self.info: dict[str, Any] = {"loadavg_before": os.getloadavg()[0]}
         return self
 
@@ -153,7 +195,12 @@ class Load:
         self.info["loadavg_after"] = os.getloadavg()[0]
         end = _cpu_busy()
         if self.start and end and end[1] > self.start[1]:
-            self.info["machine_cpu_busy"] = (end[0] - self.start[0]) / (end[1] - self.start[1])
+            total = end[1] - self.start[1]
+            busy = end[0] - self.start[0]
+            own = _own_jiffies() - self.own
+            self.info["machine_cpu_busy"] = busy / total
+            self.info["own_cpu_share"] = own / total
+            self.info["other_cpu_share"] = max(busy - own, 0.0) / total
 
 
 # -- Spark ---------------------------------------------------------------------------------------
@@ -180,6 +227,63 @@ def spark_info(spark: Any) -> dict[str, Any]:
     info["version"] = spark.version
     info["default_parallelism"] = spark.sparkContext.defaultParallelism
     return info
+
+
+#: Methods of the engine's run object that trigger Spark jobs (the engine is lazy, so the time of
+#: a step lands in the method whose action runs it): input checks, capping, each round's
+#: release, and the materialization of the result.
+PHASES = ("_prepare", "capped", "release", "finish")
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def engine_log() -> Iterator[list[str]]:
+    """The INFO messages of the ``userdp.spark`` logger (the engine's own step timings, where it
+    logs them) while the block runs."""
+    logger = logging.getLogger("userdp.spark")
+    handler, level = _Collect(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def phase_timer(engine: Any) -> Iterator[list[list[Any]]]:
+    """Time the engine's job-triggering steps (in call order) while the block runs."""
+    run_cls = getattr(engine, "_SparkRun", None)
+    phases: list[list[Any]] = []
+    saved = {name: getattr(run_cls, name) for name in PHASES if hasattr(run_cls, name)}
+
+    def wrap(name: str, fn: Any) -> Any:
+        @functools.wraps(fn)
+        def timed(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                phases.append([name.lstrip("_"), time.perf_counter() - t])
+
+        return timed
+
+    for name, fn in saved.items():
+        setattr(run_cls, name, wrap(name, fn))
+    try:
+        yield phases
+    finally:
+        for name, fn in saved.items():
+            setattr(run_cls, name, fn)
 
 
 def spark_run(engine: Any, algo: str, df: Any, seed: int) -> tuple[Any, float]:
@@ -255,13 +359,18 @@ def scaling_one(spark: Any, engine: Any, n_target: int, work: Path, repeats: int
             log(
                 f"    local  #{rep + 1}: {total:7.2f} s (read {t_read:.2f} s + select "
                 f"{local['select_seconds']:.2f} s), {local['output_size']:,} items"
+                + _load_note(load.info)
             )
             with Load() as load:
                 t = time.perf_counter()
                 df = spark.read.parquet(str(path))
-                r, _ = spark_run(engine, "mad2r", df, SEED)
+                with phase_timer(engine) as phases, engine_log() as messages:
+                    r, _ = spark_run(engine, "mad2r", df, SEED)
                 total = time.perf_counter() - t
             sp = {"seconds": total, "output_size": len(r), **_diag(r), **load.info}
+            phases.append(["other", total - sum(x for _, x in phases)])
+            sp["phases"] = phases
+            sp["engine_log"] = messages
             r.dataframe.unpersist()
             spark.catalog.clearCache()
             del r, df
@@ -270,8 +379,11 @@ def scaling_one(spark: Any, engine: Any, n_target: int, work: Path, repeats: int
             log(
                 f"    spark  #{rep + 1}: {total:7.2f} s, {sp['output_size']:,} items "
                 f"(capped pairs dropped: local {local['pairs_dropped_by_capping'][0]:,}, "
-                f"spark {sp['pairs_dropped_by_capping'][0]:,})"
+                f"spark {sp['pairs_dropped_by_capping'][0]:,})" + _load_note(load.info)
             )
+            log("        Spark steps: " + ", ".join(f"{n} {x:.1f} s" for n, x in phases))
+            for m in messages:
+                log(f"        engine: {m}")
     except Exception as err:  # e.g. Spark out of memory: keep what was measured
         row["error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         log(f"    ERROR {row['error']}")
@@ -303,16 +415,23 @@ def slopes(rows: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
     y = np.log([s for _, s in pts])
     fit = float(np.polyfit(x, y, 1)[0])
     pairwise = [float((y[k + 1] - y[k]) / (x[k + 1] - x[k])) for k in range(len(pts) - 1)]
-    return {"fit": fit, "pairwise": pairwise}
+    # seconds = fixed + per_pair * pairs (least squares): a slope below 1 with a good affine fit
+    # means linear growth on top of a fixed cost.
+    n = np.array([p for p, _ in pts], dtype=float)
+    secs = np.array([t for _, t in pts], dtype=float)
+    per_pair, fixed = np.polyfit(n, secs, 1)
+    resid = (fixed + per_pair * n - secs) / secs
+    affine = {
+        "fixed_seconds": float(fixed),
+        "us_per_pair": float(per_pair * 1e6),
+        "max_rel_residual": float(np.abs(resid).max()),
+    }
+    return {"fit": fit, "pairwise": pairwise, "affine": affine}
 
 
 def scaling(spark: Any, engine: Any, sizes: list[int], work: Path, repeats: int) -> dict[str, Any]:
-    log("Spark warm-up run ...")
-    warm = warm_up(spark, engine, work)
-    log(f"    {warm['n_pairs']:,} pairs in {warm['seconds']:.1f} s")
     rows = [scaling_one(spark, engine, n, work, repeats) for n in sizes]
     return {
-        "warmup": warm,
         "rows": rows,
         "slopes": {
             "local": slopes(rows, "local_seconds"),
@@ -423,15 +542,21 @@ def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
             if not pts:
                 continue
             sl = sc["slopes"].get(key.replace("_seconds", ""))
-            lab = label + (f", slope {sl['fit']:.2f}" if sl else "")
+            lab = label
+            if sl:
+                af = sl["affine"]
+                lab += (
+                    f": slope {sl['fit']:.2f}; {af['fixed_seconds']:.1f} s + "
+                    f"{af['us_per_pair']:.2f} us/pair"
+                )
             ax.plot(*zip(*pts, strict=True), style, color=color, label=lab)
         for r in rows:
             if "ratio_spark_local" in r:
                 ax.annotate(
-                    f"x{r['ratio_spark_local']:.1f}",
+                    f"{r['ratio_spark_local']:.1f}x",
                     (r["n_pairs"], r["spark_seconds"]),
                     textcoords="offset points",
-                    xytext=(6, 6),
+                    xytext=(8, -12),
                     fontsize=9,
                     color="tab:orange",
                 )
@@ -481,6 +606,14 @@ def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
 
 
 # -- summary -------------------------------------------------------------------------------------
+def _others(row: dict[str, Any]) -> str:
+    """Largest share of CPU time used by other processes during this size's timed runs."""
+    shares = [
+        x["other_cpu_share"] for e in ("local", "spark") for x in row[e] if "other_cpu_share" in x
+    ]
+    return f"{max(shares):.0%}" if shares else "-"
+
+
 def _num(v: Any, fmt: str) -> str:
     return format(v, fmt) if v is not None else "-"
 
@@ -492,12 +625,13 @@ def print_summary(results: dict[str, Any]) -> None:
         f"\n=== MAD2R wall time, Spark {s['spark.master']} (driver {s['spark.driver.memory']}, "
         f"{s['spark.sql.shuffle.partitions']} shuffle partitions) vs local engine ==="
     )
+    if "warmup" in s:
+        print(f"  (every Spark run comes after a warm-up run of {s['warmup']['seconds']:.1f} s)")
     if sc:
-        print(f"  (Spark timed after a warm-up run of {sc['warmup']['seconds']:.1f} s)")
         print(
             f"  {'pairs':>12s} {'users':>10s} {'local s':>9s} {'(read':>8s} {'select)':>8s} "
             f"{'spark s':>9s} {'spark/local':>11s} {'/select':>8s} {'out local':>9s} "
-            f"{'out spark':>9s} {'cap ok':>6s}"
+            f"{'out spark':>9s} {'cap ok':>6s} {'others':>6s}"
         )
         for r in sc["rows"]:
             lo = r["local"][0] if r["local"] else {}
@@ -512,7 +646,7 @@ def print_summary(results: dict[str, Any]) -> None:
                 f"{f(r.get('ratio_spark_local'), '11.1f'):>11s} "
                 f"{f(r.get('ratio_spark_local_select'), '8.1f'):>8s} "
                 f"{f(lo.get('output_size'), '9,'):>9s} {f(sp.get('output_size'), '9,'):>9s} "
-                f"{r.get('capping_equal', '-')!s:>6s}"
+                f"{r.get('capping_equal', '-')!s:>6s} {_others(r):>6s}"
             )
             if "error" in r:
                 print(f"  {'':12s} ERROR: {r['error']}")
@@ -524,7 +658,12 @@ def print_summary(results: dict[str, Any]) -> None:
             sl = sc["slopes"].get(key)
             if sl:
                 pw = ", ".join(f"{v:.2f}" for v in sl["pairwise"])
-                print(f"  log-log slope, {label:17s}: {sl['fit']:.2f} (between sizes: {pw})")
+                af = sl["affine"]
+                print(
+                    f"  log-log slope, {label:17s}: {sl['fit']:.2f} (between sizes: {pw}); "
+                    f"affine fit {af['fixed_seconds']:.2f} s + {af['us_per_pair']:.3f} us/pair "
+                    f"(max residual {af['max_rel_residual']:.0%})"
+                )
     zs = results.get("zipf")
     if zs:
         print(
@@ -544,6 +683,11 @@ def print_summary(results: dict[str, Any]) -> None:
                 f"{lo['seconds_mean']:8.2f} {sp['seconds_mean']:8.2f}  {e['capping_equal']} "
                 f"(dropped {', '.join(f'{d:,}' for d in drops)})"
             )
+    if sc:
+        print(
+            "  others = largest share of all cores' CPU time used by other processes during the "
+            "size's timed runs (high = disturbed timings)"
+        )
     for note in results["notes"]:
         print(f"  note: {note}")
     print()
@@ -580,6 +724,21 @@ def spark_versions() -> dict[str, str]:
     return out
 
 
+def git_info() -> dict[str, Any]:
+    """Commit of the checkout and whether the engine's sources differ from it."""
+    root = HERE.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "src"], cwd=root, capture_output=True, text=True
+        ).stdout.split("\n")
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    return {"commit": head, "src_changes": [x.strip() for x in dirty if x.strip()]}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if importlib.util.find_spec("pyspark") is None:
@@ -607,6 +766,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": machine(),
         "versions": spark_versions(),
+        "git": git_info(),
         "spark": {**spark_info(spark), "startup_seconds": time.perf_counter() - t},
         "settings": {
             "epsilon": EPS,
@@ -625,6 +785,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     spark_warnings_ok = True
     try:
+        if not (args.skip_scaling and args.skip_zipf):
+            log("Spark warm-up run ...")
+            results["spark"]["warmup"] = warm_up(spark, engine, work)
+            w = results["spark"]["warmup"]
+            log(f"    {w['n_pairs']:,} pairs in {w['seconds']:.1f} s")
         if args.skip_scaling:
             log("--skip-scaling: no scaling runs")
         else:

@@ -115,8 +115,10 @@ class SparkSelectionResult:
     def to_arrow(self) -> pa.Array:
         """The selected items as a PyArrow array, collected to the driver and sorted."""
         column = self.dataframe.columns[0]
-        table = self.dataframe.orderBy(column).toArrow()
-        return table.column(0).combine_chunks()
+        ordered = self.dataframe.orderBy(column)
+        if hasattr(ordered, "toArrow"):  # Spark >= 4.0
+            return ordered.toArrow().column(0).combine_chunks()
+        return pa.Array.from_pandas(ordered.toPandas()[column])
 
     def __len__(self) -> int:
         return sum(self.diagnostics.round_sizes)

@@ -19,11 +19,13 @@ pairs, which adaptive execution turns into broadcasts when they are small.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import dp_accounting
@@ -44,11 +46,16 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from pyspark.sql import DataFrame
 
-__all__ = ["basic", "dp_sips", "mad", "mad2r", "select_partitions"]
+__all__ = ["basic", "dp_sips", "mad", "mad2r", "read", "select_partitions"]
+
+logger = logging.getLogger("userdp.spark")
 
 #: Hash buckets of items (noise streams) and of users (UserWeights batches). Fixed, so that a
 #: seeded run draws the same noise whatever the number of partitions or executors.
-BUCKETS = 1024
+BUCKETS = 256
+#: Item sets up to this many rows are broadcast to the pair-holding tasks instead of shuffling
+#: the pairs by item (heavy items of MAD, items removed or biased in MAD2R's round 2).
+BROADCAST_ROWS = 2_000_000
 
 # Internal column names: user, item, their salted hashes, item noise bucket.
 _U, _I, _HU, _HI, _IB = "_u", "_i", "_hu", "_hi", "_ib"
@@ -173,7 +180,8 @@ class _SparkRun:
             if isinstance(types[col], (FloatType, DoubleType)):
                 bad = bad | F.isnan(c)
             checks.append(F.sum(F.when(bad, 1).otherwise(0)).alias(name))
-        stats = df.agg(*checks).collect()[0]
+        with self.timed("check input"):
+            stats = df.agg(*checks).collect()[0]
         if not stats["rows"]:
             raise DataError("The input has no (user, item) pairs; nothing to select from.")
         for name, col in (("user", user_column), ("item", item_column)):
@@ -185,13 +193,34 @@ class _SparkRun:
         salt = F.lit(self.salt).cast("long")
         pairs = (
             df.select(F.col(f"`{user_column}`").alias(_U), F.col(f"`{item_column}`").alias(_I))
+            .repartition(_U)
+            .dropDuplicates([_U, _I])
             .withColumn(_HU, F.xxhash64(salt, canonical_column(F.col(_U), types[user_column])))
             .withColumn(_HI, F.xxhash64(salt, canonical_column(F.col(_I), types[item_column])))
             .withColumn(_IB, F.pmod(F.col(_HI), F.lit(BUCKETS)))
-            .repartition(_U)
-            .dropDuplicates([_U, _I])
         )
         return self.cache(pairs), int(stats["rows"])
+
+    @contextlib.contextmanager
+    def timed(self, what: str) -> Iterator[None]:
+        """Log the seconds a Spark job takes (``userdp.spark`` logger at INFO)."""
+        start = time.perf_counter()
+        yield
+        logger.info("%s: %s took %.1f s", self.caller, what, time.perf_counter() - start)
+
+    def join_items(self, pairs: DataFrame, items: DataFrame, how: str) -> DataFrame:
+        """Join an item-level frame to the pairs on the item, broadcasting it when small.
+
+        Broadcasting keeps the pairs where they are (partitioned by user, so the per-user
+        windows that follow need no shuffle); a larger frame is joined by shuffling. The size
+        is counted, not estimated: adaptive execution cannot see through the filters that
+        make these frames small.
+        """
+        F = _functions()
+        items = self.cache(items)
+        with self.timed("count a small item set"):
+            n = items.count()
+        return pairs.join(F.broadcast(items) if n <= BROADCAST_ROWS else items, _I, how)
 
     def uncache(self, df: DataFrame) -> None:
         """Free a cached frame nothing uncached depends on any more."""
@@ -226,13 +255,14 @@ class _SparkRun:
             )
         )
         first = F.col("_rn") == 1
-        row = kept.agg(
-            F.sum(F.when(first, 1).otherwise(0)).alias("users"),
-            F.count(F.lit(1)).alias("kept"),
-            F.sum(F.when(first, F.greatest(F.col("_n") - self.cap, F.lit(0))).otherwise(0)).alias(
-                "dropped"
-            ),
-        ).collect()[0]
+        with self.timed(f"cap round {len(self.dropped) + 1}"):
+            row = kept.agg(
+                F.sum(F.when(first, 1).otherwise(0)).alias("users"),
+                F.count(F.lit(1)).alias("kept"),
+                F.sum(
+                    F.when(first, F.greatest(F.col("_n") - self.cap, F.lit(0))).otherwise(0)
+                ).alias("dropped"),
+            ).collect()[0]
         if not self.dropped:
             self.n_users = int(row["users"])
             self.n_pairs = int(row["kept"]) + int(row["dropped"] or 0)
@@ -285,7 +315,8 @@ class _SparkRun:
             noisy.where(F.col("_present") & (F.col("_noisy") >= rnd.rho)).select(*_ITEM)
         )
         self.accountant.compose(rnd.event)
-        self.round_sizes.append(released.count())
+        with self.timed(f"weights, noise and release of round {round_index + 1}"):
+            self.round_sizes.append(released.count())
         return noisy, released
 
     def finish(
@@ -301,7 +332,8 @@ class _SparkRun:
             raise RuntimeError(f"{algorithm} spent {spent}, more than its budget {total}.")
         union = functools.reduce(lambda a, b: a.unionByName(b), released)
         items = union.select(F.col(_I).alias(self.item_column)).persist(self._storage)
-        items.count()  # materialize before the intermediate frames go
+        with self.timed("collect the released items"):
+            items.count()  # materialize before the intermediate frames go
         for df in self._cached:
             df.unpersist()
         self._cached.clear()
@@ -366,6 +398,7 @@ def _user_weights(pairs: DataFrame, b_min: float, b_max: float) -> DataFrame:
 
 
 def _mad_weights(
+    run: _SparkRun,
     capped: DataFrame,
     *,
     tau: float,
@@ -389,7 +422,7 @@ def _mad_weights(
     heavy = w_init.where(F.col("_wi") > tau).select(  # line 6 (erratum: max)
         _I, ((F.col("_wi") - tau) / F.col("_wi")).alias("_r")
     )
-    p = p.join(heavy, _I, "left")
+    p = run.join_items(p, heavy, "left")
     # line 10: e_u = (1/|S_u|) sum r(i) over the adaptive user's items
     r_sum = F.sum(F.coalesce(F.col("_r"), F.lit(0.0))).over(Window.partitionBy(_U))
     excess = F.when(adaptive, r_sum / deg).otherwise(0.0)
@@ -405,9 +438,9 @@ def _mad_weights(
     )
 
 
-def _without(pairs: DataFrame, items: DataFrame) -> DataFrame:
+def _without(run: _SparkRun, pairs: DataFrame, items: DataFrame) -> DataFrame:
     """Pairs whose item is not in ``items``."""
-    return pairs.join(items.select(_I), _I, "left_anti")
+    return run.join_items(pairs, items.select(_I), "left_anti")
 
 
 def _guarded(run: _SparkRun, fn: Any) -> Any:
@@ -471,9 +504,11 @@ def dp_sips(
                 if recap:  # re-cap what is left of every user's set
                     found = functools.reduce(lambda a, b: a.unionByName(b), released)
                     run.uncache(capped)
-                    capped = run.capped(_without(run.pairs, found))
+                    capped = run.capped(_without(run, run.pairs, found))
                 else:  # only remove the new items from the capped sets
-                    capped = run.capped(_without(capped.select(*_BASE), released[-1]), rank=False)
+                    capped = run.capped(
+                        _without(run, capped.select(*_BASE), released[-1]), rank=False
+                    )
             rnd = _Round.calibrate(part, run.cap)
             _, rel = run.release(rnd, _basic_weights(capped))
             released.append(rel)
@@ -509,7 +544,7 @@ def mad(
     def go() -> SparkSelectionResult:
         rnd = _Round.calibrate(total, run.cap)
         tau = rnd.rho + beta * rnd.sigma
-        weights = _mad_weights(run.capped(run.pairs), tau=tau, d_max=d_max)
+        weights = _mad_weights(run, run.capped(run.pairs), tau=tau, d_max=d_max)
         _, released = run.release(rnd, weights)
         params = {
             "max_items_per_user": run.cap,
@@ -569,7 +604,7 @@ def mad2r(
         capped = run.capped(run.pairs)
         r1 = _Round.calibrate(b1, run.cap)
         tau1 = r1.rho + beta * r1.sigma
-        w1 = _mad_weights(capped, tau=tau1, d_max=d_max)
+        w1 = _mad_weights(run, capped, tau=tau1, d_max=d_max)
         all_items = run.pairs.select(*_ITEM).distinct()
         noisy1, released1 = run.release(r1, w1, all_items)
         if recap:  # round 2 re-caps from the pairs; round 1's capped sets are done
@@ -591,14 +626,16 @@ def mad2r(
         )
         base = run.pairs if recap else capped.select(*_BASE)
         left = (
-            base.join(info, _I, "left")
+            run.join_items(base, info, "left")
             .where(~F.coalesce(F.col("_removed"), F.lit(False)))  # line 13
             .withColumn("_b", F.coalesce(F.col("_b"), F.lit(1.0)))
             .drop("_removed")
         )
         capped2 = run.capped(left, rank=recap)
         tau2 = r2.rho + beta * r2.sigma
-        w2 = _mad_weights(capped2, tau=tau2, d_max=d_max, biased=True, b_min=b_min, b_max=b_max)
+        w2 = _mad_weights(
+            run, capped2, tau=tau2, d_max=d_max, biased=True, b_min=b_min, b_max=b_max
+        )
         _, released2 = run.release(r2, w2)
         params = {
             "max_items_per_user": run.cap,

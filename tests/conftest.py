@@ -26,7 +26,7 @@ def spark():
                 "spark.sql.shuffle.partitions": "4",
                 "spark.default.parallelism": "2",
                 "spark.ui.showConsoleProgress": "false",
-                "spark.driver.memory": "2g",
+                "spark.driver.memory": "3g",
             },
         )
     except SparkUnavailableError as err:  # no Java: the Spark tests cannot run here

@@ -161,6 +161,11 @@ def spark_session(
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
+        # The driver keeps every SQL plan for the UI; userdp runs many jobs with large adaptive
+        # plans, so keep few (a long test or notebook session otherwise fills the heap).
+        "spark.sql.ui.retainedExecutions": "20",
+        "spark.ui.retainedJobs": "100",
+        "spark.ui.retainedStages": "200",
     }
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -8,13 +8,15 @@ Every step is a DataFrame operation except two pandas UDFs that run on the execu
 biased UserWeights for the users that have a biased item (MAD2R round 2), vectorized over a
 hash bucket of users, and the noise, drawn per hash bucket of items from
 ``SeedSequence(entropy, spawn_key=(round, bucket))`` so that no single stream runs over all
-items and a seeded run gives the same release on any cluster. Nothing proportional to the
-number of items or pairs is collected to the driver.
+items and a seeded run gives the same release on any cluster. The driver collects counts
+only; item sets that filters make small (MAD's heavy items, MAD2R's removed or biased items,
+DP-SIPS's released items) are broadcast to the tasks holding the pairs when they have at most
+:data:`BROADCAST_ROWS` rows, and joined by a shuffle otherwise.
 
-Shuffles (see the README's Spark section): pairs once by user (de-duplication, capping and
-every per-user window share it), item-level partial aggregates by item, item-level frames by
-noise bucket, and the joins of small item sets (released, removed or heavy items) with the
-pairs, which adaptive execution turns into broadcasts when they are small.
+Shuffles: the pairs once by user (de-duplication, capping and every per-user window share that
+partitioning); item-level partial aggregates by item; item-level frames by noise bucket; the
+pairs of users with a biased item by user bucket (MAD2R round 2); and the pairs by item only
+when an item set is too large to broadcast.
 """
 
 from __future__ import annotations

@@ -194,6 +194,63 @@ def _check_mad(caller: str, d_max: int | None, beta: float, max_items_per_user: 
     return d_max
 
 
+def _check_mad2r(
+    caller: str,
+    epsilon: float,
+    delta: float,
+    fractions: Sequence[float],
+    max_items_per_user: int,
+    d_max: int | None,
+    beta: float,
+    c_lb: float,
+    c_ub: float,
+    b_min: float,
+    b_max: float,
+) -> tuple[PrivacyBudget, tuple[float, ...], int]:
+    """Validate MAD2R's parameters (both engines); returns the budget, fractions and d_max."""
+    total = _budget(epsilon, delta, caller)
+    frac = check_fractions(fractions, "fractions", caller)
+    if len(frac) != 2:
+        raise InvalidParameterError(
+            f"The 'fractions' parameter of {caller} must have exactly 2 parts (one per round). "
+            f"Got {fractions!r} instead."
+        )
+    d_max = _check_mad(caller, d_max, beta, max_items_per_user)
+    check_real(c_lb, "c_lb", caller, low=0.0)
+    check_real(c_ub, "c_ub", caller, low=0.0)
+    check_real(b_min, "b_min", caller, low=0.5, high=1.0)
+    check_real(b_max, "b_max", caller, low=1.0)
+    return total, frac, d_max
+
+
+def _mad2r_parameters(
+    cap: int,
+    frac: tuple[float, ...],
+    d_max: int,
+    beta: float,
+    c_lb: float,
+    c_ub: float,
+    b_min: float,
+    b_max: float,
+    recap: bool,
+    *rounds: tuple[_Round, float],
+) -> dict[str, Any]:
+    """The ``parameters`` of a MAD2R result (both engines): inputs plus each round's sigma,
+    rho and tau."""
+    return {
+        "max_items_per_user": cap,
+        "fractions": frac,
+        "d_max": d_max,
+        "beta": beta,
+        "c_lb": c_lb,
+        "c_ub": c_ub,
+        "b_min": b_min,
+        "b_max": b_max,
+        "recap": recap,
+        "rounds": [{"sigma": r.sigma, "rho": r.rho, "tau": tau} for r, tau in rounds],
+    }
+
+
 # -- algorithms ---------------------------------------------------------------------------------
 def basic(
     data: Any,
@@ -418,18 +475,9 @@ def mad2r(
     weight-and-threshold rounds).
     """
     caller = "mad2r"
-    total = _budget(epsilon, delta, caller)
-    frac = check_fractions(fractions, "fractions", caller)
-    if len(frac) != 2:
-        raise InvalidParameterError(
-            f"The 'fractions' parameter of {caller} must have exactly 2 parts (one per round). "
-            f"Got {fractions!r} instead."
-        )
-    d_max = _check_mad(caller, d_max, beta, max_items_per_user)
-    check_real(c_lb, "c_lb", caller, low=0.0)
-    check_real(c_ub, "c_ub", caller, low=0.0)
-    check_real(b_min, "b_min", caller, low=0.5, high=1.0)
-    check_real(b_max, "b_max", caller, low=1.0)
+    total, frac, d_max = _check_mad2r(
+        caller, epsilon, delta, fractions, max_items_per_user, d_max, beta, c_lb, c_ub, b_min, b_max
+    )
     run = _Run(data, caller, user_column, item_column, max_items_per_user, seed)
     b1, b2 = total.split(frac)
     d = run.data
@@ -468,19 +516,7 @@ def mad2r(
     _, selected2 = run.release(r2, w2, items)
     found |= selected2
 
-    params = {
-        "max_items_per_user": run.cap,
-        "fractions": frac,
-        "d_max": d_max,
-        "beta": beta,
-        "c_lb": c_lb,
-        "c_ub": c_ub,
-        "b_min": b_min,
-        "b_max": b_max,
-        "recap": recap,
-        "rounds": [
-            {"sigma": r1.sigma, "rho": r1.rho, "tau": tau1},
-            {"sigma": r2.sigma, "rho": r2.rho, "tau": tau2},
-        ],
-    }
+    params = _mad2r_parameters(
+        run.cap, frac, d_max, beta, c_lb, c_ub, b_min, b_max, recap, (r1, tau1), (r2, tau2)
+    )
     return run.finish(found, caller, params, total)

@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any
 import dp_accounting
 import numpy as np
 
-from userdp._validation import check_fractions, check_int, check_real
+from userdp._validation import check_fractions, check_int
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.partition import _probe
 from userdp.partition._hashing import canonical_column
 from userdp.partition.result import SelectionDiagnostics, SparkSelectionResult
-from userdp.partition.select import _budget, _check_mad, _Round
+from userdp.partition.select import _budget, _check_mad, _check_mad2r, _mad2r_parameters, _Round
 from userdp.partition.weights import user_weights
 from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
 from userdp.privacy.noise import spawn_generator
@@ -585,18 +585,9 @@ def mad2r(
     removed from round 2 and its bias b(i), and are dropped when the run ends.
     """
     caller = "mad2r"
-    total = _budget(epsilon, delta, caller)
-    frac = check_fractions(fractions, "fractions", caller)
-    if len(frac) != 2:
-        raise InvalidParameterError(
-            f"The 'fractions' parameter of {caller} must have exactly 2 parts (one per round). "
-            f"Got {fractions!r} instead."
-        )
-    d_max = _check_mad(caller, d_max, beta, max_items_per_user)
-    check_real(c_lb, "c_lb", caller, low=0.0)
-    check_real(c_ub, "c_ub", caller, low=0.0)
-    check_real(b_min, "b_min", caller, low=0.5, high=1.0)
-    check_real(b_max, "b_max", caller, low=1.0)
+    total, frac, d_max = _check_mad2r(
+        caller, epsilon, delta, fractions, max_items_per_user, d_max, beta, c_lb, c_ub, b_min, b_max
+    )
     run = _SparkRun(data, caller, user_column, item_column, max_items_per_user, seed)
     b1, b2 = total.split(frac)
 
@@ -639,21 +630,9 @@ def mad2r(
             run, capped2, tau=tau2, d_max=d_max, biased=True, b_min=b_min, b_max=b_max
         )
         _, released2 = run.release(r2, w2)
-        params = {
-            "max_items_per_user": run.cap,
-            "fractions": frac,
-            "d_max": d_max,
-            "beta": beta,
-            "c_lb": c_lb,
-            "c_ub": c_ub,
-            "b_min": b_min,
-            "b_max": b_max,
-            "recap": recap,
-            "rounds": [
-                {"sigma": r1.sigma, "rho": r1.rho, "tau": tau1},
-                {"sigma": r2.sigma, "rho": r2.rho, "tau": tau2},
-            ],
-        }
+        params = _mad2r_parameters(
+            run.cap, frac, d_max, beta, c_lb, c_ub, b_min, b_max, recap, (r1, tau1), (r2, tau2)
+        )
         return run.finish([released1, released2], caller, params, total)
 
     return _guarded(run, go)

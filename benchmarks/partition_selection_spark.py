@@ -32,6 +32,7 @@ import argparse
 import contextlib
 import functools
 import gc
+import hashlib
 import importlib.util
 import json
 import logging
@@ -736,7 +737,14 @@ def git_info() -> dict[str, Any]:
         ).stdout.split("\n")
     except (OSError, subprocess.CalledProcessError):
         return {}
-    return {"commit": head, "src_changes": [x.strip() for x in dirty if x.strip()]}
+    engine_file = root / "src/userdp/partition/spark.py"
+    return {
+        "commit": head,
+        "src_changes": [x.strip() for x in dirty if x.strip()],
+        "engine_sha256": hashlib.sha256(engine_file.read_bytes()).hexdigest()
+        if engine_file.exists()
+        else None,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

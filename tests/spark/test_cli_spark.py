@@ -74,3 +74,10 @@ def test_missing_column_is_one_error_line(spark, parquet_dir, capsys):
     assert main(["select", str(parquet_dir), *FLAGS]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Column 'user' not found" in err[0]
+
+
+def test_headerless_tsv_takes_the_first_two_columns(spark, tmp_path, capsys):
+    src = tmp_path / "pairs.tsv"
+    src.write_text("".join(f"u{u}\tcommon\textra\n" for u in range(N_USERS)))
+    assert main(["select", str(src), *FLAGS, "--no-header", "--algorithm", "basic"]) == 0
+    assert capsys.readouterr().out == "common\n"

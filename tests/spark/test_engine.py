@@ -18,7 +18,12 @@ from hypothesis import strategies as st
 from userdp.partition import _probe, basic, dp_sips, mad, mad2r
 from userdp.partition import spark as engine
 
-pytestmark = pytest.mark.spark
+pytestmark = [
+    pytest.mark.spark,
+    # the small random inputs need a large budget for anything to pass the threshold
+    pytest.mark.filterwarnings("ignore:epsilon=.*weak guarantee:UserWarning"),
+    pytest.mark.filterwarnings("ignore:delta=.*is large:UserWarning"),
+]
 
 EXAMPLES = 8
 

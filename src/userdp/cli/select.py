@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from userdp.data import read
-from userdp.data.io import FORMATS
+from userdp.data.io import FORMATS, infer_format
 from userdp.exceptions import InvalidParameterError
 from userdp.partition import SelectionResult, SparkSelectionResult
 from userdp.partition.api import ALGORITHMS, select_partitions
@@ -306,8 +306,9 @@ def _run_spark(
         with progress.stage("start Spark"):
             session = spark_session(args.spark_master)
         with progress.stage("read"):
-            frame = engine.read(args.input, format=args.format, header=args.header, spark=session)
-            if not args.header:  # first two columns, as the local engine reads them
+            fmt = args.format or infer_format(args.input)
+            frame = engine.read(args.input, format=fmt, header=args.header, spark=session)
+            if not args.header and fmt in ("csv", "tsv"):  # first two columns, as locally
                 frame = frame.select(frame.columns[0], frame.columns[1]).toDF(
                     args.user_column, args.item_column
                 )

@@ -167,6 +167,19 @@ def test_mad2r_round_two_biases_match(spark):
     remote.dataframe.unpersist()
 
 
+@pytest.mark.parametrize("name", ["mad2r", "dp-sips"])
+def test_shuffle_joins_match_broadcast_joins(spark, monkeypatch, name):
+    """Item sets too large to broadcast are joined by shuffling: same weights, same items."""
+    monkeypatch.setattr(engine, "BROADCAST_ROWS", 0)
+    rng = np.random.default_rng(5)
+    pairs = [(u, int(i)) for u in range(80) for i in rng.zipf(1.6, size=int(rng.integers(1, 14)))]
+    local, lp, remote, sp = _both(spark, pairs, name, seed=2)
+    for lw, sw in zip(lp.weights, sp.weights, strict=True):
+        _same_weights(lw, _collect(sw))
+    assert sorted(local.items) == remote.items
+    remote.dataframe.unpersist()
+
+
 def test_seeded_run_is_reproducible_across_partitionings(spark):
     pairs = [(u, f"w{(u * i) % 37}") for u in range(300) for i in range(1, 9)]
     df = _frame(spark, pairs)

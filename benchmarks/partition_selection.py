@@ -427,7 +427,8 @@ def _fmt_timing(r: dict[str, Any]) -> str:
 
 
 # -- plots ---------------------------------------------------------------------------------------
-def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
+def pyplot() -> Any:
+    """matplotlib.pyplot on the file-only Agg backend, or None (logged) when not installed."""
     try:
         import matplotlib
 
@@ -435,6 +436,13 @@ def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
         import matplotlib.pyplot as plt
     except ImportError:
         log("matplotlib not installed: no PNGs")
+        return None
+    return plt
+
+
+def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
+    plt = pyplot()
+    if plt is None:
         return []
     written = []
     ds = results["output_sizes"]

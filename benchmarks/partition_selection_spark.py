@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from partition_selection import CAP, DEFAULT_ZIPF, DELTA, EPS, HERE, log, machine, versions
+from partition_selection import CAP, DEFAULT_ZIPF, DELTA, EPS, HERE, log, machine, pyplot, versions
 from userdp.data import read, read_table, zipf_contributions
 from userdp.partition import basic, dp_sips, mad, mad2r
 
@@ -520,13 +520,8 @@ def zipf_sizes(
 
 # -- plots ---------------------------------------------------------------------------------------
 def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log("matplotlib not installed: no PNGs")
+    plt = pyplot()
+    if plt is None:
         return []
     written = []
     sc = results.get("scaling")

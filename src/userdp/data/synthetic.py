@@ -1,19 +1,33 @@
-"""Synthetic contributions with a known shape, for demos, tests and benchmarks.
+"""Synthetic data with a known shape, for demos, tests and benchmarks.
 
 Nothing here touches real data: :func:`zipf_contributions` mimics a long-tailed
 query/vocabulary log, :func:`section62_instance` is the explicit instance of Chen et al. 2025,
-Section 6.2, where MAD provably beats Basic.
+Section 6.2, where MAD provably beats Basic. :func:`lowrank_ratings` is a long-tail ratings set
+shaped like MovieLens-10M with a planted low-rank signal, and :func:`multitask_regression` the
+skewed multi-task regression of the multi-task DP paper (Appendix C).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
+from scipy import special
 
 from userdp._validation import check_int, check_real
 from userdp.data.contributions import Contributions
+from userdp.data.ratings import Ratings
+from userdp.exceptions import InvalidParameterError
 
-__all__ = ["section62_instance", "zipf_contributions"]
+__all__ = [
+    "MultiTaskData",
+    "lowrank_ratings",
+    "multitask_regression",
+    "section62_instance",
+    "zipf_contributions",
+]
 
 
 def _truncated_power_law(
@@ -75,3 +89,364 @@ def section62_instance(
     users = np.repeat(np.arange(n_users, dtype=np.int32), 3)
     items = np.stack([np.zeros(n_users, dtype=np.int64), first + 1, second + 1], axis=1).ravel()
     return Contributions.from_codes(users, items.astype(np.int32), n_items=n_light + 1)
+
+
+# -- ratings: a MovieLens-10M-shaped long-tail set ------------------------------------------------
+_ML_MIN_USER_RATINGS = 20  # MovieLens keeps only users with at least 20 ratings
+_MAX_USER_FRACTION = 0.7  # cap on a user's share of the items (the heaviest ML10M users)
+
+
+def _lomax_degrees(
+    rng: np.random.Generator, n_users: int, total: int, exponent: float, low: int, high: int
+) -> np.ndarray:
+    """Per-user counts ``low + floor(c * E)`` clipped to ``high``, summing exactly to ``total``.
+
+    ``E`` is a unit-scale Lomax (shifted Pareto) draw with tail ``P(E > x) ~ x^-exponent``; the
+    scale ``c`` is found by bisection and the last few units are added to random users below the
+    cap.
+    """
+    tail = np.expm1(-np.log1p(-rng.random(n_users)) / exponent)  # (1 - U)^(-1/a) - 1
+
+    def degrees(c: float) -> np.ndarray:
+        d = np.floor(c * tail)
+        np.minimum(d, high - low, out=d)
+        return d.astype(np.int64) + low
+
+    lo_c, hi_c = 0.0, 1.0
+    while degrees(hi_c).sum() < total and hi_c < 1e15:
+        hi_c *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo_c + hi_c)
+        if degrees(mid).sum() <= total:
+            lo_c = mid
+        else:
+            hi_c = mid
+        if hi_c - lo_c <= 1e-12 * hi_c:
+            break
+    d = degrees(lo_c)
+    short = total - int(d.sum())
+    while short > 0:  # at most a few rounds: the jump at hi_c is a handful of users
+        open_ = np.flatnonzero(d < high)
+        pick = rng.choice(open_, size=min(short, open_.size), replace=False)
+        d[pick] += 1
+        short -= pick.size
+    return d
+
+
+def _successive_sampling(
+    rng: np.random.Generator, degrees: np.ndarray, weights: np.ndarray, max_rounds: int = 8
+) -> tuple[np.ndarray, np.ndarray]:
+    """Draw ``degrees[u]`` distinct items per user, successively in proportion to ``weights``.
+
+    Exact weighted sampling without replacement (Plackett-Luce order), done in vectorized
+    rounds: each round draws with replacement for the users still short, sized by the
+    probability mass the user has not drawn yet, and keeps, in draw order, the first new items
+    up to the user's need. Users still short after ``max_rounds`` (the heaviest ones) finish
+    with Gumbel-top-k keys over the items they do not hold, which is the same distribution.
+    Returns ``(users, items)`` as int64 arrays, unsorted.
+    """
+    n_items = weights.size
+    p = weights / weights.sum()
+    cdf = np.cumsum(p)
+    cdf /= cdf[-1]
+    need = degrees.astype(np.int64).copy()
+    users_out: list[np.ndarray] = [np.empty(0, dtype=np.int64)]
+    items_out: list[np.ndarray] = [np.empty(0, dtype=np.int64)]
+    held_mass = np.zeros(need.size)
+    for _ in range(max_rounds):
+        active = np.flatnonzero(need > 0)
+        if active.size == 0:
+            break
+        remaining = np.maximum(1.0 - held_mass[active], 1e-12)
+        draws = np.ceil(need[active] / remaining * 1.15 + 2.0)
+        draws = np.minimum(draws, 20.0 * n_items).astype(np.int64)
+        new_u = np.repeat(active, draws)
+        new_i = np.searchsorted(cdf, rng.random(new_u.size), side="right")
+        np.minimum(new_i, n_items - 1, out=new_i)
+        # Items the active users already hold come first, so a re-draw of one is a duplicate.
+        is_active = np.zeros(need.size, dtype=bool)
+        is_active[active] = True
+        all_u = np.concatenate(users_out)
+        all_i = np.concatenate(items_out)
+        sel = is_active[all_u]
+        old_u, old_i = all_u[sel], all_i[sel]
+        keys = np.concatenate([old_u * n_items + old_i, new_u * n_items + new_i])
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+        first = np.ones(sk.size, dtype=bool)
+        np.not_equal(sk[1:], sk[:-1], out=first[1:])
+        fresh = order[first & (order >= old_u.size)] - old_u.size
+        fresh.sort()  # back to (user, draw) order: new draws are grouped by user
+        fu = new_u[fresh]
+        run_start = np.ones(fu.size, dtype=bool)
+        np.not_equal(fu[1:], fu[:-1], out=run_start[1:])
+        starts = np.flatnonzero(run_start)
+        rank = np.arange(fu.size) - np.repeat(starts, np.diff(np.append(starts, fu.size)))
+        keep = fresh[rank < need[fu]]
+        ku, ki = new_u[keep], new_i[keep]
+        users_out.append(ku)
+        items_out.append(ki)
+        need -= np.bincount(ku, minlength=need.size)
+        held_mass += np.bincount(ku, weights=p[ki], minlength=need.size)
+    stragglers = np.flatnonzero(need > 0)
+    if stragglers.size:
+        all_u = np.concatenate(users_out)
+        all_i = np.concatenate(items_out)
+        row_of = np.full(need.size, -1, dtype=np.int64)
+        batch = max(1, 4_000_000 // n_items)
+        logp = np.log(p)
+        for s in range(0, stragglers.size, batch):
+            block = stragglers[s : s + batch]
+            row_of[block] = np.arange(block.size)
+            keys = logp[None, :] + rng.gumbel(size=(block.size, n_items))
+            sel = row_of[all_u] >= 0
+            keys[row_of[all_u[sel]], all_i[sel]] = -np.inf
+            for r, u in enumerate(block):  # few heavy users: a loop over users, not ratings
+                top = np.argpartition(-keys[r], need[u] - 1)[: need[u]]
+                users_out.append(np.full(top.size, u, dtype=np.int64))
+                items_out.append(top.astype(np.int64))
+            row_of[block] = -1
+    return np.concatenate(users_out), np.concatenate(items_out)
+
+
+def _item_weights(n_items: int, skew: float) -> np.ndarray:
+    """Popularity weight of the item of each rank: ``exp(skew * z_r)``, decreasing in ``r``.
+
+    ``z_r`` is the standard normal quantile at ``1 - (r + 1/2) / n_items``: weights spread like a
+    log-normal sample sorted in decreasing order.
+    """
+    ranks = np.arange(n_items, dtype=np.float64)
+    return np.exp(skew * special.ndtri(1.0 - (ranks + 0.5) / n_items))
+
+
+def _check_range(value: object, caller: str) -> tuple[float, float]:
+    ok = isinstance(value, tuple | list) and len(value) == 2
+    if ok:
+        try:
+            lo, hi = (check_real(v, "rating_range", caller) for v in value)
+        except InvalidParameterError:
+            ok = False
+        else:
+            ok = math.isfinite(lo) and math.isfinite(hi) and lo < hi
+    if not ok:
+        raise InvalidParameterError(
+            f"The 'rating_range' parameter of {caller} must be a pair (low, high) of finite "
+            f"floats with low < high. Got {value!r} instead."
+        )
+    return lo, hi
+
+
+def lowrank_ratings(
+    n_users: int = 69_878,
+    n_items: int = 10_677,
+    n_ratings: int = 10_000_054,
+    *,
+    rank: int = 16,
+    item_skew: float = 2.1,
+    user_exponent: float = 2.0,
+    noise: float = 0.5,
+    rating_range: tuple[float, float] = (0.5, 5.0),
+    step: float | None = 0.5,
+    seed: int = 0,
+) -> Ratings:
+    """A long-tail ratings set shaped like MovieLens-10M, with a known low-rank structure.
+
+    The defaults match ML10M's size (69,878 users, 10,677 movies, 10,000,054 ratings) and
+    shape:
+
+    * **Item popularity** is log-normal over item ranks: the item of rank ``r`` has weight
+      ``exp(item_skew * z_r)`` with ``z_r`` the normal quantile at ``1 - (r + 1/2) / n_items``,
+      and each user draws items without replacement in proportion to the weights (so the head
+      saturates: no item is rated by more users than exist). Ranks are shuffled over item
+      codes. With the defaults the top 10% of items hold about 67% of the ratings and the
+      bottom half about 3.6% (ML10M: roughly 60-70% and a few percent). A Zipf law
+      ``(r + r0)^-s`` cannot match both shares: when its top 10% hold 70% its bottom half
+      still hold about 5%, and a pure Zipf (r0 = 1) has every user rating the top item.
+    * **User activity** is heavy-tailed: ``low + floor(c * E)`` ratings, where ``E`` is a unit
+      Lomax (shifted Pareto) draw, ``P(E > x) = (1 + x)^-user_exponent``, and ``c`` is set so
+      that the counts sum to exactly ``n_ratings``. ``low`` is 20 (MovieLens keeps users with
+      at least 20 ratings) or ``n_ratings // n_users`` if that is smaller; a user rates at most
+      70% of the items (about the share of the heaviest ML10M users). The defaults give a
+      median of 71 ratings per user, a mean of 143 (as ML10M) and a 99th percentile of 1,176.
+    * **Ratings** are ``3.5 + signal + noise``: ``signal = 0.9 * <x_u, y_i> / sqrt(rank)`` with
+      user and item factors drawn i.i.d. N(0, 1) (so the signal's standard deviation is about
+      0.9), ``noise ~ N(0, noise^2)``; rounded to the grid ``low, low + step, ...`` of
+      ``rating_range`` (``step=None`` keeps them continuous) and clipped to the range.
+
+    There are no duplicate (user, item) pairs and exactly ``n_ratings`` rows; every user code
+    has at least one rating, while the rarest item codes may have none (64 of 10,677 with the
+    defaults). Drawing without replacement is exact (successive sampling, done in vectorized
+    rounds with a Gumbel-top-k finish). The defaults take about 8 s and 1.3 GB peak on a
+    2-core machine.
+
+    Parameters
+    ----------
+    n_users, n_items, n_ratings : int
+        Size; ``n_users <= n_ratings <= n_users * floor(0.7 * n_items)``.
+    rank : int, default 16
+        Dimension of the low-rank signal.
+    item_skew : float, default 2.1
+        Log-normal spread of item popularity, >= 0 (0: uniform; larger: more skew).
+    user_exponent : float, default 2.0
+        Tail exponent of user activity, > 0 (smaller: heavier tail).
+    noise : float, default 0.5
+        Standard deviation of the Gaussian noise added to the signal.
+    rating_range : (float, float), default (0.5, 5.0)
+        Ratings are clipped to it.
+    step : float or None, default 0.5
+        Rating grid step, anchored at ``rating_range[0]``.
+    seed : int, default 0
+        Seed of the NumPy generator; the same seed gives the same data.
+
+    Returns
+    -------
+    Ratings
+        Codes ``0..n_users-1`` and ``0..n_items-1`` (the code books are the codes).
+
+    Examples
+    --------
+    >>> r = lowrank_ratings(500, 200, 20_000, seed=1)
+    >>> r.n_ratings, r.n_users, r.n_items
+    (20000, 500, 200)
+    """
+    caller = "lowrank_ratings"
+    n_users = check_int(n_users, "n_users", caller, low=1)
+    n_items = check_int(n_items, "n_items", caller, low=1)
+    n_ratings = check_int(n_ratings, "n_ratings", caller, low=1)
+    rank = check_int(rank, "rank", caller, low=1)
+    item_skew = check_real(item_skew, "item_skew", caller, low=0.0)
+    user_exponent = check_real(user_exponent, "user_exponent", caller, low=0.0, low_open=True)
+    noise = check_real(noise, "noise", caller, low=0.0)
+    lo, hi = _check_range(rating_range, caller)
+    if step is not None:
+        step = check_real(step, "step", caller, low=0.0, low_open=True)
+    max_degree = max(1, int(_MAX_USER_FRACTION * n_items))
+    if not n_users <= n_ratings <= n_users * max_degree:
+        raise InvalidParameterError(
+            f"The 'n_ratings' parameter of {caller} must be an int in the range "
+            f"[{n_users}, {n_users * max_degree}] (at least one rating per user, at most 70% of "
+            f"the items per user). Got {n_ratings!r} instead."
+        )
+    rng = np.random.default_rng(seed)
+    low = min(_ML_MIN_USER_RATINGS, n_ratings // n_users, max_degree)
+    degrees = _lomax_degrees(rng, n_users, n_ratings, user_exponent, low, max_degree)
+    weights = np.empty(n_items)
+    weights[rng.permutation(n_items)] = _item_weights(n_items, item_skew)
+    users, items = _successive_sampling(rng, degrees, weights)
+    keys = users * n_items + items
+    del users, items
+    keys.sort()
+    users = (keys // n_items).astype(np.int32)
+    items = (keys - users.astype(np.int64) * n_items).astype(np.int32)
+    del keys
+    user_factors = rng.standard_normal((n_users, rank))
+    item_factors = rng.standard_normal((n_items, rank))
+    values = np.empty(users.size)
+    scale = 0.9 / np.sqrt(rank)
+    chunk = 1 << 20
+    for s in range(0, users.size, chunk):  # chunks bound the (chunk, rank) temporaries
+        e = min(s + chunk, users.size)
+        np.einsum("ij,ij->i", user_factors[users[s:e]], item_factors[items[s:e]], out=values[s:e])
+    values *= scale
+    values += 3.5
+    if noise > 0:
+        values += rng.normal(0.0, noise, size=values.size)
+    if step is not None:
+        top = lo + np.floor((hi - lo) / step + 1e-9) * step
+        values = lo + np.round((values - lo) / step) * step
+        np.clip(values, lo, top, out=values)
+    else:
+        np.clip(values, lo, hi, out=values)
+    return Ratings(users, items, values, pa.array(np.arange(n_users)), pa.array(np.arange(n_items)))
+
+
+# -- multi-task regression: paper Appendix C ----------------------------------------------------
+@dataclass(frozen=True)
+class MultiTaskData:
+    """Observations of a synthetic multi-task linear regression, sorted by (user, task).
+
+    Attributes
+    ----------
+    tasks, users : ndarray of int32, shape (n_obs,)
+        Task and user of every observation.
+    labels : ndarray of float64, shape (n_obs,)
+        ``<task_parameters[task], user_features[user]> + N(0, noise^2)``.
+    user_features : ndarray of float64, shape (n_users, dim)
+        The features ``x_j`` (in the unit ball) shared by all of a user's tasks.
+    task_parameters : ndarray of float64, shape (n_tasks, dim)
+        The true parameters ``theta_i`` (in the unit ball).
+    task_probabilities : ndarray of float64, shape (n_tasks,)
+        ``q_i``, the probability that a user contributes to task ``i``; ``q_i * n_users`` is the
+        expected task count.
+    """
+
+    tasks: np.ndarray
+    users: np.ndarray
+    labels: np.ndarray
+    user_features: np.ndarray
+    task_parameters: np.ndarray
+    task_probabilities: np.ndarray
+
+    @property
+    def n_observations(self) -> int:
+        """Number of (task, user) observations."""
+        return int(self.tasks.size)
+
+
+def _project_unit_ball(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.maximum(norms, 1.0)
+
+
+def multitask_regression(
+    n_tasks: int = 100,
+    dim: int = 5,
+    n_users: int = 10_000,
+    *,
+    power: float = 1.0,
+    tasks_per_user: float = 20,
+    noise: float = 1e-3,
+    seed: int = 0,
+) -> MultiTaskData:
+    """Skewed multi-task linear regression of Appendix C of the multi-task DP paper.
+
+    User vectors ``x_j`` and task parameters ``theta_i`` are drawn from N(0, I_dim) and
+    projected onto the unit ball. Task ``i`` gets ``q_i`` drawn from the power law with pdf
+    ``f(x) = a x^(a - 1)`` on [0, 1] (``a = power``; the paper uses a = 1 and 2), then the
+    ``q_i`` are scaled to sum to ``tasks_per_user`` and clipped to at most 1 (so the expected
+    number of tasks per user is ``tasks_per_user`` unless clipping bites, which needs
+    ``tasks_per_user`` close to ``n_tasks``). Every (task, user) pair is observed independently
+    with probability ``q_i``, with label ``<theta_i, x_j> + N(0, noise^2)``. The paper then
+    splits observations 80/20 into train and test (not done here).
+    """
+    caller = "multitask_regression"
+    n_tasks = check_int(n_tasks, "n_tasks", caller, low=1)
+    dim = check_int(dim, "dim", caller, low=1)
+    n_users = check_int(n_users, "n_users", caller, low=1)
+    power = check_real(power, "power", caller, low=0.0, low_open=True)
+    tasks_per_user = check_real(
+        tasks_per_user, "tasks_per_user", caller, low=0.0, high=float(n_tasks), low_open=True
+    )
+    noise = check_real(noise, "noise", caller, low=0.0)
+    rng = np.random.default_rng(seed)
+    user_features = _project_unit_ball(rng.standard_normal((n_users, dim)))
+    task_parameters = _project_unit_ball(rng.standard_normal((n_tasks, dim)))
+    q = rng.random(n_tasks) ** (1.0 / power)  # inverse CDF of a x^(a-1): F(x) = x^a
+    q *= tasks_per_user / q.sum()
+    np.minimum(q, 1.0, out=q)
+    task_chunk = max(1, 8_000_000 // n_users)
+    tasks_l: list[np.ndarray] = []
+    users_l: list[np.ndarray] = []
+    for s in range(0, n_tasks, task_chunk):  # chunks of tasks bound the mask's memory
+        present = rng.random((min(task_chunk, n_tasks - s), n_users)) < q[s : s + task_chunk, None]
+        t, u = np.nonzero(present)
+        tasks_l.append((t + s).astype(np.int32))
+        users_l.append(u.astype(np.int32))
+    tasks = np.concatenate(tasks_l)
+    users = np.concatenate(users_l)
+    order = np.lexsort((tasks, users))
+    tasks, users = tasks[order], users[order]
+    labels = np.einsum("ij,ij->i", task_parameters[tasks], user_features[users])
+    if noise > 0:
+        labels += rng.normal(0.0, noise, size=labels.size)
+    return MultiTaskData(tasks, users, labels, user_features, task_parameters, q)

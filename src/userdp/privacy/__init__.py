@@ -3,6 +3,7 @@
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import (
+    calibrate_noise_scale,
     gaussian_delta,
     gaussian_sigma,
     laplace_scale,
@@ -18,6 +19,7 @@ __all__ = [
     "PrivacyAccountant",
     "PrivacyBudget",
     "WeightAndThresholdDpEvent",
+    "calibrate_noise_scale",
     "gaussian_delta",
     "gaussian_sigma",
     "laplace_scale",

@@ -8,14 +8,17 @@ and nudged up until it meets it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import dp_accounting
 import numpy as np
 from scipy import special, stats
 
 from userdp._validation import check_int, check_real
+from userdp.exceptions import InvalidParameterError
 
 __all__ = [
+    "calibrate_noise_scale",
     "gaussian_delta",
     "gaussian_sigma",
     "laplace_scale",
@@ -111,3 +114,55 @@ def laplace_threshold(scale: float, delta: float, max_novel_weight: float = 1.0)
         delta, "delta", "laplace_threshold", low=0.0, high=1.0, low_open=True, high_open=True
     )
     return float(max_novel_weight + b * math.log(1.0 / (2.0 * d)))
+
+
+def calibrate_noise_scale(
+    make_event: Callable[[float], dp_accounting.DpEvent],
+    epsilon: float,
+    delta: float,
+    *,
+    low: float = 1e-4,
+    high: float = 1e6,
+    rtol: float = 1e-7,
+) -> float:
+    """Smallest noise scale ``s`` whose composed release meets (epsilon, delta), by search.
+
+    ``make_event(s)`` builds the whole run's event for scale ``s`` (noise grows with ``s``);
+    the :class:`~userdp.privacy.PrivacyAccountant` composes it and bisection in log space
+    finds the boundary. The upper end of the final bracket is returned, so the result always
+    meets the target (rounds toward more noise), like dp-accounting's
+    ``calibrate_dp_mechanism``.
+
+    Examples
+    --------
+    >>> import dp_accounting
+    >>> s = calibrate_noise_scale(lambda s: dp_accounting.GaussianDpEvent(s), 1.0, 1e-5)
+    >>> round(s, 4)
+    3.7306
+    """
+    from userdp.privacy.accountant import PrivacyAccountant  # the accountant imports us
+
+    eps = check_real(epsilon, "epsilon", "calibrate_noise_scale", low=0.0, low_open=True)
+    d = check_real(
+        delta, "delta", "calibrate_noise_scale", low=0.0, high=1.0, low_open=True, high_open=True
+    )
+
+    def spent(scale: float) -> float:
+        acc = PrivacyAccountant().compose(make_event(scale))
+        return acc.spent(gaussian_delta=d).epsilon
+
+    if spent(high) > eps:
+        raise InvalidParameterError(
+            f"No noise scale up to {high:g} reaches epsilon={eps:g} at delta={d:g}; the target "
+            "is too small for this release."
+        )
+    if spent(low) <= eps:
+        return low
+    lo, hi = math.log(low), math.log(high)
+    while hi - lo > rtol:
+        mid = 0.5 * (lo + hi)
+        if spent(math.exp(mid)) <= eps:
+            hi = mid
+        else:
+            lo = mid
+    return math.exp(hi)

@@ -1,0 +1,252 @@
+"""Budget allocation: how each user spreads a fixed sensitivity budget over their tasks.
+
+A user j holding tasks Omega^j (items they rated) gets task-user weights w_ij >= 0 with
+``sum_{i in Omega^j} w_ij^2 <= beta`` (Krichene et al. 2023, Theorem 3.3: a mechanism whose
+per-task statistics are weighted by w has l2 sensitivity proportional to sqrt(beta)). The rules:
+
+- :func:`uniform_sampling`: k tasks per user at random, weight 1 (Chien et al. 2021);
+- :func:`tail_sampling`: the k tasks with the smallest *private* counts, weight 1 (Chien et al.);
+- :func:`adaptive_weights`: omega_i proportional to n_hat_i^-mu, normalised per user (every user
+  spends exactly beta, the paper's experiments) or globally with per-user clipping (eq. 11-12).
+
+Every rule reads only the user's own rows and released values (the private counts of
+:func:`private_counts`, random bits), so adding a user never changes another user's weights:
+that is what makes the weighted sensitivity bound hold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import dp_accounting
+import numpy as np
+
+from userdp._validation import check_choice, check_int, check_real
+from userdp.exceptions import DataError
+from userdp.privacy.noise import NoiseSource
+
+__all__ = [
+    "PrivateCounts",
+    "adaptive_weights",
+    "private_counts",
+    "sample_per_user",
+    "tail_sampling",
+    "uniform_sampling",
+    "user_load",
+]
+
+# Shrinks normalised weights a hair so that sum w^2 <= beta holds whatever the summation order.
+_SAFETY = 1.0 - 1e-9
+
+
+@dataclass(frozen=True)
+class PrivateCounts:
+    """Noisy task counts and a noisy user count, released together by one Gaussian mechanism.
+
+    Attributes
+    ----------
+    counts : ndarray of float64, shape (n_tasks,)
+        Noisy number of (sampled) users per task. May be negative or fractional.
+    n_users : float
+        Noisy number of users.
+    count_sample : int
+        At most this many tasks per user were counted.
+    noise_multiplier : float
+        Noise standard deviation divided by the l2 sensitivity ``sqrt(count_sample + 1)``.
+    dp_event : dp_accounting.GaussianDpEvent
+    """
+
+    counts: np.ndarray
+    n_users: float
+    count_sample: int
+    noise_multiplier: float
+    dp_event: dp_accounting.DpEvent
+
+    @property
+    def sensitivity(self) -> float:
+        """l2 sensitivity of (counts, n_users) under adding or removing one user."""
+        return math.sqrt(self.count_sample + 1)
+
+
+def _check_rows(users: np.ndarray, tasks: np.ndarray, caller: str) -> tuple[np.ndarray, np.ndarray]:
+    users = np.asarray(users)
+    tasks = np.asarray(tasks)
+    if users.shape != tasks.shape or users.ndim != 1:
+        raise DataError(
+            f"{caller}: 'users' and 'tasks' must be one-dimensional and of equal length; got "
+            f"shapes {users.shape} and {tasks.shape}."
+        )
+    return users, tasks
+
+
+def sample_per_user(users: np.ndarray, k: int, noise: NoiseSource) -> np.ndarray:
+    """Boolean mask keeping ``min(k, n_j)`` rows of every user j, uniformly at random.
+
+    One ``argsort`` of packed int64 keys ``(user << 32) | random32``: each user's rows come out
+    in random order and the first k are kept.
+    """
+    users = np.asarray(users)
+    if users.size == 0:
+        return np.zeros(0, dtype=bool)
+    key = (users.astype(np.int64) << 32) | noise.random_bits(users.size, 32).astype(np.int64)
+    order = np.argsort(key)
+    return _first_k(users, order, k)
+
+
+def _first_k(users: np.ndarray, order: np.ndarray, k: int) -> np.ndarray:
+    """Mask of the first k rows of each user in ``order`` (which groups rows by user)."""
+    su = users[order]
+    start = np.ones(su.size, dtype=bool)
+    np.not_equal(su[1:], su[:-1], out=start[1:])
+    run_start = np.maximum.accumulate(np.where(start, np.arange(su.size), 0))
+    keep = np.zeros(users.size, dtype=bool)
+    keep[order[np.arange(su.size) - run_start < k]] = True
+    return keep
+
+
+def private_counts(
+    users: np.ndarray,
+    tasks: np.ndarray,
+    n_tasks: int,
+    *,
+    count_sample: int,
+    noise_multiplier: float,
+    noise: NoiseSource,
+) -> PrivateCounts:
+    """Noisy per-task user counts and a noisy user count (one Gaussian release).
+
+    Each user contributes at most ``count_sample`` of their tasks (chosen uniformly at random),
+    each counted once, plus 1 to the user count; rows must be distinct (task, user) pairs.
+
+    Privacy
+    -------
+    Adding or removing a user changes at most ``count_sample`` task counts by 1 and the user
+    count by 1: l2 sensitivity ``sqrt(count_sample + 1)``. Gaussian noise of standard deviation
+    ``noise_multiplier * sqrt(count_sample + 1)`` per coordinate; the release is a
+    ``GaussianDpEvent(noise_multiplier)``. The exact counts never leave this function.
+    """
+    users, tasks = _check_rows(users, tasks, "private_counts")
+    n_tasks = check_int(n_tasks, "n_tasks", "private_counts", low=1)
+    count_sample = check_int(count_sample, "count_sample", "private_counts", low=1)
+    z = check_real(noise_multiplier, "noise_multiplier", "private_counts", low=0.0, low_open=True)
+    keep = sample_per_user(users, count_sample, noise)
+    exact = np.bincount(tasks[keep], minlength=n_tasks).astype(np.float64)
+    n_exact = float(np.unique(users).size) if users.size else 0.0
+    sd = z * math.sqrt(count_sample + 1)
+    noisy = exact + noise.gaussian(sd, n_tasks)
+    n_noisy = n_exact + float(noise.gaussian(sd, 1)[0])
+    del exact, n_exact
+    return PrivateCounts(noisy, n_noisy, count_sample, z, dp_accounting.GaussianDpEvent(z))
+
+
+def uniform_sampling(users: np.ndarray, k: int, noise: NoiseSource) -> np.ndarray:
+    """Weight 1 on ``k`` tasks per user chosen uniformly at random, 0 elsewhere.
+
+    Sum of squared weights per user: ``min(k, n_j)``; divide by ``sqrt(k)`` (or use
+    ``beta = k``) to meet a unit budget. Chien et al. 2021 (DPALS, uniform sampling).
+    """
+    k = check_int(k, "k", "uniform_sampling", low=1)
+    return sample_per_user(users, k, noise).astype(np.float64)
+
+
+def tail_sampling(
+    users: np.ndarray,
+    tasks: np.ndarray,
+    counts: np.ndarray,
+    k: int,
+    noise: NoiseSource,
+) -> np.ndarray:
+    """Weight 1 on each user's ``k`` tasks with the smallest private counts, 0 elsewhere.
+
+    The tail-biased sampling heuristic of Chien et al. 2021. ``counts`` must be released
+    (private) counts; ties are broken at random.
+    """
+    users, tasks = _check_rows(users, tasks, "tail_sampling")
+    k = check_int(k, "k", "tail_sampling", low=1)
+    counts = np.asarray(counts, dtype=np.float64)
+    jitter = noise.uniform(users.size)
+    order = np.lexsort((jitter, counts[tasks], users))
+    return _first_k(users, order, k).astype(np.float64)
+
+
+def user_load(users: np.ndarray, weights: np.ndarray, n_users: int | None = None) -> np.ndarray:
+    """``sum_i w_ij^2`` for every user j (never release it: it is data-dependent)."""
+    return np.bincount(users, weights=np.square(weights), minlength=n_users or 0)
+
+
+def adaptive_weights(
+    users: np.ndarray,
+    tasks: np.ndarray,
+    counts: np.ndarray,
+    *,
+    mu: float = 0.25,
+    beta: float = 1.0,
+    normalization: str = "user",
+    n_users: float | None = None,
+    load_factor: float = 1.0,
+    min_count: float = 1.0,
+) -> np.ndarray:
+    """Adaptive task-user weights ``w_ij`` proportional to ``n_hat_i^-mu`` (Krichene et al.).
+
+    Parameters
+    ----------
+    users, tasks : int arrays, shape (n_rows,)
+        The (user, task) rows, distinct.
+    counts : float array, shape (n_tasks,)
+        Released private counts ``n_hat``; values below ``min_count`` are raised to it.
+    mu : float, default=0.25
+        Exponent. 0 is uniform; the paper's analysis gives 1/4 (convex) and 1/2 (strongly
+        convex); 1/4..1/2 work best on MovieLens.
+    beta : float, default=1.0
+        Per-user budget: ``sum_{i in Omega^j} w_ij^2 <= beta`` for every user.
+    normalization : {"user", "global"}, default="user"
+        ``"user"``: ``w_ij = sqrt(beta) omega_i / ||omega_{Omega^j}||``, so every user spends
+        exactly beta (the paper's experiments, Section 5). ``"global"``: eq. (11) in the form
+        of Section 5, ``omega_i = n_hat_i^-mu / sqrt(sum_i' n_hat_i'^(1 - 2 mu) / (n beta_bar))``
+        with ``beta_bar = beta / load_factor``, then clipped per user by eq. (12).
+    n_users : float, optional
+        Released (noisy) number of users; required by ``"global"``.
+    load_factor : float, default=1.0
+        The c(n) of eq. (10): expected load is beta / load_factor.
+    min_count : float, default=1.0
+
+    Returns
+    -------
+    ndarray of float64, shape (n_rows,)
+
+    Privacy
+    -------
+    ``w_ij`` depends only on user j's own tasks and released values, and
+    ``sum_i w_ij^2 <= beta`` holds for every user (checked exactly).
+    """
+    users, tasks = _check_rows(users, tasks, "adaptive_weights")
+    mu = check_real(mu, "mu", "adaptive_weights", low=0.0)
+    beta = check_real(beta, "beta", "adaptive_weights", low=0.0, low_open=True)
+    normalization = check_choice(normalization, "normalization", "adaptive_weights", ["user", "global"])
+    min_count = check_real(min_count, "min_count", "adaptive_weights", low=0.0, low_open=True)
+    n_hat = np.maximum(np.asarray(counts, dtype=np.float64), min_count)
+    omega = n_hat**-mu
+    w = omega[tasks]
+    n_seg = int(users.max()) + 1 if users.size else 0
+    load = user_load(users, w, n_seg)
+    if normalization == "user":
+        scale = np.sqrt(beta / load) * _SAFETY  # eq. (16)-style: every user spends beta
+        w = w * scale[users]
+    else:
+        if n_users is None:
+            raise DataError(
+                "adaptive_weights(normalization='global') needs the released user count "
+                "'n_users' (PrivateCounts.n_users)."
+            )
+        load_factor = check_real(load_factor, "load_factor", "adaptive_weights", low=1.0)
+        n_bar = max(float(n_users), 1.0)
+        beta_bar = beta / load_factor
+        # eq. (11), Section 5 form: omega_i = n_i^-mu / sqrt(sum_i' n_i'^(1-2mu) / (n beta_bar))
+        scale0 = math.sqrt(n_bar * beta_bar / float(np.sum(n_hat ** (1.0 - 2.0 * mu))))
+        w = w * scale0
+        load = load * scale0**2
+        # eq. (12): clip users whose load exceeds beta
+        clip = np.where(load > beta * _SAFETY, np.sqrt(beta / np.maximum(load, 1e-300)) * _SAFETY, 1.0)
+        w = w * clip[users]
+    return w

@@ -1,0 +1,200 @@
+"""Task-weighted sufficient statistics perturbation (Krichene et al. 2023, Algorithm 1).
+
+For every task i the weighted statistics ``A_i = sum_j w_ij x_ij x_ij^T`` and
+``b_i = sum_j w_ij y_ij x_ij`` are released with Gaussian noise, projected onto the PSD cone,
+and the ridge solution ``theta_i = (A_i + lambda_i I)^-1 b_i`` is post-processing.
+
+.. note:: Erratum (Algorithm 1, line 5)
+   The paper writes ``A_i = sum_j w_ij (x_ij x_ij^T + lambda I) + noise``: the ridge term sits
+   inside the weighted, data-dependent sum, but the sensitivity proof (Theorem 3.3) only bounds
+   ``w_ij x_ij x_ij^T``. Here the ridge term is added after the release (``lambda_i`` is a
+   parameter or a function of released values), so the stated sensitivity is true.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import dp_accounting
+import numpy as np
+
+from userdp._validation import check_int, check_real
+from userdp.exceptions import DataError, InvalidParameterError
+from userdp.multitask._kernels import segment_offsets, segment_statistics
+from userdp.multitask.allocation import user_load
+from userdp.privacy.noise import NoiseSource
+
+__all__ = [
+    "SSPResult",
+    "clip_rows",
+    "perturb_statistics",
+    "project_psd",
+    "solve_ridge",
+    "task_weighted_ssp",
+]
+
+
+@dataclass(frozen=True)
+class SSPResult:
+    """Released per-task parameters of :func:`task_weighted_ssp`.
+
+    Attributes
+    ----------
+    parameters : ndarray, shape (n_tasks, d)
+        ``theta_i``, post-processing of the noisy statistics.
+    gram_sensitivity, moment_sensitivity : float
+        l2 sensitivities of the stacked ``(A_i)`` and ``(b_i)`` under adding/removing a user.
+    dp_event : dp_accounting.DpEvent
+        Two Gaussian releases (A and b).
+    """
+
+    parameters: np.ndarray
+    gram_sensitivity: float
+    moment_sensitivity: float
+    dp_event: dp_accounting.DpEvent
+
+
+def clip_rows(x: np.ndarray, bound: float) -> np.ndarray:
+    """``x * min(1, bound / ||x||)`` row by row (Algorithm 1, line 2)."""
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    return x * np.minimum(1.0, bound / np.maximum(norms, 1e-300))
+
+
+def perturb_statistics(
+    gram: np.ndarray,
+    moment: np.ndarray,
+    *,
+    gram_sigma: float,
+    moment_sigma: float,
+    noise: NoiseSource,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Add Gaussian noise to stacked Gram matrices (symmetric) and moment vectors.
+
+    The Gram noise is drawn on the upper triangle (diagonal included) and mirrored, so each
+    noisy ``A_i`` is symmetric and the mechanism's l2 sensitivity is that of the upper
+    triangle, which is at most the Frobenius norm of the change (Algorithm 1, lines 4-6).
+    """
+    m, d, _ = gram.shape
+    iu = np.triu_indices(d)
+    tri = noise.gaussian(gram_sigma, m * iu[0].size).reshape(m, -1)
+    e = np.zeros_like(gram)
+    e[:, iu[0], iu[1]] = tri
+    e[:, iu[1], iu[0]] = tri
+    return gram + e, moment + noise.gaussian(moment_sigma, moment.size).reshape(moment.shape)
+
+
+def project_psd(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigen-decomposition of symmetric ``gram`` with negative eigenvalues set to 0.
+
+    Returns ``(eigenvalues, eigenvectors)`` of the projection onto the PSD cone (the nearest
+    PSD matrix in Frobenius norm), batched over the leading axis.
+    """
+    vals, vecs = np.linalg.eigh(gram)
+    return np.maximum(vals, 0.0), vecs
+
+
+def solve_ridge(gram: np.ndarray, moment: np.ndarray, ridge: np.ndarray | float) -> np.ndarray:
+    """``theta_i = (P(A_i) + ridge_i I)^-1 b_i`` with P the PSD projection, batched.
+
+    One ``eigh`` per task does both the projection and the solve:
+    ``theta = Q diag(1 / (max(lambda, 0) + ridge)) Q^T b``.
+    """
+    vals, vecs = project_psd(gram)
+    ridge = np.broadcast_to(np.asarray(ridge, dtype=np.float64), (gram.shape[0],))
+    if np.any(ridge <= 0):
+        raise InvalidParameterError("The ridge term must be > 0 for every task.")
+    coef = np.einsum("mdk,md->mk", vecs, moment) / (vals + ridge[:, None])
+    return np.einsum("mdk,mk->md", vecs, coef)
+
+
+def task_weighted_ssp(
+    users: np.ndarray,
+    tasks: np.ndarray,
+    features: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray,
+    *,
+    n_tasks: int,
+    feature_bound: float,
+    label_bound: float,
+    ridge: float | np.ndarray,
+    noise_multiplier: float,
+    noise: NoiseSource,
+    beta: float = 1.0,
+    moment_noise_multiplier: float | None = None,
+) -> SSPResult:
+    """Multi-task ridge regression by task-weighted SSP (Krichene et al. 2023, Algorithm 1).
+
+    Parameters
+    ----------
+    users, tasks : int arrays, shape (n_rows,)
+        Who contributed each row and to which task; (task, user) pairs must be distinct.
+    features : float array, shape (n_rows, d)
+        ``x_ij``, clipped to ``feature_bound`` in l2 norm (Algorithm 1, line 2).
+    labels : float array, shape (n_rows,)
+        ``y_ij``, clipped to ``[-label_bound, label_bound]``.
+    weights : float array, shape (n_rows,)
+        Task-user weights (from :mod:`userdp.multitask.allocation`); every user's squared
+        weights must sum to at most ``beta`` (checked: a violation raises).
+    n_tasks : int
+    feature_bound, label_bound : float
+        Gamma_x and Gamma_x * Gamma_* of the paper.
+    ridge : float or array of shape (n_tasks,)
+        lambda_i > 0, added outside the noisy sum (see the erratum in the module docstring).
+    noise_multiplier : float
+        Noise standard deviation of A over its sensitivity; ``moment_noise_multiplier``
+        (default: the same) for b.
+    noise : NoiseSource
+    beta : float, default=1.0
+
+    Privacy
+    -------
+    Adding or removing user j changes ``(A_i)_i`` by ``(w_ij x_ij x_ij^T)_i``, of l2 norm at most
+    ``Gamma_x^2 sqrt(beta)``, and ``(b_i)_i`` by at most ``Gamma_x Gamma_y sqrt(beta)``
+    (Theorem 3.3). The release is two ``GaussianDpEvent``s; the run is
+    (alpha, alpha * (1/z_A^2 + 1/z_b^2) / 2)-RDP, i.e. (alpha, alpha beta)-RDP at z = 1/sqrt(beta)
+    scaled to sensitivity 1 as in the paper.
+    """
+    caller = "task_weighted_ssp"
+    users = np.asarray(users)
+    tasks = np.asarray(tasks)
+    x = np.asarray(features, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    n = users.size
+    if x.ndim != 2 or x.shape[0] != n or tasks.shape != (n,) or y.shape != (n,) or w.shape != (n,):
+        raise DataError(
+            f"{caller}: users, tasks, labels and weights must have shape (n_rows,) and features "
+            f"(n_rows, d); got {users.shape}, {tasks.shape}, {y.shape}, {w.shape}, {x.shape}."
+        )
+    n_tasks = check_int(n_tasks, "n_tasks", caller, low=1)
+    gx = check_real(feature_bound, "feature_bound", caller, low=0.0, low_open=True)
+    gy = check_real(label_bound, "label_bound", caller, low=0.0, low_open=True)
+    z_a = check_real(noise_multiplier, "noise_multiplier", caller, low=0.0, low_open=True)
+    z_b = z_a
+    if moment_noise_multiplier is not None:
+        z_b = check_real(moment_noise_multiplier, "moment_noise_multiplier", caller, low=0.0, low_open=True)
+    beta = check_real(beta, "beta", caller, low=0.0, low_open=True)
+    if np.any(w < 0) or not np.all(np.isfinite(w)):
+        raise DataError(f"{caller}: weights must be finite and >= 0.")
+    if n and float(user_load(users, w).max()) > beta:
+        raise DataError(
+            f"{caller}: some user's squared weights sum to more than beta={beta:g}; the stated "
+            "sensitivity would not hold. Use userdp.multitask.allocation to build weights."
+        )
+    x = clip_rows(x, gx)
+    y = np.clip(y, -gy, gy)
+    order, offsets = segment_offsets(tasks, n_tasks)
+    gram, moment = segment_statistics(offsets, order, np.arange(n), x, w, y)
+    root = math.sqrt(beta)
+    d_a, d_b = gx * gx * root, gx * gy * root
+    gram_hat, moment_hat = perturb_statistics(
+        gram, moment, gram_sigma=z_a * d_a, moment_sigma=z_b * d_b, noise=noise
+    )
+    del gram, moment
+    theta = solve_ridge(gram_hat, moment_hat, ridge)
+    event = dp_accounting.ComposedDpEvent(
+        [dp_accounting.GaussianDpEvent(z_a), dp_accounting.GaussianDpEvent(z_b)]
+    )
+    return SSPResult(theta, d_a, d_b, event)

@@ -1,0 +1,39 @@
+"""Private recommenders: DP matrix factorization under long-tail skew (Krichene et al. 2023).
+
+:class:`MatrixFactorization` trains ALS, DPALS (uniform / tail sampling), AdaDPALS and the
+DPSGD variants; :mod:`~userdp.recommend.metrics` scores them (RMSE, Recall@k, sliced by item
+frequency) and :mod:`~userdp.recommend.protocols` holds the ML10M / ML20M benchmark splits.
+"""
+
+from userdp.recommend.als import METHODS, MatrixFactorization, TrainingPlan, plan_noise
+from userdp.recommend.metrics import (
+    frequency_buckets,
+    popularity_scores,
+    ranking_metrics_at_k,
+    rmse,
+    sliced_rmse,
+)
+from userdp.recommend.protocols import (
+    HeldOutSplit,
+    RatingSplit,
+    ml10m_split,
+    ml20m_split,
+    restrict_items,
+)
+
+__all__ = [
+    "METHODS",
+    "HeldOutSplit",
+    "MatrixFactorization",
+    "RatingSplit",
+    "TrainingPlan",
+    "frequency_buckets",
+    "ml10m_split",
+    "ml20m_split",
+    "plan_noise",
+    "popularity_scores",
+    "ranking_metrics_at_k",
+    "restrict_items",
+    "rmse",
+    "sliced_rmse",
+]

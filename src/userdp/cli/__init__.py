@@ -15,7 +15,7 @@ import sys
 
 from userdp import __version__
 
-from . import generate, select
+from . import generate, recommend, select
 from .options import ArgumentParser, ExitCode
 
 __all__ = ["ExitCode", "build_parser", "console_main", "main"]
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
     select.add_parser(commands)
     generate.add_parser(commands)
+    recommend.add_parser(commands)
     return parser
 
 

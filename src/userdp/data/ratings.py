@@ -260,8 +260,7 @@ class Ratings:
 
     def __repr__(self) -> str:
         return (
-            f"Ratings(n_users={self.n_users}, n_items={self.n_items}, "
-            f"n_ratings={self.n_ratings})"
+            f"Ratings(n_users={self.n_users}, n_items={self.n_items}, n_ratings={self.n_ratings})"
         )
 
 
@@ -272,7 +271,7 @@ def as_ratings(
     item_column: str = "item",
     rating_column: str = "rating",
 ) -> Ratings:
-    """Turn a Ratings, table (PyArrow, pandas, mapping) or ``(users, items, ratings)`` into Ratings."""
+    """A Ratings from a Ratings, a table (PyArrow, pandas, mapping) or (users, items, ratings)."""
     if isinstance(data, Ratings):
         return data
     if isinstance(data, (pa.Table, Mapping)) or (

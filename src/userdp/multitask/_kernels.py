@@ -98,8 +98,7 @@ def segment_statistics(
         length = 1 << int(c)
         per_block = max(1, _BLOCK // (length * d))
         tasks.extend(
-            (_padded_block, segs[i : i + per_block], length)
-            for i in range(0, segs.size, per_block)
+            (_padded_block, segs[i : i + per_block], length) for i in range(0, segs.size, per_block)
         )
     workers = n_threads or os.cpu_count() or 1
     with threadpool_limits(1, user_api="blas"):

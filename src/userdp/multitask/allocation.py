@@ -9,9 +9,11 @@ per-task statistics are weighted by w has l2 sensitivity proportional to sqrt(be
 - :func:`adaptive_weights`: omega_i proportional to n_hat_i^-mu, normalised per user (every user
   spends exactly beta, the paper's experiments) or globally with per-user clipping (eq. 11-12).
 
-Every rule reads only the user's own rows and released values (the private counts of
-:func:`private_counts`, random bits), so adding a user never changes another user's weights:
-that is what makes the weighted sensitivity bound hold.
+Every rule reads only the user's own rows, released values (the private counts of
+:func:`private_counts`) and fresh random bits, so the *distribution* of a user's weights does not
+depend on anyone else's data: that is what makes the weighted sensitivity bound hold. (For a
+fixed seed the bits are drawn by row position, so inserting a user can change which tasks
+another user samples; each user's sample is still uniform and independent of the data.)
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 import dp_accounting
 import numpy as np
+from scipy import special
 
 from userdp._validation import check_choice, check_int, check_real
 from userdp.exceptions import DataError
@@ -29,6 +32,7 @@ from userdp.privacy.noise import NoiseSource
 __all__ = [
     "PrivateCounts",
     "adaptive_weights",
+    "check_distinct",
     "private_counts",
     "sample_per_user",
     "tail_sampling",
@@ -78,6 +82,20 @@ def _check_rows(users: np.ndarray, tasks: np.ndarray, caller: str) -> tuple[np.n
             f"shapes {users.shape} and {tasks.shape}."
         )
     return users, tasks
+
+
+def check_distinct(users: np.ndarray, tasks: np.ndarray, caller: str) -> None:
+    """Raise DataError if a (task, user) pair repeats: the weighted sensitivity bounds count
+    every pair once (two rows of weight 1/sqrt(2) pass the load check but move A by sqrt(2))."""
+    if users.size < 2:
+        return
+    key = np.sort(users.astype(np.int64) * (int(tasks.max()) + 1) + tasks)
+    dup = np.flatnonzero(key[1:] == key[:-1])
+    if dup.size:
+        raise DataError(
+            f"{caller}: {dup.size} repeated (task, user) pair(s); every pair must appear once "
+            "(aggregate repeated rows first, e.g. with userdp.data.Ratings)."
+        )
 
 
 def sample_per_user(users: np.ndarray, k: int, noise: NoiseSource) -> np.ndarray:
@@ -130,6 +148,7 @@ def private_counts(
     n_tasks = check_int(n_tasks, "n_tasks", "private_counts", low=1)
     count_sample = check_int(count_sample, "count_sample", "private_counts", low=1)
     z = check_real(noise_multiplier, "noise_multiplier", "private_counts", low=0.0, low_open=True)
+    check_distinct(users, tasks, "private_counts")
     keep = sample_per_user(users, count_sample, noise)
     exact = np.bincount(tasks[keep], minlength=n_tasks).astype(np.float64)
     n_exact = float(np.unique(users).size) if users.size else 0.0
@@ -140,14 +159,26 @@ def private_counts(
     return PrivateCounts(noisy, n_noisy, count_sample, z, dp_accounting.GaussianDpEvent(z))
 
 
-def uniform_sampling(users: np.ndarray, k: int, noise: NoiseSource) -> np.ndarray:
-    """Weight 1 on ``k`` tasks per user chosen uniformly at random, 0 elsewhere.
+def _sampled_weight(k: int, beta: float | None, caller: str) -> float:
+    """Weight of a sampled task: 1, or ``sqrt(beta / k)`` shrunk so k of them sum to <= beta."""
+    if beta is None:
+        return 1.0
+    beta = check_real(beta, "beta", caller, low=0.0, low_open=True)
+    return math.sqrt(beta / k) * _SAFETY
 
-    Sum of squared weights per user: ``min(k, n_j)``; divide by ``sqrt(k)`` (or use
-    ``beta = k``) to meet a unit budget. Chien et al. 2021 (DPALS, uniform sampling).
+
+def uniform_sampling(
+    users: np.ndarray, k: int, noise: NoiseSource, *, beta: float | None = None
+) -> np.ndarray:
+    """Equal weights on ``k`` tasks per user chosen uniformly at random, 0 elsewhere.
+
+    With ``beta=None`` the weight is 1 (each user's squared weights sum to ``min(k, n_j)``, so
+    use ``beta = k`` downstream); with ``beta`` it is ``sqrt(beta / k)``, a hair less so that
+    the sum is at most ``beta`` in floating point. Chien et al. 2021 (DPALS, uniform sampling).
     """
     k = check_int(k, "k", "uniform_sampling", low=1)
-    return sample_per_user(users, k, noise).astype(np.float64)
+    weight = _sampled_weight(k, beta, "uniform_sampling")
+    return sample_per_user(users, k, noise) * weight
 
 
 def tail_sampling(
@@ -156,18 +187,21 @@ def tail_sampling(
     counts: np.ndarray,
     k: int,
     noise: NoiseSource,
+    *,
+    beta: float | None = None,
 ) -> np.ndarray:
-    """Weight 1 on each user's ``k`` tasks with the smallest private counts, 0 elsewhere.
+    """Equal weights on each user's ``k`` tasks with the smallest private counts, 0 elsewhere.
 
     The tail-biased sampling heuristic of Chien et al. 2021. ``counts`` must be released
-    (private) counts; ties are broken at random.
+    (private) counts; ties are broken at random. Weights as in :func:`uniform_sampling`.
     """
     users, tasks = _check_rows(users, tasks, "tail_sampling")
     k = check_int(k, "k", "tail_sampling", low=1)
+    weight = _sampled_weight(k, beta, "tail_sampling")
     counts = np.asarray(counts, dtype=np.float64)
     jitter = noise.uniform(users.size)
     order = np.lexsort((jitter, counts[tasks], users))
-    return _first_k(users, order, k).astype(np.float64)
+    return _first_k(users, order, k) * weight
 
 
 def user_load(users: np.ndarray, weights: np.ndarray, n_users: int | None = None) -> np.ndarray:
@@ -221,32 +255,42 @@ def adaptive_weights(
     ``sum_i w_ij^2 <= beta`` holds for every user (checked exactly).
     """
     users, tasks = _check_rows(users, tasks, "adaptive_weights")
-    mu = check_real(mu, "mu", "adaptive_weights", low=0.0)
+    mu = check_real(mu, "mu", "adaptive_weights", low=0.0, high=8.0)
     beta = check_real(beta, "beta", "adaptive_weights", low=0.0, low_open=True)
-    normalization = check_choice(normalization, "normalization", "adaptive_weights", ["user", "global"])
+    normalization = check_choice(
+        normalization, "normalization", "adaptive_weights", ["user", "global"]
+    )
     min_count = check_real(min_count, "min_count", "adaptive_weights", low=0.0, low_open=True)
     n_hat = np.maximum(np.asarray(counts, dtype=np.float64), min_count)
-    omega = n_hat**-mu
-    w = omega[tasks]
     n_seg = int(users.max()) + 1 if users.size else 0
-    load = user_load(users, w, n_seg)
     if normalization == "user":
-        scale = np.sqrt(beta / load) * _SAFETY  # eq. (16)-style: every user spends beta
-        w = w * scale[users]
-    else:
-        if n_users is None:
-            raise DataError(
-                "adaptive_weights(normalization='global') needs the released user count "
-                "'n_users' (PrivateCounts.n_users)."
-            )
-        load_factor = check_real(load_factor, "load_factor", "adaptive_weights", low=1.0)
-        n_bar = max(float(n_users), 1.0)
-        beta_bar = beta / load_factor
-        # eq. (11), Section 5 form: omega_i = n_i^-mu / sqrt(sum_i' n_i'^(1-2mu) / (n beta_bar))
-        scale0 = math.sqrt(n_bar * beta_bar / float(np.sum(n_hat ** (1.0 - 2.0 * mu))))
-        w = w * scale0
-        load = load * scale0**2
-        # eq. (12): clip users whose load exceeds beta
-        clip = np.where(load > beta * _SAFETY, np.sqrt(beta / np.maximum(load, 1e-300)) * _SAFETY, 1.0)
-        w = w * clip[users]
-    return w
+        # Every user spends exactly beta: w_ij = sqrt(beta) omega_i / ||omega_{Omega^j}||.
+        # In log space, relative to the user's largest omega, so no exponent under/overflows.
+        log_w = -mu * np.log(n_hat)[tasks]
+        top = np.full(n_seg, -np.inf)
+        np.maximum.at(top, users, log_w)
+        w = np.exp(log_w - top[users])  # in (0, 1], the user's largest is 1
+        load = user_load(users, w, n_seg)
+        scale = np.zeros(n_seg)
+        present = load > 0
+        scale[present] = np.sqrt(beta / load[present]) * _SAFETY
+        return w * scale[users]
+    if n_users is None:
+        raise DataError(
+            "adaptive_weights(normalization='global') needs the released user count "
+            "'n_users' (PrivateCounts.n_users)."
+        )
+    load_factor = check_real(load_factor, "load_factor", "adaptive_weights", low=1.0)
+    n_bar = max(float(n_users), 1.0)
+    beta_bar = beta / load_factor
+    # eq. (11), Section 5 form: omega_i = n_i^-mu / sqrt(sum_i' n_i'^(1-2mu) / (n beta_bar)),
+    # computed as exp(log) so large mu cannot overflow.
+    log_omega = -mu * np.log(n_hat)
+    log_norm = special.logsumexp((1.0 - 2.0 * mu) * np.log(n_hat)) - math.log(n_bar * beta_bar)
+    w = np.exp(log_omega - 0.5 * log_norm)[tasks]
+    load = user_load(users, w, n_seg)
+    # eq. (12): scale down users whose load exceeds beta.
+    over = load > beta * _SAFETY
+    clip = np.ones(n_seg)
+    clip[over] = np.sqrt(beta / load[over]) * _SAFETY
+    return w * clip[users]

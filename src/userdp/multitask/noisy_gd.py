@@ -23,7 +23,7 @@ from scipy import sparse, special
 from userdp._validation import check_choice, check_int, check_real
 from userdp.exceptions import DataError
 from userdp.multitask._kernels import segment_offsets
-from userdp.multitask.allocation import user_load
+from userdp.multitask.allocation import check_distinct, user_load
 from userdp.privacy.noise import NoiseSource
 
 __all__ = ["GDResult", "task_weighted_noisy_gd"]
@@ -133,6 +133,7 @@ def task_weighted_noisy_gd(
         radius = check_real(radius, "radius", caller, low=0.0, low_open=True)
     if np.any(w < 0) or not np.all(np.isfinite(w)):
         raise DataError(f"{caller}: weights must be finite and >= 0.")
+    check_distinct(users, tasks, caller)
     if n and float(user_load(users, w).max()) > beta:
         raise DataError(
             f"{caller}: some user's squared weights sum to more than beta={beta:g}; the stated "

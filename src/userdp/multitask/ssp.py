@@ -22,7 +22,7 @@ import numpy as np
 from userdp._validation import check_int, check_real
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.multitask._kernels import segment_offsets, segment_statistics
-from userdp.multitask.allocation import user_load
+from userdp.multitask.allocation import check_distinct, user_load
 from userdp.privacy.noise import NoiseSource
 
 __all__ = [
@@ -174,10 +174,13 @@ def task_weighted_ssp(
     z_a = check_real(noise_multiplier, "noise_multiplier", caller, low=0.0, low_open=True)
     z_b = z_a
     if moment_noise_multiplier is not None:
-        z_b = check_real(moment_noise_multiplier, "moment_noise_multiplier", caller, low=0.0, low_open=True)
+        z_b = check_real(
+            moment_noise_multiplier, "moment_noise_multiplier", caller, low=0.0, low_open=True
+        )
     beta = check_real(beta, "beta", caller, low=0.0, low_open=True)
     if np.any(w < 0) or not np.all(np.isfinite(w)):
         raise DataError(f"{caller}: weights must be finite and >= 0.")
+    check_distinct(users, tasks, caller)
     if n and float(user_load(users, w).max()) > beta:
         raise DataError(
             f"{caller}: some user's squared weights sum to more than beta={beta:g}; the stated "

@@ -149,7 +149,9 @@ def calibrate_noise_scale(
 
     def spent(scale: float) -> float:
         acc = PrivacyAccountant().compose(make_event(scale))
-        return acc.spent(gaussian_delta=d).epsilon
+        # dp-accounting's root finder probes extreme sigmas, where NumPy warns harmlessly.
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            return acc.spent(gaussian_delta=d).epsilon
 
     if spent(high) > eps:
         raise InvalidParameterError(

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from scipy import sparse
 
 from userdp._validation import check_choice, check_int, check_real
-from userdp.data.ratings import Ratings, as_ratings
+from userdp.data.ratings import as_ratings
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
 from userdp.multitask._kernels import segment_offsets, segment_statistics
 from userdp.multitask.allocation import (
@@ -128,11 +128,31 @@ def plan_noise(
     to b, the rest to A). One scale s is then found by bisection with the accountant so the
     composition meets (epsilon, delta): ``z_k = s * sqrt(releases_k / share_k)``.
     """
-    cf = check_real(count_fraction, "count_fraction", "plan_noise", low=0.0, high=1.0, low_open=True, high_open=True)
-    mf = 0.0 if center_fraction is None else check_real(
-        center_fraction, "center_fraction", "plan_noise", low=0.0, high=1.0, low_open=True, high_open=True
+    cf = check_real(
+        count_fraction,
+        "count_fraction",
+        "plan_noise",
+        low=0.0,
+        high=1.0,
+        low_open=True,
+        high_open=True,
     )
-    ms = check_real(moment_share, "moment_share", "plan_noise", low=0.0, high=1.0, low_open=True, high_open=True)
+    mf = (
+        0.0
+        if center_fraction is None
+        else check_real(
+            center_fraction,
+            "center_fraction",
+            "plan_noise",
+            low=0.0,
+            high=1.0,
+            low_open=True,
+            high_open=True,
+        )
+    )
+    ms = check_real(
+        moment_share, "moment_share", "plan_noise", low=0.0, high=1.0, low_open=True, high_open=True
+    )
     train = 1.0 - cf - mf
     if train <= 0:
         raise InvalidParameterError(
@@ -191,6 +211,8 @@ class MatrixFactorization:
     count_fraction : float, default=0.15
         Share of the (RDP) budget spent on private counts (the paper: 12-20 %).
     center_fraction : float, default=0.02
+    moment_share : float, default=0.5
+        Share of each SSP step's budget spent on the moments b (the rest on the Grams A).
     max_norm : float, default=1.0
         User embeddings are clipped to this norm before the item update (Gamma_x).
     reg : float, default=0.02
@@ -199,9 +221,10 @@ class MatrixFactorization:
     noise_reg : float, default=1.0
         Extra item ridge in units of the spectral size of the Gram noise,
         ``noise_reg * sigma_A * sqrt(d)``, which keeps the noisy solve stable on tail items.
-    learning_rate, sgd_steps, clip_norm : DPSGD family only
-        Step size (divided by ``1 + max(n_hat_i, 0)`` per item), gradient steps per
-        alternation, and the user-level clipping norm of each user's whole gradient.
+    learning_rate, step_offset, sgd_steps, clip_norm : DPSGD family only
+        Item i's step is ``learning_rate / (step_offset + max(n_hat_i, 0))``: a Newton-like step
+        for head items, damped for tail items whose gradients are mostly noise. Gradient steps
+        per alternation, and the user-level clipping norm of each user's whole gradient.
     seed : int or None, default=None
         None draws noise from OS entropy. An integer is for tests and reproducible benchmarks
         only: a model trained with a known seed offers no privacy.
@@ -235,10 +258,12 @@ class MatrixFactorization:
         count_sample: int = 50,
         count_fraction: float = 0.15,
         center_fraction: float = 0.02,
+        moment_share: float = 0.5,
         max_norm: float = 1.0,
         reg: float = 0.02,
         noise_reg: float = 1.0,
-        learning_rate: float = 0.5,
+        learning_rate: float = 5.0,
+        step_offset: float = 100.0,
         sgd_steps: int = 5,
         clip_norm: float = 1.0,
         seed: int | None = None,
@@ -254,10 +279,12 @@ class MatrixFactorization:
         self.count_sample = count_sample
         self.count_fraction = count_fraction
         self.center_fraction = center_fraction
+        self.moment_share = moment_share
         self.max_norm = max_norm
         self.reg = reg
         self.noise_reg = noise_reg
         self.learning_rate = learning_rate
+        self.step_offset = step_offset
         self.sgd_steps = sgd_steps
         self.clip_norm = clip_norm
         self.seed = seed
@@ -276,6 +303,7 @@ class MatrixFactorization:
         check_real(self.reg, "reg", name, low=0.0, low_open=True)
         check_real(self.noise_reg, "noise_reg", name, low=0.0)
         check_real(self.learning_rate, "learning_rate", name, low=0.0, low_open=True)
+        check_real(self.step_offset, "step_offset", name, low=0.0, low_open=True)
         check_int(self.sgd_steps, "sgd_steps", name, low=1)
         check_real(self.clip_norm, "clip_norm", name, low=0.0, low_open=True)
         if self.rating_range is not None:
@@ -341,8 +369,10 @@ class MatrixFactorization:
         rng = noise.stream(0x4D46)  # initialisation (data-independent)
         d = int(self.dim)
         private = self.method != "als"
-        lo, hi = self.rating_range if self.rating_range is not None else (
-            float(data.values.min()), float(data.values.max())
+        lo, hi = (
+            self.rating_range
+            if self.rating_range is not None
+            else (float(data.values.min()), float(data.values.max()))
         )
         values = np.clip(data.values, lo, hi)
         users, items = data.users, data.items
@@ -356,10 +386,15 @@ class MatrixFactorization:
                 sgd_steps=self.sgd_steps,
                 count_fraction=self.count_fraction,
                 center_fraction=self.center_fraction if self.center == "private-mean" else None,
+                moment_share=self.moment_share,
             )
             counts = private_counts(
-                users, items, n_items, count_sample=self.count_sample,
-                noise_multiplier=plan.counts, noise=noise,
+                users,
+                items,
+                n_items,
+                count_sample=self.count_sample,
+                noise_multiplier=plan.counts,
+                noise=noise,
             )
             item_counts = counts.counts
             freq = np.maximum(item_counts, 0.0)
@@ -378,7 +413,9 @@ class MatrixFactorization:
         U = rng.normal(0.0, 1.0 / math.sqrt(d), (n_items, d))  # item factors, Algorithm 3 U^(0)
         gd = None
         if private and self._solver == "gd":
-            gd = _GradientOperator(users, items, y, weights, item_order, item_offsets, n_items, n_users)
+            gd = _GradientOperator(
+                users, items, y, weights, item_order, item_offsets, n_items, n_users
+            )
         steps = range(self.steps)
         if self.progress:
             from tqdm.auto import tqdm
@@ -396,7 +433,9 @@ class MatrixFactorization:
                 gram, moment = segment_statistics(item_offsets, item_order, users, V, None, y)
                 U = _solve(gram, moment, self.reg * np.maximum(freq, 1.0))
             elif self._solver == "ssp":
-                U = self._ssp_update(V, users, y, weights, item_order, item_offsets, freq, half, plan, noise)
+                U = self._ssp_update(
+                    V, users, y, weights, item_order, item_offsets, freq, half, plan, noise
+                )
             else:
                 U = self._gd_update(U, V, gd, freq, plan, noise)
         self.item_factors_ = U
@@ -439,10 +478,9 @@ class MatrixFactorization:
         """Per-rating weights with every user's squared weights summing to at most 1."""
         rule = self._allocation
         if rule == "uniform":
-            return uniform_sampling(users, self.sample_size, noise) / math.sqrt(self.sample_size)
+            return uniform_sampling(users, self.sample_size, noise, beta=1.0)
         if rule == "tail":
-            w = tail_sampling(users, items, item_counts, self.sample_size, noise)
-            return w / math.sqrt(self.sample_size)
+            return tail_sampling(users, items, item_counts, self.sample_size, noise, beta=1.0)
         return adaptive_weights(users, items, item_counts, mu=self.mu, beta=1.0)
 
     def _ssp_update(self, V, users, y, weights, order, offsets, freq, half, plan, noise):
@@ -454,12 +492,14 @@ class MatrixFactorization:
         gram, moment = perturb_statistics(
             gram, moment, gram_sigma=sigma_a, moment_sigma=sigma_b, noise=noise
         )
-        ridge = self.reg * freq * g2 + self.noise_reg * sigma_a * math.sqrt(self.dim) + 1e-9
+        ridge = self.reg * np.maximum(freq, 1.0) * g2 + self.noise_reg * sigma_a * math.sqrt(
+            self.dim
+        )
         return solve_ridge(gram, moment, ridge)
 
     def _gd_update(self, U, V, gd, freq, plan, noise):
         """``sgd_steps`` full-batch noisy gradient steps on the items, user-level clipping."""
-        eta = (self.learning_rate / (1.0 + freq))[:, None]
+        eta = (self.learning_rate / (self.step_offset + freq))[:, None]
         lam = self.reg * freq[:, None]
         sd = plan.gradient * self.clip_norm
         for _ in range(self.sgd_steps):
@@ -482,7 +522,8 @@ class MatrixFactorization:
                 arr = arr.cast(self.item_labels_.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
                 raise DataError(
-                    f"Item ids of type {arr.type} cannot be matched to the model's {self.item_labels_.type}."
+                    f"Item ids of type {arr.type} cannot be matched to the model's item ids "
+                    f"({self.item_labels_.type})."
                 ) from err
         idx = pc.index_in(arr, value_set=self.item_labels_)
         return np.asarray(idx.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -520,14 +561,15 @@ class MatrixFactorization:
         history: Any,
         users: np.ndarray | None = None,
         *,
-        N: int = 10,  # noqa: N803 - the name implicit and its users know
+        N: int = 10,
         filter_already_liked_items: bool = True,
-    ) -> tuple[list[pa.Array], np.ndarray]:
+    ) -> tuple[list[pa.Array], list[np.ndarray]]:
         """Top-``N`` items for users of ``history`` (codes; default all), best first.
 
-        Returns ``(ids, scores)``: a list with one PyArrow array of item ids per user, and an
-        array of shape (n_users, N) of predicted centred ratings. Items the user rated are
-        excluded unless ``filter_already_liked_items=False``.
+        Returns ``(ids, scores)``: per user, a PyArrow array of item ids and an array of their
+        predicted centred ratings. Items the user rated are excluded unless
+        ``filter_already_liked_items=False``, so a user who rated all but fewer than ``N``
+        items gets fewer than ``N``.
         """
         h = as_ratings(history)
         V = self.user_factors(h)
@@ -546,11 +588,17 @@ class MatrixFactorization:
         part = np.take_along_axis(scores, top, axis=1)
         order = np.argsort(-part, axis=1, kind="stable")
         top = np.take_along_axis(top, order, axis=1)
-        ids = [self.item_labels_.take(pa.array(t)) for t in top]
-        return ids, np.take_along_axis(part, order, axis=1)
+        part = np.take_along_axis(part, order, axis=1)
+        ok = np.isfinite(part)
+        ids = [self.item_labels_.take(pa.array(t[k])) for t, k in zip(top, ok, strict=True)]
+        return ids, [p[k] for p, k in zip(part, ok, strict=True)]
 
     def similar_items(
-        self, item_ids: Any, *, N: int = 10, metric: str = "cosine"  # noqa: N803
+        self,
+        item_ids: Any,
+        *,
+        N: int = 10,
+        metric: str = "cosine",
     ) -> tuple[list[pa.Array], np.ndarray]:
         """Nearest neighbours of each item by cosine similarity (or ``metric="dot"``, the paper's
         inner product, which favours items with large norms). The item itself is excluded."""
@@ -575,11 +623,16 @@ class MatrixFactorization:
 
     # -- persistence ----------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the released model to a ``.npz`` (no pickles; loads with ``allow_pickle=False``)."""
+        """Write the released model to ``.npz`` (no pickles: loads with ``allow_pickle=False``)."""
         self._check_fitted()
         meta = {
             "method": self.method,
-            "params": {k: v for k, v in vars(self).items() if not k.endswith("_")},
+            # The seed is not saved: with it anyone could regenerate the noise.
+            "params": {
+                k: (None if k == "seed" else v)
+                for k, v in vars(self).items()
+                if not k.endswith("_")
+            },
             "center": self.center_,
             "rating_range": list(self.rating_range_),
             "budget": None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import inspect
 import json
 import logging
 import math
@@ -153,13 +154,20 @@ def _unique(values: Sequence[Any]) -> list[Any]:
 
 
 # -- options shared by train and evaluate -------------------------------------------------------
+#: MatrixFactorization's keyword defaults, shown in --help (so the help follows the library).
+_DEFAULTS = {
+    name: p.default
+    for name, p in inspect.signature(MatrixFactorization).parameters.items()
+    if p.default is not inspect.Parameter.empty
+}
+
+
 @dataclass(frozen=True)
 class _Tuning:
-    """A MatrixFactorization keyword exposed as ``--flag`` (default None: the library's)."""
+    """A MatrixFactorization keyword exposed as ``--flag``; None (unset) keeps its default."""
 
     dest: str
     type: Callable[[str], Any]
-    default: Any
     applies: Callable[[str], bool]
     scope: str
     help: str
@@ -178,30 +186,37 @@ def _gd(m: str) -> bool:
     return "sgd" in m
 
 
-_TUNING = (
-    _Tuning("mu", _non_negative_float, 0.25, lambda m: m.startswith("ada"),
-            "adadpals and adadpsgd",
-            "Exponent of the adaptive weights n_hat^-mu (1/4 to 1/2 work best)."),
-    _Tuning("sample_size", positive_int, 50, lambda m: m.endswith(("-uniform", "-tail")),
-            "the uniform and tail methods", "Items sampled per user (k).", "K"),
-    _Tuning("count_sample", positive_int, 50, _private, "private methods",
-            "At most this many items per user enter the private item counts and mean.", "K"),
-    _Tuning("count_fraction", _fraction, 0.15, _private, "private methods",
-            "Share of the budget spent on the private item counts."),
-    _Tuning("center_fraction", _fraction, 0.02, _private, "private methods",
-            "Share of the budget spent on the private mean (with --center private-mean)."),
-    _Tuning("reg", _positive_float, 0.02, lambda m: True, "every method",
-            "Frequency-scaled ridge regularisation."),
-    _Tuning("noise_reg", _non_negative_float, 1.0, _ssp, "the dpals methods",
-            "Extra item ridge in units of the Gram noise, for stable tail solves."),
-    _Tuning("max_norm", _positive_float, 1.0, _private, "private methods",
-            "User embeddings are clipped to this norm before the item update."),
-    _Tuning("learning_rate", _positive_float, 0.5, _gd, "the dpsgd methods",
-            "Step size of the noisy gradient descent (divided by 1 + n_hat per item)."),
-    _Tuning("sgd_steps", positive_int, 5, _gd, "the dpsgd methods",
-            "Gradient steps per alternating step.", "N"),
-    _Tuning("clip_norm", _positive_float, 1.0, _gd, "the dpsgd methods",
-            "User-level clipping norm of each user's whole gradient."),
+_TUNING = tuple(
+    t
+    for t in (
+        _Tuning("mu", _non_negative_float, lambda m: m.startswith("ada"), "adadpals and adadpsgd",
+                "Exponent of the adaptive weights n_hat^-mu (1/4 to 1/2 work best)."),
+        _Tuning("sample_size", positive_int, lambda m: m.endswith(("-uniform", "-tail")),
+                "the uniform and tail methods", "Items sampled per user (k).", "K"),
+        _Tuning("count_sample", positive_int, _private, "private methods",
+                "At most this many items per user enter the private item counts and mean.", "K"),
+        _Tuning("count_fraction", _fraction, _private, "private methods",
+                "Share of the budget spent on the private item counts."),
+        _Tuning("center_fraction", _fraction, _private, "private methods",
+                "Share of the budget spent on the private mean (with --center private-mean)."),
+        _Tuning("moment_share", _fraction, _ssp, "the dpals methods",
+                "Share of each step's budget spent on the moments b (the rest on the Grams A)."),
+        _Tuning("reg", _positive_float, lambda m: True, "every method",
+                "Frequency-scaled ridge regularisation."),
+        _Tuning("noise_reg", _non_negative_float, _ssp, "the dpals methods",
+                "Extra item ridge in units of the Gram noise, for stable tail solves."),
+        _Tuning("max_norm", _positive_float, _private, "private methods",
+                "User embeddings are clipped to this norm before the item update."),
+        _Tuning("learning_rate", _positive_float, _gd, "the dpsgd methods",
+                "Step size of the noisy gradient descent."),
+        _Tuning("step_offset", _positive_float, _gd, "the dpsgd methods",
+                "Item i's step is learning-rate / (step-offset + n_hat_i)."),
+        _Tuning("sgd_steps", positive_int, _gd, "the dpsgd methods",
+                "Gradient steps per alternating step.", "N"),
+        _Tuning("clip_norm", _positive_float, _gd, "the dpsgd methods",
+                "User-level clipping norm of each user's whole gradient."),
+    )
+    if t.dest in _DEFAULTS  # only keywords this MatrixFactorization has
 )  # fmt: skip
 
 
@@ -226,11 +241,11 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model")
     model.add_argument(
-        "--dim", type=positive_int, default=32, metavar="N",
+        "--dim", type=positive_int, default=_DEFAULTS["dim"], metavar="N",
         help="Embedding dimension. Default: %(default)s.",
     )  # fmt: skip
     model.add_argument(
-        "--steps", type=positive_int, default=3, metavar="N",
+        "--steps", type=positive_int, default=_DEFAULTS["steps"], metavar="N",
         help="Alternating steps; each private step is charged. Default: %(default)s.",
     )  # fmt: skip
     model.add_argument(
@@ -259,7 +274,7 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
             type=t.type,
             default=None,
             metavar=t.metavar,
-            help=f"{t.help} For {t.scope}. Default: {t.default:g}.",
+            help=f"{t.help} For {t.scope}. Default: {_DEFAULTS[t.dest]:g}.",
         )
     parser.add_argument(
         "--seed",

@@ -26,7 +26,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-__all__ = ["segment_offsets", "segment_statistics", "segment_statistics_reference"]
+__all__ = [
+    "batched",
+    "segment_offsets",
+    "segment_statistics",
+    "segment_statistics_reference",
+]
 
 _DIRECT = 512  # segments at least this long get their own GEMM
 # Floats per block (16 MiB of float64). Kept under glibc's 32 MiB mmap threshold on purpose:
@@ -112,6 +117,26 @@ def segment_statistics(
                 for f in [pool.submit(fn, *extra, *args) for fn, *extra in tasks]:
                     f.result()
     return A, b
+
+
+def batched(fn, *arrays: np.ndarray, n_threads: int | None = None, chunk: int = 512):
+    """``fn(*arrays)`` on chunks of the leading axis, run on a thread pool with 1-thread BLAS.
+
+    For batched LAPACK calls (``eigh``, ``solve``) over thousands of small matrices, which
+    NumPy runs one after the other on one core. ``fn`` returns one array or a tuple of them.
+    """
+    n = arrays[0].shape[0]
+    workers = n_threads or os.cpu_count() or 1
+    bounds = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
+    with threadpool_limits(1, user_api="blas"):
+        if workers == 1 or len(bounds) <= 1:
+            parts = [fn(*(a[lo:hi] for a in arrays)) for lo, hi in bounds]
+        else:
+            with ThreadPoolExecutor(workers) as pool:
+                parts = list(pool.map(lambda b: fn(*(a[b[0] : b[1]] for a in arrays)), bounds))
+    if isinstance(parts[0], tuple):
+        return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+    return np.concatenate(parts)
 
 
 def _direct_segment(s, offsets, rows, index, features, weights, labels, A, b) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from userdp._validation import check_int, check_real
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.multitask._kernels import segment_offsets, segment_statistics
+from userdp.multitask._kernels import batched, segment_offsets, segment_statistics
 from userdp.multitask.allocation import check_distinct, user_load
 from userdp.privacy.noise import NoiseSource
 
@@ -90,7 +90,7 @@ def project_psd(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Returns ``(eigenvalues, eigenvectors)`` of the projection onto the PSD cone (the nearest
     PSD matrix in Frobenius norm), batched over the leading axis.
     """
-    vals, vecs = np.linalg.eigh(gram)
+    vals, vecs = batched(np.linalg.eigh, gram)
     return np.maximum(vals, 0.0), vecs
 
 

@@ -41,7 +41,7 @@ from scipy import sparse
 from userdp._validation import check_choice, check_int, check_real
 from userdp.data.ratings import as_ratings
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
-from userdp.multitask._kernels import segment_offsets, segment_statistics
+from userdp.multitask._kernels import batched, segment_offsets, segment_statistics
 from userdp.multitask.allocation import (
     adaptive_weights,
     private_counts,
@@ -218,7 +218,7 @@ class MatrixFactorization:
     reg : float, default=0.02
         Frequency-scaled ridge: item i gets ``reg * max(n_hat_i, 0) * max_norm^2`` (exact counts for
         ``als``); users get ``reg * n_j``.
-    noise_reg : float, default=1.0
+    noise_reg : float, default=5.0
         Extra item ridge in units of the spectral size of the Gram noise,
         ``noise_reg * sigma_A * sqrt(d)``, which keeps the noisy solve stable on tail items.
     learning_rate, step_offset, sgd_steps, clip_norm : DPSGD family only
@@ -261,7 +261,7 @@ class MatrixFactorization:
         moment_share: float = 0.5,
         max_norm: float = 1.0,
         reg: float = 0.02,
-        noise_reg: float = 1.0,
+        noise_reg: float = 5.0,
         learning_rate: float = 5.0,
         step_offset: float = 100.0,
         sgd_steps: int = 5,
@@ -686,7 +686,7 @@ def _solve(gram: np.ndarray, moment: np.ndarray, ridge: np.ndarray) -> np.ndarra
     d = gram.shape[1]
     idx = np.arange(d)
     gram[:, idx, idx] += ridge[:, None]
-    return np.linalg.solve(gram, moment[:, :, None])[:, :, 0]
+    return batched(np.linalg.solve, gram, moment[:, :, None])[:, :, 0]
 
 
 class _GradientOperator:

@@ -215,6 +215,11 @@ _TUNING = tuple(
                 "Gradient steps per alternating step.", "N"),
         _Tuning("clip_norm", _positive_float, _gd, "the dpsgd methods",
                 "User-level clipping norm of each user's whole gradient."),
+        _Tuning("unobserved_weight", _non_negative_float, lambda m: True, "every method",
+                "Weight of the implicit-feedback term on unrated items (ml20m default: 1)."),
+        _Tuning("top_items", _fraction, lambda m: True, "every method",
+                "Train only on this fraction of items with the largest private counts "
+                "(ml20m default: 0.1)."),
     )
     if t.dest in _DEFAULTS  # only keywords this MatrixFactorization has
 )  # fmt: skip
@@ -274,7 +279,9 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
             type=t.type,
             default=None,
             metavar=t.metavar,
-            help=f"{t.help} For {t.scope}. Default: {_DEFAULTS[t.dest]:g}.",
+            help=f"{t.help} For {t.scope}. Default: "
+            + ("none" if _DEFAULTS[t.dest] is None else f"{_DEFAULTS[t.dest]:g}")
+            + ".",
         )
     parser.add_argument(
         "--seed",
@@ -624,10 +631,10 @@ Score recommenders, in one of two ways:
       ml20m: ratings above 3.5 of users with at least 5 of them; 10% of those users (or 10,000
         on large data) are held out for testing, each with 80% of their ratings as history and
         20% as targets; Recall@k on the targets (seed 98765). Ratings become implicit feedback
-        (1 = liked, rating range 0..1, center 0 unless --center is given). Unlike the
-        reference, models train on all items, not only the 10% most rated: choosing those
-        privately needs a count release charged before training, which the trainer does not
-        offer (the reference chooses them from exact counts, uncharged).
+        (1 = liked, rating range 0..1, center 0 unless --center is given). Models train on the
+        10% most rated items (--top-items 0.1), chosen with the private counts the model
+        releases anyway (the reference used exact counts, uncharged), with the implicit term
+        on unrated items (--unobserved-weight 1).
       Default --metric: rmse for ml10m, recall for ml20m.
 
 Every table also has the non-private baselines: the global mean of the training ratings
@@ -1064,6 +1071,8 @@ def _protocol_task(
             logger.warning("--rating-range does not apply to ml20m (implicit 0..1); ignored.")
         rating_range = (0.0, 1.0)
         options.setdefault("center", 0.0)
+        options.setdefault("top_items", 0.1)
+        options.setdefault("unobserved_weight", 1.0)
     if train.n_ratings == 0 or targets.n_ratings == 0:
         raise DataError(
             f"The {args.protocol} split of {args.input} leaves no training or test data."

@@ -49,7 +49,7 @@ from userdp.multitask.allocation import (
     tail_sampling,
     uniform_sampling,
 )
-from userdp.multitask.ssp import clip_rows, perturb_statistics, solve_ridge
+from userdp.multitask.ssp import clip_rows, perturb_statistics, project_psd, solve_ridge
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import calibrate_noise_scale
@@ -86,6 +86,7 @@ class TrainingPlan:
     gradient: float | None
     steps: int
     sgd_steps: int
+    gravity: float | None = None
 
     def event(self) -> dp_accounting.DpEvent:
         """The whole run as one composed dp-accounting event."""
@@ -93,6 +94,8 @@ class TrainingPlan:
         if self.center is not None:
             events.append(dp_accounting.GaussianDpEvent(self.center))
         per_step: list[dp_accounting.DpEvent] = []
+        if self.gravity is not None:
+            per_step.append(dp_accounting.GaussianDpEvent(self.gravity))
         if self.gram is not None:
             per_step += [
                 dp_accounting.GaussianDpEvent(self.gram),
@@ -119,14 +122,16 @@ def plan_noise(
     count_fraction: float = 0.15,
     center_fraction: float | None = 0.02,
     moment_share: float = 0.5,
+    gravity_share: float | None = None,
 ) -> TrainingPlan:
     """Split a budget over the releases and calibrate the noise by search.
 
     The budget is split in *precision* (1/z^2, proportional to the RDP budget of a Gaussian):
     ``count_fraction`` to the private counts, ``center_fraction`` to the private mean (None: no
     mean), the rest evenly over the training steps (and within an SSP step, ``moment_share``
-    to b, the rest to A). One scale s is then found by bisection with the accountant so the
-    composition meets (epsilon, delta): ``z_k = s * sqrt(releases_k / share_k)``.
+    to b, the rest to A; ``gravity_share`` of each step to the all-users Gram of the
+    unobserved-item term, when there is one). One scale s is then found by bisection with the
+    accountant so the composition meets (epsilon, delta): ``z_k = s * sqrt(releases_k / share_k)``.
     """
     cf = check_real(
         count_fraction,
@@ -154,6 +159,12 @@ def plan_noise(
         moment_share, "moment_share", "plan_noise", low=0.0, high=1.0, low_open=True, high_open=True
     )
     train = 1.0 - cf - mf
+    gs = 0.0
+    if gravity_share is not None:
+        gs = check_real(
+            gravity_share, "gravity_share", "plan_noise", low=0.0, high=1.0, low_open=True,
+            high_open=True,
+        )  # fmt: skip
     if train <= 0:
         raise InvalidParameterError(
             "count_fraction + center_fraction must leave part of the budget for training; got "
@@ -161,13 +172,14 @@ def plan_noise(
         )
 
     def make(scale: float) -> TrainingPlan:
+        rest = train * (1.0 - gs)
         if solver == "ssp":
-            gram = scale * math.sqrt(steps / (train * (1.0 - ms)))
-            moment = scale * math.sqrt(steps / (train * ms))
+            gram = scale * math.sqrt(steps / (rest * (1.0 - ms)))
+            moment = scale * math.sqrt(steps / (rest * ms))
             grad = None
         else:
             gram = moment = None
-            grad = scale * math.sqrt(steps * sgd_steps / train)
+            grad = scale * math.sqrt(steps * sgd_steps / rest)
         return TrainingPlan(
             counts=scale / math.sqrt(cf),
             center=None if center_fraction is None else scale / math.sqrt(mf),
@@ -176,6 +188,7 @@ def plan_noise(
             gradient=grad,
             steps=steps,
             sgd_steps=sgd_steps,
+            gravity=None if gravity_share is None else scale * math.sqrt(steps / (train * gs)),
         )
 
     scale = calibrate_noise_scale(lambda s: make(s).event(), budget.epsilon, budget.delta)
@@ -225,6 +238,16 @@ class MatrixFactorization:
         Item i's step is ``learning_rate / (step_offset + max(n_hat_i, 0))``: a Newton-like step
         for head items, damped for tail items whose gradients are mostly noise. Gradient steps
         per alternation, and the user-level clipping norm of each user's whole gradient.
+    unobserved_weight : float, default=0.0
+        alpha of the implicit-feedback term ``alpha * sum_{all i, j} <u_i, v_j>^2`` (the
+        "gravity" regulariser of implicit ALS) that pushes down items a user did not rate; use it
+        with 0/1 feedback and Recall (the ML20M protocol). The all-users Gram ``sum_j v_j v_j^T``
+        it needs in the item solve is released with noise (sensitivity ``max_norm^2``, a
+        ``gravity`` share of each step); in the user solve ``U^T U`` is public.
+    top_items : float or None, default=None
+        Train only on the items whose *private* counts are in the top fraction (the ML20M
+        protocol trains on the top 10 %); the others get zero factors. Post-processing of the
+        released counts, so it costs nothing extra.
     seed : int or None, default=None
         None draws noise from OS entropy. An integer is for tests and reproducible benchmarks
         only: a model trained with a known seed offers no privacy.
@@ -238,6 +261,8 @@ class MatrixFactorization:
     center_ : float
     item_counts_ : ndarray or None
         Released private item counts (exact counts are never stored for private methods).
+    trained_items_ : ndarray of bool
+        Items the model was trained on (all, unless ``top_items``).
     budget_ : PrivacyBudget or None
         What the released model spends, from the accountant.
     dp_event_ : dp_accounting.DpEvent or None
@@ -266,6 +291,8 @@ class MatrixFactorization:
         step_offset: float = 100.0,
         sgd_steps: int = 5,
         clip_norm: float = 1.0,
+        unobserved_weight: float = 0.0,
+        top_items: float | None = None,
         seed: int | None = None,
         progress: bool = False,
     ) -> None:
@@ -287,6 +314,8 @@ class MatrixFactorization:
         self.step_offset = step_offset
         self.sgd_steps = sgd_steps
         self.clip_norm = clip_norm
+        self.unobserved_weight = unobserved_weight
+        self.top_items = top_items
         self.seed = seed
         self.progress = progress
 
@@ -306,6 +335,9 @@ class MatrixFactorization:
         check_real(self.step_offset, "step_offset", name, low=0.0, low_open=True)
         check_int(self.sgd_steps, "sgd_steps", name, low=1)
         check_real(self.clip_norm, "clip_norm", name, low=0.0, low_open=True)
+        check_real(self.unobserved_weight, "unobserved_weight", name, low=0.0)
+        if self.top_items is not None:
+            check_real(self.top_items, "top_items", name, low=0.0, high=1.0, low_open=True)
         if self.rating_range is not None:
             lo, hi = self.rating_range
             check_real(lo, "rating_range[0]", name)
@@ -387,6 +419,7 @@ class MatrixFactorization:
                 count_fraction=self.count_fraction,
                 center_fraction=self.center_fraction if self.center == "private-mean" else None,
                 moment_share=self.moment_share,
+                gravity_share=0.05 if self.unobserved_weight > 0 else None,
             )
             counts = private_counts(
                 users,
@@ -401,6 +434,17 @@ class MatrixFactorization:
         else:
             item_counts = None
             freq = np.bincount(items, minlength=n_items).astype(np.float64)
+        trained = np.ones(n_items, dtype=bool)
+        if self.top_items is not None:
+            # Rank by released (or, for als, exact) counts; ties by code.
+            score = item_counts if private else freq
+            keep = max(1, math.ceil(self.top_items * n_items))
+            trained[:] = False
+            trained[np.argsort(-score, kind="stable")[:keep]] = True
+            rows = trained[items]
+            users, items, values = users[rows], items[rows], values[rows]
+            if users.size == 0:
+                raise DataError("No ratings left on the top items; raise top_items.")
         center = self._center(values, users, lo, hi, plan, noise)
         y = values - center
         half = max(hi - center, center - lo)
@@ -421,28 +465,43 @@ class MatrixFactorization:
             from tqdm.auto import tqdm
 
             steps = tqdm(steps, desc=f"{self.method} d={d}", unit="step", leave=False)
+        alpha = float(self.unobserved_weight)
+        U[~trained] = 0.0
         for _ in steps:
             # Line 4: exact user solve, V = argmin_V L(U, V); never released.
             gram, moment = segment_statistics(user_offsets, user_order, items, U, None, y)
+            if alpha:
+                gram += alpha * (U.T @ U)  # U is released: the gravity term is public here
             V = _solve(gram, moment, user_reg)
             del gram, moment
             if private:
                 V = clip_rows(V, self.max_norm)
+            gravity = self._gravity(V, plan, noise) if alpha else None
             # Line 5: item update.
             if not private:
                 gram, moment = segment_statistics(item_offsets, item_order, users, V, None, y)
+                if alpha:
+                    gram += alpha * gravity
                 U = _solve(gram, moment, self.reg * np.maximum(freq, 1.0))
             elif self._solver == "ssp":
                 U = self._ssp_update(
-                    V, users, y, weights, item_order, item_offsets, freq, half, plan, noise
-                )
+                    V, users, y, weights, item_order, item_offsets, freq, half, plan, noise,
+                    gravity,
+                )  # fmt: skip
             else:
-                U = self._gd_update(U, V, gd, freq, plan, noise)
+                U = self._gd_update(U, V, gd, freq, plan, noise, gravity)
+            U[~trained] = 0.0
+        if not np.all(np.isfinite(U)):
+            raise DataError(
+                f"{self.method} diverged (non-finite item factors); lower learning_rate or raise "
+                "step_offset."
+            )
         self.item_factors_ = U
         self.item_labels_ = data.item_labels
         self.center_ = float(center)
         self.rating_range_ = (float(lo), float(hi))
         self.item_counts_ = item_counts
+        self.trained_items_ = trained
         self.plan_ = plan
         if private:
             self.dp_event_ = plan.event()
@@ -483,7 +542,23 @@ class MatrixFactorization:
             return tail_sampling(users, items, item_counts, self.sample_size, noise, beta=1.0)
         return adaptive_weights(users, items, item_counts, mu=self.mu, beta=1.0)
 
-    def _ssp_update(self, V, users, y, weights, order, offsets, freq, half, plan, noise):
+    def _gravity(self, V, plan, noise) -> np.ndarray:
+        """``sum_j v_j v_j^T`` over all users; released with noise when training privately.
+
+        Adding a user adds ``v v^T`` with ``||v|| <= max_norm``: Frobenius sensitivity
+        ``max_norm^2`` (symmetric noise on the upper triangle, then the PSD projection).
+        """
+        g = V.T @ V
+        if plan is None:
+            return g
+        g, _ = perturb_statistics(
+            g[None], np.zeros((1, 1)), gram_sigma=plan.gravity * self.max_norm**2,
+            moment_sigma=1.0, noise=noise,
+        )  # fmt: skip
+        vals, vecs = np.linalg.eigh(g[0])
+        return (vecs * np.maximum(vals, 0.0)) @ vecs.T
+
+    def _ssp_update(self, V, users, y, weights, order, offsets, freq, half, plan, noise, gravity):
         """Item solve by task-weighted SSP (Algorithm 1) with PSD projection."""
         gram, moment = segment_statistics(offsets, order, users, V, weights, y)
         g2 = self.max_norm**2
@@ -492,19 +567,27 @@ class MatrixFactorization:
         gram, moment = perturb_statistics(
             gram, moment, gram_sigma=sigma_a, moment_sigma=sigma_b, noise=noise
         )
-        ridge = self.reg * np.maximum(freq, 1.0) * g2 + self.noise_reg * sigma_a * math.sqrt(
-            self.dim
-        )
+        noise_ridge = self.noise_reg * sigma_a * math.sqrt(self.dim)
+        ridge = self.reg * np.maximum(freq, 1.0) * g2 + noise_ridge
+        if gravity is not None:
+            # Released and PSD: add it after the per-item projection so it is not clipped.
+            vals, vecs = project_psd(gram)
+            gram = np.einsum("mdk,mk,mek->mde", vecs, vals, vecs) + self.unobserved_weight * gravity
         return solve_ridge(gram, moment, ridge)
 
-    def _gd_update(self, U, V, gd, freq, plan, noise):
+    def _gd_update(self, U, V, gd, freq, plan, noise, gravity):
         """``sgd_steps`` full-batch noisy gradient steps on the items, user-level clipping."""
-        eta = (self.learning_rate / (self.step_offset + freq))[:, None]
+        curvature = self.step_offset + freq
+        if gravity is not None:  # the implicit term adds 2 alpha G to every item's Hessian
+            curvature = curvature + 2.0 * self.unobserved_weight * np.linalg.eigvalsh(gravity)[-1]
+        eta = (self.learning_rate / curvature)[:, None]
         lam = self.reg * freq[:, None]
         sd = plan.gradient * self.clip_norm
         for _ in range(self.sgd_steps):
             grad = gd.gradient(U, V, self.clip_norm)
             grad += noise.gaussian(sd, grad.size).reshape(grad.shape)
+            if gravity is not None:
+                grad += 2.0 * self.unobserved_weight * (U @ gravity)
             U = U - eta * (grad + lam * U)
         return U
 
@@ -543,6 +626,8 @@ class MatrixFactorization:
         y = np.clip(h.values[known], *self.rating_range_) - self.center_
         order, offsets = segment_offsets(users, h.n_users)
         gram, moment = segment_statistics(offsets, order, codes[known], self.item_factors_, None, y)
+        if self.unobserved_weight:
+            gram += self.unobserved_weight * (self.item_factors_.T @ self.item_factors_)
         lam = (self.reg if reg is None else reg) * np.maximum(np.diff(offsets), 1)
         return _solve(gram, moment, lam.astype(np.float64))
 
@@ -643,7 +728,11 @@ class MatrixFactorization:
         labels = np.asarray(self.item_labels_.to_numpy(zero_copy_only=False))
         if labels.dtype == object:
             labels = labels.astype(str)
-        arrays = {"item_factors": self.item_factors_, "item_labels": labels}
+        arrays = {
+            "item_factors": self.item_factors_,
+            "item_labels": labels,
+            "trained_items": self.trained_items_,
+        }
         if self.item_counts_ is not None:
             arrays["item_counts"] = self.item_counts_
         tmp = f"{os.fspath(path)}.tmp.npz"
@@ -659,6 +748,7 @@ class MatrixFactorization:
                 factors = z["item_factors"]
                 labels = z["item_labels"]
                 counts = z["item_counts"] if "item_counts" in z.files else None
+                trained = z["trained_items"] if "trained_items" in z.files else None
         except (OSError, KeyError, ValueError) as err:
             raise DataError(f"Cannot read a userdp model from {os.fspath(path)!r}: {err}") from err
         params = dict(meta["params"])
@@ -668,6 +758,7 @@ class MatrixFactorization:
         model.item_factors_ = factors
         model.item_labels_ = pa.array(labels)
         model.item_counts_ = counts
+        model.trained_items_ = np.ones(len(labels), bool) if trained is None else trained
         model.center_ = float(meta["center"])
         model.rating_range_ = tuple(meta["rating_range"])
         b = meta["budget"]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -345,6 +346,21 @@ def test_generate_is_reproducible_and_refuses_overwrite(tmp_path, capsys):
     assert pq.read_table(a).num_rows == 1500
     assert main(["generate", "zipf", str(tmp_path / "x.txt"), "--users", "10"]) == 2
     assert ".csv" in _one_error_line(capsys.readouterr().err, prog="userdp generate")
+
+
+def test_generate_ratings_writes_a_long_tailed_ratings_file(tmp_path, capsys):
+    path = tmp_path / "r.parquet"
+    assert main(["generate", "ratings", str(path), "--users", "3000", "--seed", "2"]) == 0
+    assert "3000 users" in capsys.readouterr().err
+    t = pq.read_table(path)
+    assert t.column_names == ["user", "item", "rating"] and t.num_rows == 72 * 3000
+    r = t.column("rating").to_numpy()
+    assert r.min() >= 0.5 and r.max() <= 5.0 and np.all(r * 2 == np.round(r * 2))
+    counts = np.sort(np.bincount(t.column("item").to_numpy()))[::-1]
+    assert counts[: counts.size // 10].sum() > 3 * counts[counts.size // 2 :].sum()  # long tail
+    csv = tmp_path / "r.csv"
+    assert main(["generate", "ratings", str(csv), "--users", "100"]) == 0
+    assert csv.read_text().splitlines()[0] == "user,item,rating"
 
 
 # -- the real command ---------------------------------------------------------------------------

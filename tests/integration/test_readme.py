@@ -53,3 +53,11 @@ def test_readme_spark_cli_block_runs(spark, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _run_cli_block(next(b for b in _blocks("bash") if "--engine spark" in b), capsys)
     assert (tmp_path / "released.parquet" / "_SUCCESS").exists()
+
+
+def test_readme_recommend_cli_block_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _run_cli_block(next(b for b in _blocks("bash") if "userdp recommend train" in b), capsys)
+    assert (tmp_path / "model.npz").exists()
+    out = capsys.readouterr().out
+    assert "global-mean" in out and "adadpals" in out  # the evaluate table

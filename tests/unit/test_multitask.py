@@ -26,7 +26,7 @@ from scipy import stats
 import userdp.multitask._kernels as kernels
 from userdp.data.ratings import Ratings
 from userdp.data.synthetic import lowrank_ratings
-from userdp.exceptions import DataError, InvalidParameterError
+from userdp.exceptions import DataError, InvalidParameterError, UnsupportedEventError
 from userdp.multitask import (
     adaptive_weights,
     private_counts,
@@ -778,3 +778,82 @@ def test_similar_items_of_an_unknown_item_raise_data_error(string_labelled):
     model.fit(string_labelled)
     with pytest.raises(DataError, match="Unknown item id"):
         model.similar_items(["item-2", "no-such-item"])
+
+
+def test_accountant_reports_gaussian_runs_with_dp_accounting_pld_and_rdp_too():
+    plan = plan_noise(PrivacyBudget(2.0, 1e-5), solver="gd", steps=3, sgd_steps=4)
+    acc = PrivacyAccountant().compose(plan.event())
+    exact = acc.spent(1e-5).epsilon
+    pld_eps = acc.spent(1e-5, accounting="pld").epsilon
+    rdp_eps = acc.spent(1e-5, accounting="rdp").epsilon
+    assert exact == pytest.approx(2.0, rel=1e-6)
+    assert pld_eps == pytest.approx(exact, rel=2e-3)  # PLD discretises the same composition
+    assert rdp_eps > exact * 1.01  # RDP's conversion is looser
+    with pytest.raises(InvalidParameterError, match="'accounting' parameter"):
+        acc.spent(1e-5, accounting="moments")
+
+
+def test_pld_accounting_refuses_a_ledger_with_approximate_dp_events():
+    from userdp.privacy import WeightAndThresholdDpEvent
+
+    acc = PrivacyAccountant().compose(dp_accounting.GaussianDpEvent(3.0))
+    acc.compose(WeightAndThresholdDpEvent(0.5, 1e-6, 4.0, 20.0, 100))
+    with pytest.raises(UnsupportedEventError, match="Gaussian events only"):
+        acc.spent(1e-5, accounting="pld")
+    assert acc.spent(1e-5).epsilon > 0.5
+
+
+# -- top_items and the implicit-feedback term ----------------------------------------------------
+def test_top_items_trains_only_the_items_with_the_largest_released_counts():
+    data = lowrank_ratings(n_users=300, n_items=80, n_ratings=6000, seed=5)
+    model = MatrixFactorization(method="adadpals", dim=3, steps=2, rating_range=(0.5, 5.0),
+                                top_items=0.25, seed=4)  # fmt: skip
+    model.fit(data, budget=PrivacyBudget(2.0, 1e-5))
+    kept = np.flatnonzero(model.trained_items_)
+    assert kept.size == 20
+    # chosen by the released counts, not the exact ones
+    assert set(kept) == set(np.argsort(-model.item_counts_, kind="stable")[:20])
+    assert np.all(model.item_factors_[~model.trained_items_] == 0)
+    assert np.all(np.linalg.norm(model.item_factors_[kept], axis=1) > 0)
+    assert model.budget_.epsilon == pytest.approx(2.0, rel=1e-4)  # selection costs nothing more
+
+
+def test_the_implicit_term_is_a_charged_release_and_meets_the_budget():
+    data = lowrank_ratings(n_users=300, n_items=80, n_ratings=6000, seed=6)
+    plain = MatrixFactorization(method="adadpals", dim=3, steps=2, rating_range=(0.5, 5.0), seed=1)
+    grav = MatrixFactorization(method="adadpals", dim=3, steps=2, rating_range=(0.5, 5.0),
+                               unobserved_weight=0.5, seed=1)  # fmt: skip
+    for m in (plain, grav):
+        m.fit(data, budget=PrivacyBudget(3.0, 1e-5))
+        assert m.budget_.epsilon == pytest.approx(3.0, rel=1e-4)
+    assert plain.plan_.gravity is None and grav.plan_.gravity is not None
+    # The extra release is paid for with more noise on the other releases.
+    assert grav.plan_.gram > plain.plan_.gram and grav.plan_.moment > plain.plan_.moment
+    n_gauss = str(grav.dp_event_).count("GaussianDpEvent")
+    assert n_gauss == str(plain.dp_event_).count("GaussianDpEvent") + 1
+
+
+@pytest.mark.parametrize("method", ["als", "adadpals", "adadpsgd"])
+def test_the_unobserved_items_term_pulls_unrated_scores_to_zero(method):
+    # Two groups of users, each liking 8 of its own 20 items (0/1 feedback). Fitting only the
+    # observed 1s leaves the other group's items at arbitrary scores; the implicit term of
+    # unobserved_weight pulls them to 0 while users still get their own group's items first.
+    rng = np.random.default_rng(8)
+    users = np.repeat(np.arange(2000), 8)
+    items = np.concatenate(
+        [rng.choice(20, 8, replace=False) + (20 if u % 2 else 0) for u in range(2000)]
+    )
+    data = Ratings.from_codes(users, items, np.ones(users.size))
+    other = (np.arange(2000) % 2 == 0)[:, None] == (np.arange(40) >= 20)[None, :]
+    budget = None if method == "als" else PrivacyBudget(20.0, 1e-5)
+    mean_other = {}
+    for alpha in (0.0, 1.0):
+        model = MatrixFactorization(method=method, dim=4, steps=4, rating_range=(0.0, 1.0),
+                                    center=0.0, unobserved_weight=alpha, seed=2)  # fmt: skip
+        model.fit(data, budget=budget)
+        scores = model.user_factors(data) @ model.item_factors_.T
+        mean_other[alpha] = float(scores[other].mean())
+        ids, _ = model.recommend(data, users=np.arange(200), N=5)
+        own = [np.mean((ids[u].to_numpy() >= 20) == (u % 2 == 1)) for u in range(200)]
+        assert np.mean(own) > 0.9
+    assert abs(mean_other[1.0]) < 0.1 < 0.3 < abs(mean_other[0.0])

@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from userdp.data import Contributions, section62_instance, zipf_contributions
+from userdp.data import Contributions, Ratings, section62_instance, zipf_contributions
+from userdp.data.synthetic import lowrank_ratings
 from userdp.exceptions import InvalidParameterError
 
 from .options import (
@@ -31,7 +32,7 @@ __all__ = ["add_parser", "run"]
 logger = logging.getLogger("userdp.cli")
 
 PROG = "userdp generate"
-_DEFAULT_USERS = {"zipf": 200_000, "section62": 15_000}
+_DEFAULT_USERS = {"zipf": 200_000, "section62": 15_000, "ratings": 20_000}
 
 DESCRIPTION = """\
 Write a synthetic file of (user, item) rows with columns 'user' and 'item', as CSV (.csv,
@@ -41,6 +42,9 @@ Write a synthetic file of (user, item) rows with columns 'user' and 'item', as C
              labelled i0, i1, ... by rank (i0 is the most popular).
   section62  the instance of Chen et al. 2025, Section 6.2: every user holds item 0 and two of
              1000 light items; MAD selects more of them than Basic.
+  ratings    (user, item, rating) rows shaped like MovieLens: long-tailed item popularity,
+             at least 20 ratings per user (about 72 on average), half stars 0.5..5 from a
+             low-rank signal plus noise; for 'userdp recommend'.
 """
 
 EPILOG = """\
@@ -73,7 +77,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="Number of users. Default: 200000 for zipf (about 2.6 million rows), 15000 for "
-        "section62.",
+        "section62, 20000 for ratings (about 1.4 million rows).",
     )
     parser.add_argument(
         "--seed",
@@ -105,7 +109,9 @@ def _output_format(path: Path) -> str:
     )
 
 
-def _table(data: Contributions) -> pa.Table:
+def _table(data: Contributions | Ratings) -> pa.Table:
+    if isinstance(data, Ratings):
+        return data.to_arrow()
     return pa.table(
         {
             "user": data.user_labels.take(pa.array(data.users)),
@@ -127,7 +133,7 @@ def _write(table: pa.Table, path: Path, fmt: str) -> None:
         if compression
         else pa.OSFile(str(path), "wb") as sink
     ):
-        sink.write(b"user,item\n")
+        sink.write((",".join(table.column_names) + "\n").encode())
         pacsv.write_csv(table, sink, write_options=options)
 
 
@@ -139,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
     n_users = _DEFAULT_USERS[args.kind] if args.users is None else args.users
     if args.kind == "zipf":
         data = zipf_contributions(n_users, seed=args.seed, string_items=True)
+    elif args.kind == "ratings":
+        # MovieLens-10M's shape scaled down: 143 ratings per user there, 72 here.
+        n_items = max(150, n_users // 7)  # >= 103 so 72 ratings fit in 70% of the items
+        data = lowrank_ratings(n_users, n_items, 72 * n_users, seed=args.seed)
     else:
         data = section62_instance(n_users, seed=args.seed)
     table = _table(data)

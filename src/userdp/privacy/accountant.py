@@ -107,12 +107,23 @@ class PrivacyAccountant:
         self._ledger.extend([event] * count)
         return self
 
-    def spent(self, gaussian_delta: float = 0.0) -> PrivacyBudget:
+    def spent(self, gaussian_delta: float = 0.0, *, accounting: str = "exact") -> PrivacyBudget:
         """Total (epsilon, delta) spent so far.
 
-        Basic composition over approximate-DP events, plus the exact composition of all Gaussian
+        Basic composition over approximate-DP events, plus the composition of all Gaussian
         events converted at ``gaussian_delta`` (required when the ledger holds Gaussian events).
+
+        ``accounting`` chooses how the Gaussian events compose: ``"exact"`` (default) treats
+        them as one Gaussian with ``sigma^-2 = sum_i sigma_i^-2``, which is exact for
+        Gaussians; ``"pld"`` and ``"rdp"`` run dp-accounting's PLD and RDP accountants on the
+        same events instead (PLD agrees with exact up to its discretisation, RDP is looser).
+        The latter two need a ledger of Gaussian events only.
         """
+        if accounting not in ("exact", "pld", "rdp"):
+            raise InvalidParameterError(
+                "The 'accounting' parameter of PrivacyAccountant.spent must be one of "
+                f"['exact', 'pld', 'rdp']. Got {accounting!r} instead."
+            )
         eps, delta = self._cost.epsilon, self._cost.delta
         if self._cost.gaussian_precision > 0:
             if not 0 < gaussian_delta < 1:
@@ -121,8 +132,24 @@ class PrivacyAccountant:
                     f"the range (0, 1) when the ledger holds Gaussian events. Got "
                     f"{gaussian_delta!r} instead."
                 )
-            sigma = 1.0 / math.sqrt(self._cost.gaussian_precision)
-            eps += dp_accounting.get_epsilon_gaussian(sigma, gaussian_delta)
+            if accounting == "exact":
+                sigma = 1.0 / math.sqrt(self._cost.gaussian_precision)
+                eps += dp_accounting.get_epsilon_gaussian(sigma, gaussian_delta)
+            else:
+                eps += self._dp_accounting_epsilon(accounting, gaussian_delta)
             delta += gaussian_delta
         unit = self.budget.unit if self.budget else "user"
         return PrivacyBudget.derived(max(eps, 1e-300), delta, unit)
+
+    def _dp_accounting_epsilon(self, accounting: str, delta: float) -> float:
+        if self._cost.epsilon or self._cost.delta:
+            raise UnsupportedEventError(
+                f"accounting={accounting!r} composes Gaussian events only; this ledger also "
+                "holds approximate-DP events (use accounting='exact')."
+            )
+        if accounting == "pld":
+            acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
+        else:
+            acc = dp_accounting.rdp.RdpAccountant()
+        acc.compose(self.event)
+        return float(acc.get_epsilon(delta))

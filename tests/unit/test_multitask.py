@@ -857,3 +857,21 @@ def test_the_unobserved_items_term_pulls_unrated_scores_to_zero(method):
         own = [np.mean((ids[u].to_numpy() >= 20) == (u % 2 == 1)) for u in range(200)]
         assert np.mean(own) > 0.9
     assert abs(mean_other[1.0]) < 0.1 < 0.3 < abs(mean_other[0.0])
+
+
+def test_auto_item_cutoff_trains_the_items_whose_private_count_clears_the_noise():
+    from userdp.recommend.als import AUTO_CUTOFF
+
+    data = lowrank_ratings(n_users=2000, n_items=150, n_ratings=60_000, seed=9)
+    model = MatrixFactorization(method="adadpals", dim=4, steps=2, rating_range=(0.5, 5.0),
+                                min_item_count="auto", seed=3)  # fmt: skip
+    model.fit(data, budget=PrivacyBudget(5.0, 1e-5))
+    cutoff = AUTO_CUTOFF * model.plan_.moment * math.sqrt(4)
+    np.testing.assert_array_equal(model.trained_items_, model.item_counts_ >= cutoff)
+    assert 0 < model.trained_items_.sum() < 150  # the test data has items on both sides
+    assert np.all(model.item_factors_[~model.trained_items_] == 0)
+    assert model.budget_.epsilon == pytest.approx(5.0, rel=1e-4)
+    with pytest.raises(InvalidParameterError, match="calibrated for the SSP methods"):
+        MatrixFactorization(method="adadpsgd", rating_range=(0.5, 5.0), min_item_count="auto").fit(
+            data, budget=PrivacyBudget(5.0, 1e-5)
+        )

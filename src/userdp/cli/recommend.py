@@ -116,6 +116,12 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _min_count(text: str) -> str | float:
+    if text == "auto":
+        return text
+    return _non_negative_float(text)
+
+
 def _center(text: str) -> str | float:
     if text in ("private-mean", "midpoint"):
         return text
@@ -220,6 +226,10 @@ _TUNING = tuple(
         _Tuning("top_items", _fraction, lambda m: True, "every method",
                 "Train only on this fraction of items with the largest private counts "
                 "(ml20m default: 0.1)."),
+        _Tuning("min_item_count", _min_count, lambda m: True, "every method ('auto': dpals)",
+                "Train only on items whose private count reaches this; 'auto' puts the cutoff "
+                "where an item's noise starts to drown its signal (better at small epsilon).",
+                "N|auto"),
     )
     if t.dest in _DEFAULTS  # only keywords this MatrixFactorization has
 )  # fmt: skip

@@ -137,9 +137,11 @@ def rating_protocol(name: str, ratings: Ratings, rating_range, seeds: int, metho
         "buckets": sliced_rmse(split.test.items, split.test.values, pred, buckets).tolist(),
     }
     t = time.perf_counter()
-    als = (
-        tune_als(split, rating_range) if ratings.n_ratings < 2_000_000 else {"dim": 32, "reg": 0.1}
-    )
+    if ratings.n_ratings < 2_000_000:
+        grid = [(d, r) for d in (4, 8, 16, 32) for r in (0.05, 0.1, 0.15)]
+    else:  # 10M ratings: a few points (each fit takes about a minute)
+        grid = [(16, 0.05), (32, 0.05), (32, 0.1)]
+    als = tune_als(split, rating_range, grid)
     m = MatrixFactorization(
         method="als", dim=als["dim"], steps=15, reg=als["reg"], rating_range=rating_range, seed=0
     ).fit(split.train)

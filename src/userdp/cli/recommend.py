@@ -31,7 +31,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from userdp.data.io import FORMATS, read_table
-from userdp.data.movielens import MOVIELENS, MovieLensSpec, load_movielens, load_movies
+from userdp.data.movielens import (
+    MOVIELENS,
+    MovieLensSpec,
+    load_movielens,
+    load_movies,
+    movielens_version,
+)
 from userdp.data.ratings import Ratings
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.budget import PrivacyBudget
@@ -366,42 +372,19 @@ def _interactive(quiet: bool) -> bool:
 
 
 # -- reading ratings ----------------------------------------------------------------------------
-def _spec_for_label(label: str) -> MovieLensSpec | None:
-    low = label.lower().removesuffix(".zip")
-    for spec in MOVIELENS.values():
-        if low in (spec.name, spec.folder.lower()):
-            return spec
-    return None
-
-
 def _movielens_spec(path: Path) -> MovieLensSpec | None:
-    """The MovieLens version of a folder or zip, recognised by its name or its one sub-folder.
+    """The MovieLens version of a folder or zip; None for anything else (a file, Parquet parts).
 
-    None for anything else (a file, or a folder that is no MovieLens, e.g. Parquet parts).
+    A zip that is no MovieLens zip is an error: the CLI reads ratings files, not archives.
     """
-    if path.is_dir():
-        spec = _spec_for_label(path.name)
-        if spec is None:
-            found = {
-                s.name: s for c in path.iterdir() if c.is_dir() and (s := _spec_for_label(c.name))
-            }
-            spec = next(iter(found.values())) if len(found) == 1 else None
-        return spec
-    if path.is_file() and zipfile.is_zipfile(path):
-        spec = _spec_for_label(path.name)
-        if spec is None:
-            with zipfile.ZipFile(path) as zf:
-                tops = {n.split("/", 1)[0] for n in zf.namelist() if "/" in n}
-            found = {s.name: s for t in tops if (s := _spec_for_label(t)) is not None}
-            spec = next(iter(found.values())) if len(found) == 1 else None
-        if spec is None:
-            raise InvalidParameterError(
-                f"{str(path)!r} is a zip file but not a MovieLens zip (ml-100k.zip, ml-1m.zip, "
-                "ml-10m.zip, ml-20m.zip, ml-latest.zip, ml-latest-small.zip or one holding such "
-                "a folder); extract ratings files from it first."
-            )
-        return spec
-    return None
+    spec = movielens_version(path)
+    if spec is None and path.is_file() and zipfile.is_zipfile(path):
+        raise InvalidParameterError(
+            f"{str(path)!r} is a zip file but not a MovieLens zip (ml-100k.zip, ml-1m.zip, "
+            "ml-10m.zip, ml-20m.zip, ml-latest.zip, ml-latest-small.zip or one holding such "
+            "a folder); extract ratings files from it first."
+        )
+    return spec
 
 
 def _read_ratings_table(path: str, args: argparse.Namespace) -> pa.Table:

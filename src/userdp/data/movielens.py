@@ -48,6 +48,7 @@ __all__ = [
     "load_ratings_table",
     "load_tags",
     "load_users",
+    "movielens_version",
 ]
 
 
@@ -316,6 +317,31 @@ def _spec_for_label(label: str) -> MovieLensSpec | None:
     for spec in MOVIELENS.values():
         if low in (spec.name, spec.folder.lower()):
             return spec
+    return None
+
+
+def movielens_version(source: str | os.PathLike[str]) -> MovieLensSpec | None:
+    """The MovieLens version a folder or zip holds, or None when it is not a MovieLens one.
+
+    Recognised by the name of the folder or zip, or by the one MovieLens folder inside it.
+    """
+    path = Path(source)
+    if path.is_dir():
+        spec = _spec_for_label(path.name)
+        if spec is None:
+            found = {
+                s.name: s for c in path.iterdir() if c.is_dir() and (s := _spec_for_label(c.name))
+            }
+            spec = next(iter(found.values())) if len(found) == 1 else None
+        return spec
+    if path.is_file() and zipfile.is_zipfile(path):
+        spec = _spec_for_label(path.name)
+        if spec is None:
+            with zipfile.ZipFile(path) as zf:
+                tops = {n.split("/", 1)[0] for n in zf.namelist() if "/" in n}
+            found = {s.name: s for t in tops if (s := _spec_for_label(t)) is not None}
+            spec = next(iter(found.values())) if len(found) == 1 else None
+        return spec
     return None
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "PrivateCounts",
     "adaptive_weights",
     "check_distinct",
+    "check_weighted_rows",
     "private_counts",
     "sample_per_user",
     "tail_sampling",
@@ -96,6 +97,42 @@ def check_distinct(users: np.ndarray, tasks: np.ndarray, caller: str) -> None:
             f"{caller}: {dup.size} repeated (task, user) pair(s); every pair must appear once "
             "(aggregate repeated rows first, e.g. with userdp.data.Ratings)."
         )
+
+
+def check_weighted_rows(
+    caller: str,
+    users: object,
+    tasks: object,
+    features: object,
+    labels: object,
+    weights: object,
+    beta: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Validate the rows of a weighted multi-task mechanism; returns them as arrays.
+
+    Shapes must agree, weights must be finite and >= 0, (task, user) pairs distinct, and every
+    user's squared weights must sum to at most ``beta``: otherwise the stated sensitivity would
+    not hold, so this raises instead of releasing anything.
+    """
+    users, tasks = np.asarray(users), np.asarray(tasks)
+    x = np.asarray(features, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    n = users.size
+    if x.ndim != 2 or x.shape[0] != n or tasks.shape != (n,) or y.shape != (n,) or w.shape != (n,):
+        raise DataError(
+            f"{caller}: users, tasks, labels and weights must have shape (n_rows,) and features "
+            f"(n_rows, d); got {users.shape}, {tasks.shape}, {y.shape}, {w.shape}, {x.shape}."
+        )
+    if np.any(w < 0) or not np.all(np.isfinite(w)):
+        raise DataError(f"{caller}: weights must be finite and >= 0.")
+    check_distinct(users, tasks, caller)
+    if n and float(user_load(users, w).max()) > beta:
+        raise DataError(
+            f"{caller}: some user's squared weights sum to more than beta={beta:g}; the stated "
+            "sensitivity would not hold. Use userdp.multitask.allocation to build weights."
+        )
+    return users, tasks, x, y, w
 
 
 def sample_per_user(users: np.ndarray, k: int, noise: NoiseSource) -> np.ndarray:

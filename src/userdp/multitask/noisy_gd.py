@@ -23,7 +23,7 @@ from scipy import sparse, special
 from userdp._validation import check_choice, check_int, check_real
 from userdp.exceptions import DataError
 from userdp.multitask._kernels import segment_offsets
-from userdp.multitask.allocation import check_distinct, user_load
+from userdp.multitask.allocation import check_weighted_rows
 from userdp.privacy.noise import NoiseSource
 
 __all__ = ["GDResult", "task_weighted_noisy_gd"]
@@ -111,34 +111,19 @@ def task_weighted_noisy_gd(
     multiplier, composed as ``SelfComposedDpEvent(GaussianDpEvent(z), steps)``.
     """
     caller = "task_weighted_noisy_gd"
-    users = np.asarray(users)
-    tasks = np.asarray(tasks)
-    x = np.asarray(features, dtype=np.float64)
-    y = np.asarray(labels, dtype=np.float64)
-    w = np.asarray(weights, dtype=np.float64)
+    beta = check_real(beta, "beta", caller, low=0.0, low_open=True)
+    users, tasks, x, y, w = check_weighted_rows(
+        caller, users, tasks, features, labels, weights, beta
+    )
     n = users.size
-    if x.ndim != 2 or x.shape[0] != n or tasks.shape != (n,) or y.shape != (n,) or w.shape != (n,):
-        raise DataError(
-            f"{caller}: users, tasks, labels and weights must have shape (n_rows,) and features "
-            f"(n_rows, d); got {users.shape}, {tasks.shape}, {y.shape}, {w.shape}, {x.shape}."
-        )
     n_tasks = check_int(n_tasks, "n_tasks", caller, low=1)
     gamma = check_real(clip_norm, "clip_norm", caller, low=0.0, low_open=True)
     steps = check_int(steps, "steps", caller, low=1)
     z = check_real(noise_multiplier, "noise_multiplier", caller, low=0.0, low_open=True)
     loss = check_choice(loss, "loss", caller, ["squared", "logistic"])
     ridge = check_real(ridge, "ridge", caller, low=0.0)
-    beta = check_real(beta, "beta", caller, low=0.0, low_open=True)
     if radius is not None:
         radius = check_real(radius, "radius", caller, low=0.0, low_open=True)
-    if np.any(w < 0) or not np.all(np.isfinite(w)):
-        raise DataError(f"{caller}: weights must be finite and >= 0.")
-    check_distinct(users, tasks, caller)
-    if n and float(user_load(users, w).max()) > beta:
-        raise DataError(
-            f"{caller}: some user's squared weights sum to more than beta={beta:g}; the stated "
-            "sensitivity would not hold."
-        )
     if loss == "logistic" and not np.all(np.isin(y, (-1.0, 1.0))):
         raise DataError(f"{caller}: logistic loss needs labels in {{-1, +1}}.")
     d = x.shape[1]

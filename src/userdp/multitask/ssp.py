@@ -20,9 +20,9 @@ import dp_accounting
 import numpy as np
 
 from userdp._validation import check_int, check_real
-from userdp.exceptions import DataError, InvalidParameterError
+from userdp.exceptions import InvalidParameterError
 from userdp.multitask._kernels import batched, segment_offsets, segment_statistics
-from userdp.multitask.allocation import check_distinct, user_load
+from userdp.multitask.allocation import check_weighted_rows
 from userdp.privacy.noise import NoiseSource
 
 __all__ = [
@@ -150,24 +150,19 @@ def task_weighted_ssp(
 
     Privacy
     -------
-    Adding or removing user j changes ``(A_i)_i`` by ``(w_ij x_ij x_ij^T)_i``, of l2 norm at most
-    ``Gamma_x^2 sqrt(beta)``, and ``(b_i)_i`` by at most ``Gamma_x Gamma_y sqrt(beta)``
-    (Theorem 3.3). The release is two ``GaussianDpEvent``s; the run is
-    (alpha, alpha * (1/z_A^2 + 1/z_b^2) / 2)-RDP, i.e. (alpha, alpha beta)-RDP at z = 1/sqrt(beta)
-    scaled to sensitivity 1 as in the paper.
+    Adding or removing user j changes ``(A_i)_i`` by ``(w_ij x_ij x_ij^T)_i``, of l2 (Frobenius)
+    norm at most ``Gamma_x^2 sqrt(beta)``, and ``(b_i)_i`` by at most
+    ``Gamma_x Gamma_y sqrt(beta)`` (Theorem 3.3). The release is two ``GaussianDpEvent``s with
+    noise multipliers z_A and z_b, i.e. (alpha, alpha/(2 z_A^2) + alpha/(2 z_b^2))-RDP; the
+    paper's (alpha, alpha beta) is the case of noise scales Gamma_x^2 and Gamma_x^2 Gamma_*
+    (z = 1/sqrt(beta)).
     """
     caller = "task_weighted_ssp"
-    users = np.asarray(users)
-    tasks = np.asarray(tasks)
-    x = np.asarray(features, dtype=np.float64)
-    y = np.asarray(labels, dtype=np.float64)
-    w = np.asarray(weights, dtype=np.float64)
+    beta = check_real(beta, "beta", caller, low=0.0, low_open=True)
+    users, tasks, x, y, w = check_weighted_rows(
+        caller, users, tasks, features, labels, weights, beta
+    )
     n = users.size
-    if x.ndim != 2 or x.shape[0] != n or tasks.shape != (n,) or y.shape != (n,) or w.shape != (n,):
-        raise DataError(
-            f"{caller}: users, tasks, labels and weights must have shape (n_rows,) and features "
-            f"(n_rows, d); got {users.shape}, {tasks.shape}, {y.shape}, {w.shape}, {x.shape}."
-        )
     n_tasks = check_int(n_tasks, "n_tasks", caller, low=1)
     gx = check_real(feature_bound, "feature_bound", caller, low=0.0, low_open=True)
     gy = check_real(label_bound, "label_bound", caller, low=0.0, low_open=True)
@@ -176,15 +171,6 @@ def task_weighted_ssp(
     if moment_noise_multiplier is not None:
         z_b = check_real(
             moment_noise_multiplier, "moment_noise_multiplier", caller, low=0.0, low_open=True
-        )
-    beta = check_real(beta, "beta", caller, low=0.0, low_open=True)
-    if np.any(w < 0) or not np.all(np.isfinite(w)):
-        raise DataError(f"{caller}: weights must be finite and >= 0.")
-    check_distinct(users, tasks, caller)
-    if n and float(user_load(users, w).max()) > beta:
-        raise DataError(
-            f"{caller}: some user's squared weights sum to more than beta={beta:g}; the stated "
-            "sensitivity would not hold. Use userdp.multitask.allocation to build weights."
         )
     x = clip_rows(x, gx)
     y = np.clip(y, -gy, gy)

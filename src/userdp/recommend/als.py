@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -459,6 +460,8 @@ class MatrixFactorization:
         else:
             item_counts = None
             freq = np.bincount(items, minlength=n_items).astype(np.float64)
+        # Centre on all ratings: items left untrained predict it.
+        center = self._center(values, users, lo, hi, plan, noise)
         trained = np.ones(n_items, dtype=bool)
         score = item_counts if private else freq  # released (or, for als, exact) counts
         if self.top_items is not None:
@@ -478,10 +481,14 @@ class MatrixFactorization:
             rows = trained[items]
             users, items, values = users[rows], items[rows], values[rows]
             if users.size == 0:
-                raise DataError(
-                    "No ratings left on the items to train (top_items / min_item_count)."
+                # Nothing clears the cutoff: every item predicts the centre. A legitimate
+                # private answer (the statistics were released empty), not an error.
+                warnings.warn(
+                    f"{self.method}: no item reaches min_item_count/top_items at this budget; "
+                    "all item factors are 0 (predictions are the centre).",
+                    UserWarning,
+                    stacklevel=2,
                 )
-        center = self._center(values, users, lo, hi, plan, noise)
         y = values - center
         half = max(hi - center, center - lo)
         weights = self._weights(users, items, item_counts, noise) if private else None

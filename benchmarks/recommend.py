@@ -34,6 +34,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -163,8 +164,11 @@ def rating_protocol(name: str, ratings: Ratings, rating_range, seeds: int, metho
                 m = MatrixFactorization(
                     method=base, dim=DIM, rating_range=rating_range, seed=1000 * seed + 7, **extra
                 )
-                m.fit(split.train, budget=PrivacyBudget(eps, DELTA))
+                with warnings.catch_warnings():  # "no item reaches the cutoff": recorded below
+                    warnings.simplefilter("ignore", UserWarning)
+                    m.fit(split.train, budget=PrivacyBudget(eps, DELTA))
                 r = score_rmse(m, history, split.test, buckets)
+                r["trained_items"] = int(m.trained_items_.sum())
                 r["seconds"] = time.perf_counter() - t
                 r["epsilon_spent"] = m.budget_.epsilon
                 runs.append(r)
@@ -176,6 +180,7 @@ def rating_protocol(name: str, ratings: Ratings, rating_range, seeds: int, metho
                 "buckets": np.mean([r["buckets"] for r in runs], axis=0).tolist(),
                 "seconds": float(np.mean([r["seconds"] for r in runs])),
                 "epsilon_spent": max(r["epsilon_spent"] for r in runs),
+                "trained_items": float(np.mean([r["trained_items"] for r in runs])),
                 "seeds": seeds,
             }
             out["runs"].append(rec)

@@ -875,3 +875,14 @@ def test_auto_item_cutoff_trains_the_items_whose_private_count_clears_the_noise(
         MatrixFactorization(method="adadpsgd", rating_range=(0.5, 5.0), min_item_count="auto").fit(
             data, budget=PrivacyBudget(5.0, 1e-5)
         )
+
+
+def test_a_cutoff_no_item_reaches_gives_a_zero_model_that_predicts_the_centre():
+    data = lowrank_ratings(n_users=300, n_items=80, n_ratings=6000, seed=5)
+    model = MatrixFactorization(method="adadpals", dim=3, steps=1, rating_range=(0.5, 5.0),
+                                min_item_count=1e9, seed=4)  # fmt: skip
+    with pytest.warns(UserWarning, match="no item reaches"):
+        model.fit(data, budget=PrivacyBudget(1.0, 1e-5))
+    assert not model.trained_items_.any() and np.all(model.item_factors_ == 0)
+    pred = model.predict(data, data.users[:5], data.item_labels.take(pa.array(data.items[:5])))
+    np.testing.assert_allclose(pred, model.center_)

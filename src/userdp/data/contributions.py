@@ -78,6 +78,45 @@ def _run_starts(sorted_values: np.ndarray) -> np.ndarray:
     return first
 
 
+def check_codes(
+    users: Any, items: Any, n_users: int | None, n_items: int | None, cls: str, what: str
+) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Validate integer code columns; returns them as arrays with the code-book sizes.
+
+    Shared by the ``from_codes`` constructors: one-dimensional, integer, equal length, codes in
+    ``[0, 2^31 - 1]`` and below ``n_users`` / ``n_items`` (default: the largest code + 1).
+    """
+    u = np.asarray(users)
+    i = np.asarray(items)
+    if u.size == 0 and i.size == 0:
+        raise DataError(f"The input has no {what}.")
+    for name, a in (("user", u), ("item", i)):
+        if a.ndim != 1:
+            raise DataError(f"Column {name!r} must be one-dimensional; got shape {a.shape}.")
+        if not np.issubdtype(a.dtype, np.integer):
+            raise DataError(
+                f"Column {name!r} must hold integer codes for from_codes; got dtype "
+                f"{a.dtype}. Use {cls}.from_columns for other types."
+            )
+    if u.shape != i.shape:
+        raise DataError(
+            f"Columns 'user' and 'item' must have the same length; got {u.size} and {i.size}."
+        )
+    for name, a in (("user", u), ("item", i)):
+        if a.min() < 0 or a.max() > _MAX_CODE:
+            raise DataError(
+                f"Column {name!r} codes must lie in [0, {_MAX_CODE}]; got [{a.min()}, {a.max()}]."
+            )
+    nu = int(u.max()) + 1 if n_users is None else int(n_users)
+    ni = int(i.max()) + 1 if n_items is None else int(n_items)
+    if nu <= u.max() or ni <= i.max():
+        raise DataError(
+            f"n_users={nu} / n_items={ni} are smaller than the largest codes "
+            f"({u.max()}, {i.max()})."
+        )
+    return u, i, nu, ni
+
+
 class Contributions:
     """De-duplicated (user, item) pairs stored as int32 codes sorted by user.
 
@@ -131,35 +170,9 @@ class Contributions:
         Pairs are de-duplicated and sorted by user with one ``np.sort`` of packed int64 keys.
         Without labels, the codes themselves are the labels.
         """
-        u = np.asarray(users)
-        i = np.asarray(items)
-        if u.size == 0 and i.size == 0:
-            raise DataError("The input has no (user, item) pairs; nothing to select from.")
-        for name, a in (("user", u), ("item", i)):
-            if a.ndim != 1:
-                raise DataError(f"Column {name!r} must be one-dimensional; got shape {a.shape}.")
-            if not np.issubdtype(a.dtype, np.integer):
-                raise DataError(
-                    f"Column {name!r} must hold integer codes for from_codes; got dtype "
-                    f"{a.dtype}. Use Contributions.from_columns for other types."
-                )
-        if u.shape != i.shape:
-            raise DataError(
-                f"Columns 'user' and 'item' must have the same length; got {u.size} and {i.size}."
-            )
-        for name, a in (("user", u), ("item", i)):
-            if a.min() < 0 or a.max() > _MAX_CODE:
-                raise DataError(
-                    f"Column {name!r} codes must lie in [0, {_MAX_CODE}]; got "
-                    f"[{a.min()}, {a.max()}]."
-                )
-        nu = int(u.max()) + 1 if n_users is None else int(n_users)
-        ni = int(i.max()) + 1 if n_items is None else int(n_items)
-        if nu <= u.max() or ni <= i.max():
-            raise DataError(
-                f"n_users={nu} / n_items={ni} are smaller than the largest codes "
-                f"({u.max()}, {i.max()})."
-            )
+        u, i, nu, ni = check_codes(
+            users, items, n_users, n_items, "Contributions", "(user, item) pairs"
+        )
         key = u.astype(np.int64) * ni + i  # (user, item) packed; sorting groups by user
         key.sort()
         keep = _run_starts(key)

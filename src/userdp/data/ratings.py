@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from userdp.data.contributions import _encode, _run_starts, _to_arrow
+from userdp.data.contributions import _encode, _run_starts, _to_arrow, check_codes
 from userdp.exceptions import DataError
 
 __all__ = ["Ratings", "as_ratings"]
@@ -82,22 +82,9 @@ class Ratings:
         a repeated pair keeps its last rating. Users without ratings are dropped from the code
         book unless ``keep_empty_users`` (used by splits that must keep codes aligned).
         """
-        u = np.asarray(users)
-        i = np.asarray(items)
+        u, i, nu, ni = check_codes(users, items, n_users, n_items, "Ratings", "ratings")
         v = np.asarray(values, dtype=np.float64)
-        if u.size == 0:
-            raise DataError("The input has no ratings.")
-        for name, a in (("user", u), ("item", i)):
-            if a.ndim != 1:
-                raise DataError(f"Column {name!r} must be one-dimensional; got shape {a.shape}.")
-            if not np.issubdtype(a.dtype, np.integer):
-                raise DataError(
-                    f"Column {name!r} must hold integer codes for from_codes; got dtype "
-                    f"{a.dtype}. Use Ratings.from_columns for other types."
-                )
-            if a.min() < 0:
-                raise DataError(f"Column {name!r} has negative codes (min {a.min()}).")
-        if not (u.shape == i.shape == v.shape):
+        if v.shape != u.shape:
             raise DataError(
                 "Columns 'user', 'item' and 'rating' must have the same length; got "
                 f"{u.size}, {i.size} and {v.size}."
@@ -107,13 +94,6 @@ class Ratings:
             raise DataError(
                 f"Column 'rating' has {int(bad.sum())} non-finite value(s) (first at row "
                 f"{int(np.argmax(bad))})."
-            )
-        nu = int(u.max()) + 1 if n_users is None else int(n_users)
-        ni = int(i.max()) + 1 if n_items is None else int(n_items)
-        if nu <= u.max() or ni <= i.max():
-            raise DataError(
-                f"n_users={nu} / n_items={ni} are smaller than the largest codes "
-                f"({u.max()}, {i.max()})."
             )
         key = u.astype(np.int64) * ni + i
         order = np.argsort(key, kind="stable")

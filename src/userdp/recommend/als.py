@@ -139,38 +139,20 @@ def plan_noise(
     unobserved-item term, when there is one). One scale s is then found by bisection with the
     accountant so the composition meets (epsilon, delta): ``z_k = s * sqrt(releases_k / share_k)``.
     """
-    cf = check_real(
-        count_fraction,
-        "count_fraction",
-        "plan_noise",
-        low=0.0,
-        high=1.0,
-        low_open=True,
-        high_open=True,
-    )
-    mf = (
-        0.0
-        if center_fraction is None
-        else check_real(
-            center_fraction,
-            "center_fraction",
-            "plan_noise",
-            low=0.0,
-            high=1.0,
-            low_open=True,
-            high_open=True,
+
+    def share(value: float, name: str) -> float:
+        return check_real(
+            value, name, "plan_noise", low=0.0, high=1.0, low_open=True, high_open=True
         )
-    )
-    ms = check_real(
-        moment_share, "moment_share", "plan_noise", low=0.0, high=1.0, low_open=True, high_open=True
-    )
+
+    solver = check_choice(solver, "solver", "plan_noise", ["ssp", "gd"])
+    steps = check_int(steps, "steps", "plan_noise", low=1)
+    sgd_steps = check_int(sgd_steps, "sgd_steps", "plan_noise", low=1)
+    cf = share(count_fraction, "count_fraction")
+    mf = 0.0 if center_fraction is None else share(center_fraction, "center_fraction")
+    ms = share(moment_share, "moment_share")
+    gs = 0.0 if gravity_share is None else share(gravity_share, "gravity_share")
     train = 1.0 - cf - mf
-    gs = 0.0
-    if gravity_share is not None:
-        gs = check_real(
-            gravity_share, "gravity_share", "plan_noise", low=0.0, high=1.0, low_open=True,
-            high_open=True,
-        )  # fmt: skip
     if train <= 0:
         raise InvalidParameterError(
             "count_fraction + center_fraction must leave part of the budget for training; got "

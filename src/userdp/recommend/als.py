@@ -56,7 +56,14 @@ from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import calibrate_noise_scale
 from userdp.privacy.noise import NoiseSource
 
-__all__ = ["AUTO_CUTOFF", "METHODS", "MatrixFactorization", "TrainingPlan", "plan_noise"]
+__all__ = [
+    "AUTO_CUTOFF",
+    "METHODS",
+    "MatrixFactorization",
+    "TrainingPlan",
+    "centre",
+    "plan_noise",
+]
 
 log = logging.getLogger("userdp.recommend")
 
@@ -443,7 +450,10 @@ class MatrixFactorization:
             item_counts = None
             freq = np.bincount(items, minlength=n_items).astype(np.float64)
         # Centre on all ratings: items left untrained predict it.
-        center = self._center(values, users, lo, hi, plan, noise)
+        center = centre(
+            values, users, lo, hi, center=self.center, count_sample=self.count_sample,
+            noise_multiplier=None if plan is None else plan.center, noise=noise,
+        )  # fmt: skip
         trained = np.ones(n_items, dtype=bool)
         score = item_counts if private else freq  # released (or, for als, exact) counts
         if self.top_items is not None:
@@ -542,25 +552,6 @@ class MatrixFactorization:
         self.fit_seconds_ = time.perf_counter() - started
         log.info("%s: trained in %.2f s", self.method, self.fit_seconds_)
         return self
-
-    def _center(self, values, users, lo, hi, plan, noise) -> float:
-        if not isinstance(self.center, str):
-            return float(np.clip(self.center, lo, hi))
-        mid = 0.5 * (lo + hi)
-        if self.center == "midpoint" or plan is None:
-            return mid if plan is not None else float(values.mean())
-        # Private mean: <= count_sample ratings per user; (sum/(k*hw), count/k) has l2
-        # sensitivity sqrt(2) under add/remove; noise sd = z * sqrt(2) per coordinate.
-        k, hw = self.count_sample, 0.5 * (hi - lo)
-        keep = sample_per_user(users, k, noise)
-        total = float(np.sum(values[keep] - mid)) / (k * hw)
-        count = float(np.count_nonzero(keep)) / k
-        sd = plan.center * math.sqrt(2.0)
-        total += float(noise.gaussian(sd, 1)[0])
-        count += float(noise.gaussian(sd, 1)[0])
-        if count <= 0:
-            return mid
-        return float(np.clip(mid + total * hw / count, lo, hi))
 
     def _weights(self, users, items, item_counts, noise) -> np.ndarray:
         """Per-rating weights with every user's squared weights summing to at most 1."""
@@ -802,6 +793,44 @@ class MatrixFactorization:
 
     def __repr__(self) -> str:
         return f"MatrixFactorization(method={self.method!r}, dim={self.dim}, steps={self.steps})"
+
+
+def centre(
+    values: np.ndarray,
+    users: np.ndarray,
+    lo: float,
+    hi: float,
+    *,
+    center: str | float,
+    count_sample: int,
+    noise_multiplier: float | None,
+    noise: NoiseSource,
+) -> float:
+    """The value ratings are centred on: a number, the range's midpoint, or a private mean.
+
+    Without ``noise_multiplier`` (non-private training) ``"private-mean"`` is the exact mean.
+    The private mean takes at most ``count_sample`` ratings per user: ``(sum / (k * hw),
+    count / k)`` has l2 sensitivity sqrt(2) under adding or removing a user (hw: half the
+    range's width, ratings shifted by its midpoint), released with noise sd ``z * sqrt(2)``
+    per coordinate, a ``GaussianDpEvent(z)``.
+    """
+    if not isinstance(center, str):
+        return float(np.clip(center, lo, hi))
+    mid = 0.5 * (lo + hi)
+    if noise_multiplier is None:
+        return float(values.mean()) if center == "private-mean" and values.size else mid
+    if center == "midpoint":
+        return mid
+    k, hw = count_sample, 0.5 * (hi - lo)
+    keep = sample_per_user(users, k, noise)
+    total = float(np.sum(values[keep] - mid)) / (k * hw)
+    count = float(np.count_nonzero(keep)) / k
+    sd = noise_multiplier * math.sqrt(2.0)
+    total += float(noise.gaussian(sd, 1)[0])
+    count += float(noise.gaussian(sd, 1)[0])
+    if count <= 0:
+        return mid
+    return float(np.clip(mid + total * hw / count, lo, hi))
 
 
 def _solve(gram: np.ndarray, moment: np.ndarray, ridge: np.ndarray) -> np.ndarray:

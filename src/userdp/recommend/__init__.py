@@ -3,9 +3,12 @@
 :class:`MatrixFactorization` trains ALS, DPALS (uniform / tail sampling), AdaDPALS and the
 DPSGD variants; :mod:`~userdp.recommend.metrics` scores them (RMSE, Recall@k, sliced by item
 frequency) and :mod:`~userdp.recommend.protocols` holds the ML10M / ML20M benchmark splits.
+:class:`PublicFeatureRecommender` (AM-SSP, Krichene et al. 2023b) trains an item encoder on
+public item features (:mod:`~userdp.recommend.encoders`, :mod:`userdp.data.features`).
 """
 
 from userdp.recommend.als import METHODS, MatrixFactorization, TrainingPlan, plan_noise
+from userdp.recommend.encoders import FeatureFamily, IdEncoder, ItemEncoder, PublicFeatureEncoder
 from userdp.recommend.metrics import (
     frequency_buckets,
     popularity_scores,
@@ -20,20 +23,28 @@ from userdp.recommend.protocols import (
     ml20m_split,
     restrict_items,
 )
+from userdp.recommend.public import PublicFeatureRecommender, plan_ssp_noise, ssp_gradient
 
 __all__ = [
     "METHODS",
+    "FeatureFamily",
     "HeldOutSplit",
+    "IdEncoder",
+    "ItemEncoder",
     "MatrixFactorization",
+    "PublicFeatureEncoder",
+    "PublicFeatureRecommender",
     "RatingSplit",
     "TrainingPlan",
     "frequency_buckets",
     "ml10m_split",
     "ml20m_split",
     "plan_noise",
+    "plan_ssp_noise",
     "popularity_scores",
     "ranking_metrics_at_k",
     "restrict_items",
     "rmse",
     "sliced_rmse",
+    "ssp_gradient",
 ]

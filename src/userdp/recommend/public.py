@@ -1,0 +1,348 @@
+"""Private learning with public item features: AM-SSP (Krichene et al. 2023b, "Private Learning
+with Public Features", arXiv:2310.15454).
+
+The model predicts ``u_k . v_theta(x_j)``: a user embedding (exact, never released, as in
+:mod:`userdp.recommend.als`) times an item encoder applied to the item's *public* features.
+Only which items a user rated, and how, is private. The item encoder is trained by sufficient
+statistics perturbation: for every item the weighted statistics
+
+    A_j = sum_{i in Omega_j} w_i u_i u_i^T,        b_j = sum_{i in Omega_j} w_i y_i u_i
+
+are released with Gaussian noise, and the encoder's gradient
+``G = sum_j J_j(theta)^T ((A_j + lambda_j I) v_j(theta) - b_j)`` is post-processing of them.
+Noise therefore scales with the number of items times d^2, not with the encoder's number of
+parameters, and items absent from a step leave the encoder's parameters for their feature
+values untouched (sparse gradients).
+
+- SSP2 (Algorithm 3): one release per alternating step, reused by every inner gradient step.
+- SSP1 (Algorithm 2): a fresh release for every inner step (noise scaled for the T releases).
+- Mini-batch SSP2 (Algorithm 5): SSP2's statistics, each inner step on a random item batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import dp_accounting
+import numpy as np
+
+from userdp._validation import check_choice, check_int, check_real
+from userdp.data.ratings import as_ratings
+from userdp.exceptions import InvalidParameterError, NotFittedError
+from userdp.multitask._kernels import segment_offsets, segment_statistics
+from userdp.multitask.allocation import adaptive_weights, private_counts
+from userdp.multitask.ssp import clip_rows, perturb_statistics
+from userdp.privacy.accountant import PrivacyAccountant
+from userdp.privacy.budget import PrivacyBudget
+from userdp.privacy.calibrate import calibrate_noise_scale
+from userdp.privacy.noise import NoiseSource
+from userdp.recommend.als import _solve, centre
+
+__all__ = ["SSP_VARIANTS", "PublicFeatureRecommender", "SSPPlan"]
+
+log = logging.getLogger("userdp.recommend")
+
+SSP_VARIANTS = ("ssp2", "ssp1", "minibatch")
+
+
+@dataclass(frozen=True)
+class SSPPlan:
+    """Noise multipliers of an AM-SSP run: counts, centre, and the per-release (A, b) pair.
+
+    ``releases_per_step`` is 1 for SSP2 and mini-batch SSP2 (statistics reused) and the number
+    of inner steps for SSP1 (fresh noise each step).
+    """
+
+    counts: float
+    center: float | None
+    gram: float
+    moment: float
+    steps: int
+    releases_per_step: int
+
+    def event(self) -> dp_accounting.DpEvent:
+        """The whole run as one composed dp-accounting event."""
+        pair = dp_accounting.ComposedDpEvent(
+            [dp_accounting.GaussianDpEvent(self.gram), dp_accounting.GaussianDpEvent(self.moment)]
+        )
+        events: list[dp_accounting.DpEvent] = [dp_accounting.GaussianDpEvent(self.counts)]
+        if self.center is not None:
+            events.append(dp_accounting.GaussianDpEvent(self.center))
+        events.append(dp_accounting.SelfComposedDpEvent(pair, self.steps * self.releases_per_step))
+        return dp_accounting.ComposedDpEvent(events)
+
+
+def plan_ssp_noise(
+    budget: PrivacyBudget,
+    *,
+    steps: int,
+    releases_per_step: int = 1,
+    count_fraction: float = 0.15,
+    center_fraction: float | None = 0.02,
+    moment_share: float = 0.5,
+) -> SSPPlan:
+    """Split the budget in precision shares and calibrate by search (as ``plan_noise``)."""
+    steps = check_int(steps, "steps", "plan_ssp_noise", low=1)
+    releases_per_step = check_int(releases_per_step, "releases_per_step", "plan_ssp_noise", low=1)
+
+    def share(value: float, name: str) -> float:
+        return check_real(
+            value, name, "plan_ssp_noise", low=0.0, high=1.0, low_open=True, high_open=True
+        )
+
+    cf = share(count_fraction, "count_fraction")
+    mf = 0.0 if center_fraction is None else share(center_fraction, "center_fraction")
+    ms = share(moment_share, "moment_share")
+    train = 1.0 - cf - mf
+    if train <= 0:
+        raise InvalidParameterError("count_fraction + center_fraction must be below 1.")
+    n_rel = steps * releases_per_step
+
+    def make(scale: float) -> SSPPlan:
+        return SSPPlan(
+            counts=scale / math.sqrt(cf),
+            center=None if center_fraction is None else scale / math.sqrt(mf),
+            gram=scale * math.sqrt(n_rel / (train * (1.0 - ms))),
+            moment=scale * math.sqrt(n_rel / (train * ms)),
+            steps=steps,
+            releases_per_step=releases_per_step,
+        )
+
+    scale = calibrate_noise_scale(lambda s: make(s).event(), budget.epsilon, budget.delta)
+    return make(scale)
+
+
+class _Adam:
+    """Adam on one flat parameter vector (Kingma & Ba 2015); state is public post-processing."""
+
+    def __init__(self, size: int, lr: float, b1: float = 0.9, b2: float = 0.999) -> None:
+        self.m = np.zeros(size)
+        self.v = np.zeros(size)
+        self.t = 0
+        self.lr, self.b1, self.b2 = lr, b1, b2
+
+    def step(self, params: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        self.t += 1
+        self.m = self.b1 * self.m + (1 - self.b1) * grad
+        self.v = self.b2 * self.v + (1 - self.b2) * grad * grad
+        m_hat = self.m / (1 - self.b1**self.t)
+        v_hat = self.v / (1 - self.b2**self.t)
+        return params - self.lr * m_hat / (np.sqrt(v_hat) + 1e-8)
+
+
+def ssp_gradient(
+    encoder: Any,
+    params: np.ndarray,
+    gram: np.ndarray,
+    moment: np.ndarray,
+    ridge: np.ndarray,
+    items: np.ndarray | None = None,
+) -> np.ndarray:
+    """``sum_j J_j^T ((A_j + ridge_j I) v_j - b_j)`` over ``items`` (default: all).
+
+    The gradient of ``sum_j 1/2 v_j^T (A_j + ridge_j I) v_j - b_j^T v_j``, i.e. of the
+    weighted squared loss up to a constant when A, b are exact (paper eq. (5)). One forward
+    pass and one vector-Jacobian product per item.
+    """
+    idx = np.arange(gram.shape[0]) if items is None else np.asarray(items)
+    v, cache = encoder.forward(params, idx)
+    resid = np.einsum("jde,je->jd", gram[idx], v) + ridge[idx, None] * v - moment[idx]
+    return encoder.vjp(params, idx, cache, resid)
+
+
+class PublicFeatureRecommender:
+    """Alternating minimisation with an SSP-trained public-feature item encoder (AM-SSP).
+
+    Parameters
+    ----------
+    encoder : ItemEncoder
+        Maps item codes to embeddings from public features (``PublicFeatureEncoder``) or ids
+        (``IdEncoder``, the id-only variant). Its parameters are initialised from public
+        randomness only.
+    variant : {"ssp2", "ssp1", "minibatch"}, default="ssp2"
+    steps : int, default=3
+        Alternating (outer) steps.
+    inner_steps : int, default=50
+        Gradient steps on the encoder per outer step.
+    learning_rate : float, default=0.05
+        Adam step size.
+    batch_items : int, default=1024
+        Items per inner step of mini-batch SSP2.
+    rating_range, center, mu, count_sample, count_fraction, center_fraction, moment_share,
+    max_norm, reg, seed, progress
+        As in :class:`~userdp.recommend.MatrixFactorization` (``reg`` scales the item ridge by
+        the private counts, lambda_j = reg * n_hat_j, and the user ridge by the user's count).
+
+    Privacy
+    -------
+    Per release, adding or removing a user changes the stacked ``(A_j)`` by at most
+    ``max_norm^2`` and ``(b_j)`` by at most ``max_norm * half_width`` in l2 (every user's
+    squared weights sum to at most 1: ``w_bar = 1`` in Theorem 2); the counts and the centre
+    as in MatrixFactorization. SSP2 releases once per outer step, SSP1 once per inner step.
+    """
+
+    def __init__(
+        self,
+        *,
+        encoder: Any,
+        variant: str = "ssp2",
+        steps: int = 3,
+        inner_steps: int = 50,
+        learning_rate: float = 0.05,
+        batch_items: int = 1024,
+        rating_range: tuple[float, float] | None = None,
+        center: str | float = "private-mean",
+        mu: float = 0.25,
+        count_sample: int = 50,
+        count_fraction: float = 0.15,
+        center_fraction: float = 0.02,
+        moment_share: float = 0.5,
+        max_norm: float = 1.0,
+        reg: float = 0.02,
+        seed: int | None = None,
+        progress: bool = False,
+    ) -> None:
+        self.encoder = encoder
+        self.variant = variant
+        self.steps = steps
+        self.inner_steps = inner_steps
+        self.learning_rate = learning_rate
+        self.batch_items = batch_items
+        self.rating_range = rating_range
+        self.center = center
+        self.mu = mu
+        self.count_sample = count_sample
+        self.count_fraction = count_fraction
+        self.center_fraction = center_fraction
+        self.moment_share = moment_share
+        self.max_norm = max_norm
+        self.reg = reg
+        self.seed = seed
+        self.progress = progress
+
+    def _validate(self, budget: PrivacyBudget | None) -> None:
+        name = "PublicFeatureRecommender"
+        check_choice(self.variant, "variant", name, SSP_VARIANTS)
+        check_int(self.steps, "steps", name, low=1)
+        check_int(self.inner_steps, "inner_steps", name, low=1)
+        check_real(self.learning_rate, "learning_rate", name, low=0.0, low_open=True)
+        check_int(self.batch_items, "batch_items", name, low=1)
+        check_real(self.max_norm, "max_norm", name, low=0.0, low_open=True)
+        check_real(self.reg, "reg", name, low=0.0, low_open=True)
+        for attr in ("n_items", "dim", "n_params", "init_params", "forward", "vjp"):
+            if not hasattr(self.encoder, attr):
+                raise InvalidParameterError(
+                    f"The encoder must provide {attr!r} (see "
+                    "userdp.recommend.encoders.ItemEncoder)."
+                )
+        if budget is not None and self.rating_range is None:
+            raise InvalidParameterError(
+                "Private training needs the declared rating range, e.g. rating_range=(0.5, 5.0)."
+            )
+
+    def fit(self, ratings: Any, *, budget: PrivacyBudget | None = None) -> PublicFeatureRecommender:
+        """Train; ``budget=None`` trains without privacy (exact statistics), for reference."""
+        started = time.perf_counter()
+        self._validate(budget)
+        data = as_ratings(ratings)
+        if data.n_items != self.encoder.n_items:
+            raise InvalidParameterError(
+                f"The encoder describes {self.encoder.n_items} items but the ratings' code book "
+                f"has {data.n_items}; build the features on ratings.item_labels."
+            )
+        noise = NoiseSource(self.seed)
+        rng = noise.stream(0x5353)  # mini-batch sampling
+        private = budget is not None
+        lo, hi = self.rating_range or (float(data.values.min()), float(data.values.max()))
+        values = np.clip(data.values, lo, hi)
+        users, items = data.users, data.items
+        per_step = self.inner_steps if self.variant == "ssp1" else 1
+        plan = None
+        if private:
+            plan = plan_ssp_noise(
+                budget, steps=self.steps, releases_per_step=per_step,
+                count_fraction=self.count_fraction,
+                center_fraction=self.center_fraction if self.center == "private-mean" else None,
+                moment_share=self.moment_share,
+            )  # fmt: skip
+            counts = private_counts(
+                users, items, data.n_items, count_sample=self.count_sample,
+                noise_multiplier=plan.counts, noise=noise,
+            ).counts  # fmt: skip
+            weights = adaptive_weights(users, items, counts, mu=self.mu, beta=1.0)
+        else:
+            counts = np.bincount(items, minlength=data.n_items).astype(np.float64)
+            weights = None
+        center = centre(
+            values, users, lo, hi, center=self.center, count_sample=self.count_sample,
+            noise_multiplier=None if plan is None else plan.center, noise=noise,
+        )  # fmt: skip
+        y = values - center
+        half = max(hi - center, center - lo)
+        ridge = self.reg * np.maximum(counts, 1.0)
+        user_order, user_offsets = segment_offsets(users, data.n_users)
+        item_order, item_offsets = segment_offsets(items, data.n_items)
+        user_reg = self.reg * np.maximum(np.diff(user_offsets), 1).astype(np.float64)
+        params = self.encoder.init_params()
+        outer = range(self.steps)
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            outer = tqdm(outer, desc=f"am-{self.variant}", unit="step", leave=False)
+        for _ in outer:
+            V_items, _ = self.encoder.forward(params, None)
+            gram, moment = segment_statistics(user_offsets, user_order, items, V_items, None, y)
+            U = _solve(gram, moment, user_reg)  # user update: exact, never released
+            if private:
+                U = clip_rows(U, self.max_norm)
+            exact_a, exact_b = segment_statistics(item_offsets, item_order, users, U, weights, y)
+            opt = _Adam(params.size, self.learning_rate)
+            stats = None
+            for _t in range(self.inner_steps):
+                if stats is None or self.variant == "ssp1":
+                    stats = self._release(exact_a, exact_b, plan, half, noise)
+                batch = None
+                if self.variant == "minibatch":
+                    size = min(self.batch_items, data.n_items)
+                    batch = np.sort(rng.choice(data.n_items, size, replace=False))
+                grad = ssp_gradient(self.encoder, params, stats[0], stats[1], ridge, batch)
+                params = opt.step(params, grad)
+            del exact_a, exact_b
+        self.params_ = params
+        self.item_factors_ = self.encoder.forward(params, None)[0]
+        self.item_labels_ = data.item_labels
+        self.center_ = float(center)
+        self.rating_range_ = (float(lo), float(hi))
+        self.item_counts_ = counts if private else None
+        self.plan_ = plan
+        if private:
+            self.dp_event_ = plan.event()
+            self.budget_ = PrivacyAccountant().compose(self.dp_event_).spent(budget.delta)
+        else:
+            self.dp_event_ = self.budget_ = None
+        self.fit_seconds_ = time.perf_counter() - started
+        return self
+
+    def _release(self, gram, moment, plan, half, noise):
+        """One noisy release of the item statistics (exact when training without privacy)."""
+        if plan is None:
+            return gram, moment
+        return perturb_statistics(
+            gram, moment, gram_sigma=plan.gram * self.max_norm**2,
+            moment_sigma=plan.moment * self.max_norm * half, noise=noise,
+        )  # fmt: skip
+
+    def user_factors(self, history: Any) -> np.ndarray:
+        """Users' embeddings from their own ratings (billboard model); see MatrixFactorization."""
+        if not hasattr(self, "item_factors_"):
+            raise NotFittedError("This PublicFeatureRecommender is not fitted yet; call fit.")
+        h = as_ratings(history)
+        y = np.clip(h.values, *self.rating_range_) - self.center_
+        order, offsets = segment_offsets(h.users, h.n_users)
+        gram, moment = segment_statistics(offsets, order, h.items, self.item_factors_, None, y)
+        lam = self.reg * np.maximum(np.diff(offsets), 1).astype(np.float64)
+        return _solve(gram, moment, lam)

@@ -1,0 +1,123 @@
+"""AM-SSP with public item features: the SSP gradient, sparsity, accounting and training."""
+
+from __future__ import annotations
+
+import dp_accounting
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from dp_accounting import pld
+
+from userdp.data.synthetic import lowrank_ratings
+from userdp.exceptions import InvalidParameterError
+from userdp.multitask._kernels import segment_offsets, segment_statistics
+from userdp.privacy import PrivacyAccountant, PrivacyBudget
+from userdp.recommend.encoders import FeatureFamily, IdEncoder, PublicFeatureEncoder
+from userdp.recommend.public import PublicFeatureRecommender, plan_ssp_noise, ssp_gradient
+
+
+def _families(n_items: int, rng: np.random.Generator) -> list[FeatureFamily]:
+    genres = sp.random(n_items, 6, density=0.3, random_state=1, format="csr")
+    genres.data[:] = 1.0
+    year = sp.csr_matrix((np.ones(n_items), (np.arange(n_items), rng.integers(0, 5, n_items))))
+    return [FeatureFamily("genres", genres), FeatureFamily("year", year)]
+
+
+def _loss(encoder, params, users, items, y, w, U, ridge) -> float:
+    """sum_i w_i/2 (u_i . v_j - y_i)^2 + sum_j ridge_j/2 ||v_j||^2, computed row by row."""
+    V, _ = encoder.forward(params, None)
+    pred = np.einsum("nd,nd->n", U[users], V[items])
+    return float(0.5 * np.sum(w * (pred - y) ** 2) + 0.5 * np.sum(ridge * np.sum(V * V, axis=1)))
+
+
+@pytest.mark.parametrize("kind", ["features", "id"])
+def test_ssp_gradient_with_exact_statistics_is_the_gradient_of_the_loss(kind):
+    rng = np.random.default_rng(0)
+    n_users, n_items, d = 30, 12, 3
+    users = np.repeat(np.arange(n_users), 4)
+    items = np.concatenate([rng.choice(n_items, 4, replace=False) for _ in range(n_users)])
+    y, w = rng.normal(size=users.size), rng.uniform(0.2, 1.0, users.size)
+    U = rng.normal(size=(n_users, d))
+    ridge = rng.uniform(0.1, 1.0, n_items)
+    if kind == "features":
+        encoder = PublicFeatureEncoder(_families(n_items, rng), d, seed=3, init_scale=0.5)
+    else:
+        encoder = IdEncoder(n_items, d, seed=3, init_scale=0.5)
+    params = encoder.init_params()
+    order, offsets = segment_offsets(items, n_items)
+    A, b = segment_statistics(offsets, order, users, U, w, y)
+    grad = ssp_gradient(encoder, params, A, b, ridge)
+    eps = 1e-6
+    numeric = np.empty_like(params)
+    for k in range(params.size):
+        step = np.zeros_like(params)
+        step[k] = eps
+        numeric[k] = (
+            _loss(encoder, params + step, users, items, y, w, U, ridge)
+            - _loss(encoder, params - step, users, items, y, w, U, ridge)
+        ) / (2 * eps)
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-6)
+
+
+def test_a_mini_batch_gradient_leaves_feature_values_of_other_items_exactly_unchanged():
+    rng = np.random.default_rng(1)
+    n_items, d = 20, 3
+    year = sp.csr_matrix((np.ones(n_items), (np.arange(n_items), np.arange(n_items) % 10)))
+    encoder = PublicFeatureEncoder([FeatureFamily("year", year)], d, seed=0)
+    params = encoder.init_params()
+    A = np.stack([np.eye(d)] * n_items)
+    b = rng.normal(size=(n_items, d))
+    batch = np.array([0, 1, 2])  # years 0, 1, 2 only
+    grad = encoder.blocks(ssp_gradient(encoder, params, A, b, np.ones(n_items), batch))
+    table = grad["embedding/year"]
+    assert np.all(table[3:] == 0.0)  # values absent from the batch: exactly zero
+    assert np.all(np.abs(table[:3]).sum(axis=1) > 0)
+
+
+@pytest.mark.parametrize("variant", ["ssp2", "ssp1"])
+def test_ssp_accounting_equals_an_independent_dp_accounting_composition(variant):
+    steps, inner, delta = 3, 10, 1e-5
+    releases = inner if variant == "ssp1" else 1
+    plan = plan_ssp_noise(PrivacyBudget(2.0, delta), steps=steps, releases_per_step=releases)
+    # Independently: counts, centre, and 2 Gaussians (A and b) per release.
+    acc = pld.PLDAccountant(value_discretization_interval=1e-4)
+    acc.compose(dp_accounting.GaussianDpEvent(plan.counts))
+    acc.compose(dp_accounting.GaussianDpEvent(plan.center))
+    acc.compose(dp_accounting.GaussianDpEvent(plan.gram), steps * releases)
+    acc.compose(dp_accounting.GaussianDpEvent(plan.moment), steps * releases)
+    assert acc.get_epsilon(delta) == pytest.approx(2.0, rel=2e-3)
+    assert PrivacyAccountant().compose(plan.event()).spent(delta).epsilon == pytest.approx(2.0)
+
+
+def test_ssp1_pays_for_every_inner_step_with_more_noise_than_ssp2():
+    ssp2 = plan_ssp_noise(PrivacyBudget(1.0, 1e-5), steps=2, releases_per_step=1)
+    ssp1 = plan_ssp_noise(PrivacyBudget(1.0, 1e-5), steps=2, releases_per_step=25)
+    assert ssp1.moment == pytest.approx(ssp2.moment * 5.0, rel=0.05)  # sqrt(25) more noise
+
+
+@pytest.mark.parametrize("variant", ["ssp2", "ssp1", "minibatch"])
+def test_am_ssp_trains_to_the_budget_and_beats_the_mean_without_noise(variant):
+    data = lowrank_ratings(n_users=400, n_items=60, n_ratings=12_000, rank=2, seed=4)
+    ids = FeatureFamily("id", sp.identity(60, format="csr"))
+    enc = PublicFeatureEncoder([*_families(60, np.random.default_rng(2)), ids], 4, seed=0)
+    private = PublicFeatureRecommender(encoder=enc, variant=variant, rating_range=(0.5, 5.0),
+                                       inner_steps=20, batch_items=16, seed=1)  # fmt: skip
+    private.fit(data, budget=PrivacyBudget(3.0, 1e-5))
+    assert private.budget_.epsilon == pytest.approx(3.0, rel=1e-4)
+    assert private.item_factors_.shape == (60, 4) and np.all(np.isfinite(private.item_factors_))
+    exact = PublicFeatureRecommender(encoder=enc, variant=variant, rating_range=(0.5, 5.0),
+                                     inner_steps=100, batch_items=16, seed=1).fit(data)  # fmt: skip
+    V = exact.user_factors(data)
+    pred = exact.center_ + np.einsum("nd,nd->n", V[data.users], exact.item_factors_[data.items])
+    train_rmse = np.sqrt(np.mean((pred - data.values) ** 2))
+    assert train_rmse < 0.8 * np.std(data.values)
+
+
+def test_am_ssp_refuses_an_encoder_for_another_catalogue_and_a_private_run_without_range():
+    data = lowrank_ratings(n_users=100, n_items=30, n_ratings=2000, seed=1)
+    with pytest.raises(InvalidParameterError, match="describes 10 items"):
+        PublicFeatureRecommender(encoder=IdEncoder(10, 2), rating_range=(0.5, 5)).fit(data)
+    with pytest.raises(InvalidParameterError, match="rating range"):
+        PublicFeatureRecommender(encoder=IdEncoder(30, 2)).fit(
+            data, budget=PrivacyBudget(1.0, 1e-5)
+        )

@@ -121,3 +121,34 @@ def test_am_ssp_refuses_an_encoder_for_another_catalogue_and_a_private_run_witho
         PublicFeatureRecommender(encoder=IdEncoder(30, 2)).fit(
             data, budget=PrivacyBudget(1.0, 1e-5)
         )
+
+
+def test_am_dpsgd_without_noise_follows_the_same_gradients_as_exact_ssp():
+    # Without privacy neither clips nor adds noise: the per-user gradients summed must equal
+    # the SSP gradient from exact statistics, so both trainings end at the same parameters.
+    data = lowrank_ratings(n_users=120, n_items=25, n_ratings=1500, seed=6)
+    enc = PublicFeatureEncoder(_families(25, np.random.default_rng(5)), 3, seed=0)
+    kw = dict(encoder=enc, rating_range=(0.5, 5.0), steps=2, inner_steps=5, seed=0)
+    ssp = PublicFeatureRecommender(variant="ssp2", **kw).fit(data)
+    dpsgd = PublicFeatureRecommender(variant="dpsgd", **kw).fit(data)
+    np.testing.assert_allclose(dpsgd.params_, ssp.params_, rtol=1e-7, atol=1e-9)
+
+
+def test_am_dpsgd_charges_one_gradient_release_per_inner_step():
+    steps, inner, delta = 2, 7, 1e-5
+    plan = plan_ssp_noise(
+        PrivacyBudget(4.0, delta), steps=steps, releases_per_step=inner, gradient=True
+    )
+    assert plan.gram is None and plan.moment is None
+    acc = pld.PLDAccountant(value_discretization_interval=1e-4)
+    acc.compose(dp_accounting.GaussianDpEvent(plan.counts))
+    acc.compose(dp_accounting.GaussianDpEvent(plan.center))
+    acc.compose(dp_accounting.GaussianDpEvent(plan.gradient), steps * inner)
+    assert acc.get_epsilon(delta) == pytest.approx(4.0, rel=2e-3)
+    data = lowrank_ratings(n_users=80, n_items=20, n_ratings=1000, seed=7)
+    model = PublicFeatureRecommender(
+        encoder=IdEncoder(20, 2), variant="dpsgd", steps=steps, inner_steps=inner,
+        rating_range=(0.5, 5.0), seed=2,
+    ).fit(data, budget=PrivacyBudget(4.0, delta))  # fmt: skip
+    assert model.budget_.epsilon == pytest.approx(4.0, rel=1e-4)
+    assert np.all(np.isfinite(model.item_factors_))

@@ -1,6 +1,8 @@
 """``userdp recommend``: train, evaluate and query private matrix-factorization recommenders.
 
-Three subcommands over :class:`~userdp.recommend.MatrixFactorization`:
+Three subcommands over :class:`~userdp.recommend.MatrixFactorization` and, for the ``am-*``
+methods, :class:`~userdp.recommend.PublicFeatureRecommender` (an item encoder on public item
+features, trained by AM-SSP or DP-SGD):
 
 * ``train``: fit one method on a ratings file or a MovieLens folder/zip and save the released
   model (item embeddings, private centring value and private item counts) as ``.npz``;
@@ -22,14 +24,16 @@ import sys
 import time
 import zipfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from scipy import sparse
 
+from userdp.data.features import movielens_item_features
 from userdp.data.io import FORMATS, read_table
 from userdp.data.movielens import (
     MOVIELENS,
@@ -43,7 +47,11 @@ from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.budget import PrivacyBudget
 from userdp.recommend import (
     METHODS,
+    FeatureFamily,
+    IdEncoder,
     MatrixFactorization,
+    PublicFeatureEncoder,
+    PublicFeatureRecommender,
     frequency_buckets,
     ml10m_split,
     ml20m_split,
@@ -52,6 +60,7 @@ from userdp.recommend import (
     rmse,
     sliced_rmse,
 )
+from userdp.recommend import public as _public
 
 from .options import (
     Progress,
@@ -72,16 +81,31 @@ N_BUCKETS = 5
 _PROTOCOL_METRIC = {"ml10m": "rmse", "ml20m": "recall"}
 _RESULT_SUFFIXES = (".json", ".csv")
 
+#: ``--method`` names of the public-feature recommender and the variant each trains.
+PUBLIC_METHODS = {
+    "am-ssp": "ssp2",
+    "am-ssp1": "ssp1",
+    "am-ssp-minibatch": "minibatch",
+    "am-dpsgd": "dpsgd",
+}
+ALL_METHODS = (*METHODS, *PUBLIC_METHODS)
+#: ``--features`` names: MovieLens families (from INPUT) and the identity family ``id``.
+FEATURES = ("genres", "year", "decade", "tags", "id")
+_DEFAULT_FEATURES = ("genres", "year", "id")
+
 DESCRIPTION = """\
 Train, evaluate and query recommenders built by matrix factorization under user-level
 (epsilon, delta)-differential privacy (Krichene et al. 2023): only the item embeddings, a
 private centring value and private item counts are released; a user's embedding is computed
-from the released items and the user's own history.
+from the released items and the user's own history. The am-* methods embed each item with an
+encoder of its public features (genres, year, ...; Krichene et al. 2023b), trained privately.
 """
 
 EPILOG = """\
 examples:
   userdp recommend train ml-100k.zip --epsilon 1 --delta 1e-5 --output model.npz
+  userdp recommend train ml-100k.zip --method am-ssp --features genres,year,id \\
+      --epsilon 1 --delta 1e-5 --output am-ssp.npz
   userdp recommend evaluate ml-100k/ --protocol ml10m --method adadpals,dpals-uniform \\
       --epsilon 1 --epsilon 5 --delta 1e-5
   userdp recommend neighbors --model model.npz 50 181 --movies ml-100k/
@@ -145,13 +169,25 @@ def _center(text: str) -> str | float:
 def _method_list(text: str) -> list[str]:
     names = [t.strip() for t in text.split(",") if t.strip()]
     for name in names:
-        if name not in METHODS:
+        if name not in ALL_METHODS:
             raise argparse.ArgumentTypeError(
-                f"invalid choice: {name!r} (choose from {', '.join(METHODS)})"
+                f"invalid choice: {name!r} (choose from {', '.join(ALL_METHODS)})"
             )
     if not names:
         raise argparse.ArgumentTypeError("expected one or more method names")
     return names
+
+
+def _feature_list(text: str) -> tuple[str, ...]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    for name in names:
+        if name not in FEATURES:
+            raise argparse.ArgumentTypeError(
+                f"invalid feature: {name!r} (choose from {', '.join(FEATURES)})"
+            )
+    if not names:
+        raise argparse.ArgumentTypeError("expected one or more feature names")
+    return tuple(_unique(names))
 
 
 def _epsilon_list(text: str) -> list[float]:
@@ -166,17 +202,32 @@ def _unique(values: Sequence[Any]) -> list[Any]:
 
 
 # -- options shared by train and evaluate -------------------------------------------------------
+def _keyword_defaults(cls: type) -> dict[str, Any]:
+    return {
+        name: p.default
+        for name, p in inspect.signature(cls).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+
+
 #: MatrixFactorization's keyword defaults, shown in --help (so the help follows the library).
-_DEFAULTS = {
-    name: p.default
-    for name, p in inspect.signature(MatrixFactorization).parameters.items()
-    if p.default is not inspect.Parameter.empty
-}
+_DEFAULTS = _keyword_defaults(MatrixFactorization)
+#: PublicFeatureRecommender's keyword defaults (the am-* methods).
+_PUBLIC_DEFAULTS = _keyword_defaults(PublicFeatureRecommender)
+#: Its keywords the CLI sets itself (not tuning flags).
+_PUBLIC_OWN = ("encoder", "variant", "steps", "rating_range", "center", "seed", "progress")
+_ALL_VARIANTS = lambda v: True  # noqa: E731
+_AM = "the am-* methods"
+_MF = "the matrix-factorization methods, not am-*"
 
 
 @dataclass(frozen=True)
 class _Tuning:
-    """A MatrixFactorization keyword exposed as ``--flag``; None (unset) keeps its default."""
+    """A model keyword exposed as ``--flag``; None (unset) keeps its default.
+
+    ``applies``/``scope`` say which MatrixFactorization methods read it, ``public``/
+    ``public_scope`` which PublicFeatureRecommender variants (am-* methods) do.
+    """
 
     dest: str
     type: Callable[[str], Any]
@@ -184,6 +235,8 @@ class _Tuning:
     scope: str
     help: str
     metavar: str = "X"
+    public: Callable[[str], bool] | None = None
+    public_scope: str = ""
 
 
 def _private(m: str) -> bool:
@@ -198,47 +251,134 @@ def _gd(m: str) -> bool:
     return "sgd" in m
 
 
-_TUNING = tuple(
-    t
-    for t in (
-        _Tuning("mu", _non_negative_float, lambda m: m.startswith("ada"), "adadpals and adadpsgd",
-                "Exponent of the adaptive weights n_hat^-mu (1/4 to 1/2 work best)."),
-        _Tuning("sample_size", positive_int, lambda m: m.endswith(("-uniform", "-tail")),
-                "the uniform and tail methods", "Items sampled per user (k).", "K"),
-        _Tuning("count_sample", positive_int, _private, "private methods",
-                "At most this many items per user enter the private item counts and mean.", "K"),
-        _Tuning("count_fraction", _fraction, _private, "private methods",
-                "Share of the budget spent on the private item counts."),
-        _Tuning("center_fraction", _fraction, _private, "private methods",
-                "Share of the budget spent on the private mean (with --center private-mean)."),
-        _Tuning("moment_share", _fraction, _ssp, "the dpals methods",
-                "Share of each step's budget spent on the moments b (the rest on the Grams A)."),
-        _Tuning("reg", _positive_float, lambda m: True, "every method",
-                "Frequency-scaled ridge regularisation."),
-        _Tuning("noise_reg", _non_negative_float, _ssp, "the dpals methods",
-                "Extra item ridge in units of the Gram noise, for stable tail solves."),
-        _Tuning("max_norm", _positive_float, _private, "private methods",
-                "User embeddings are clipped to this norm before the item update."),
-        _Tuning("learning_rate", _positive_float, _gd, "the dpsgd methods",
-                "Step size of the noisy gradient descent."),
-        _Tuning("step_offset", _positive_float, _gd, "the dpsgd methods",
-                "Item i's step is learning-rate / (step-offset + n_hat_i)."),
-        _Tuning("sgd_steps", positive_int, _gd, "the dpsgd methods",
-                "Gradient steps per alternating step.", "N"),
-        _Tuning("clip_norm", _positive_float, _gd, "the dpsgd methods",
-                "User-level clipping norm of each user's whole gradient."),
-        _Tuning("unobserved_weight", _non_negative_float, lambda m: True, "every method",
-                "Weight of the implicit-feedback term on unrated items (ml20m default: 1)."),
-        _Tuning("top_items", _fraction, lambda m: True, "every method",
-                "Train only on this fraction of items with the largest private counts "
-                "(ml20m default: 0.1)."),
-        _Tuning("min_item_count", _min_count, lambda m: True, "every method ('auto': dpals)",
-                "Train only on items whose private count reaches this; 'auto' puts the cutoff "
-                "where an item's noise starts to drown its signal (better at small epsilon).",
-                "N|auto"),
-    )
-    if t.dest in _DEFAULTS  # only keywords this MatrixFactorization has
+def _never(m: str) -> bool:
+    return False
+
+
+def _ssp_variant(v: str) -> bool:
+    return v in ("ssp2", "ssp1", "minibatch")
+
+
+def _new_variant(v: str) -> bool:
+    return v == "dpsgd"
+
+
+_KNOWN_TUNING = (
+    _Tuning("mu", _non_negative_float, lambda m: m.startswith("ada"), "adadpals and adadpsgd",
+            "Exponent of the adaptive weights n_hat^-mu (1/4 to 1/2 work best).",
+            public=_ALL_VARIANTS, public_scope=_AM),
+    _Tuning("sample_size", positive_int, lambda m: m.endswith(("-uniform", "-tail")),
+            "the uniform and tail methods", "Items sampled per user (k).", "K"),
+    _Tuning("count_sample", positive_int, _private, "private methods",
+            "At most this many items per user enter the private item counts and mean.", "K",
+            public=_ALL_VARIANTS),
+    _Tuning("count_fraction", _fraction, _private, "private methods",
+            "Share of the budget spent on the private item counts.", public=_ALL_VARIANTS),
+    _Tuning("center_fraction", _fraction, _private, "private methods",
+            "Share of the budget spent on the private mean (with --center private-mean).",
+            public=_ALL_VARIANTS),
+    _Tuning("moment_share", _fraction, _ssp, "the dpals methods",
+            "Share of each step's budget spent on the moments b (the rest on the Grams A).",
+            public=_ssp_variant, public_scope="the am-ssp methods"),
+    _Tuning("reg", _positive_float, lambda m: True, "every method",
+            "Frequency-scaled ridge regularisation.", public=_ALL_VARIANTS),
+    _Tuning("noise_reg", _non_negative_float, _ssp, "the dpals methods",
+            "Extra item ridge in units of the Gram noise, for stable tail solves."),
+    _Tuning("max_norm", _positive_float, _private, "private methods",
+            "User embeddings are clipped to this norm before the item update.",
+            public=_ALL_VARIANTS),
+    _Tuning("learning_rate", _positive_float, _gd, "the dpsgd methods",
+            "Step size of the noisy gradient descent (am-* methods: of the encoder's Adam "
+            "steps).", public=_ALL_VARIANTS, public_scope=_AM),
+    _Tuning("step_offset", _positive_float, _gd, "the dpsgd methods",
+            "Item i's step is learning-rate / (step-offset + n_hat_i)."),
+    _Tuning("sgd_steps", positive_int, _gd, "the dpsgd methods",
+            "Gradient steps per alternating step.", "N"),
+    _Tuning("clip_norm", _positive_float, _gd, "the dpsgd methods",
+            "User-level clipping norm of each user's whole gradient."),
+    _Tuning("inner_steps", positive_int, _never, "",
+            "Gradient steps on the item encoder per alternating step.", "N",
+            public=_ALL_VARIANTS, public_scope=_AM),
+    _Tuning("batch_items", positive_int, _never, "",
+            "Items per inner step of mini-batch SSP.", "N",
+            public=lambda v: v == "minibatch", public_scope="am-ssp-minibatch"),
+    _Tuning("unobserved_weight", _non_negative_float, lambda m: True, _MF,
+            "Weight of the implicit-feedback term on unrated items (ml20m default: 1)."),
+    _Tuning("top_items", _fraction, lambda m: True, _MF,
+            "Train only on this fraction of items with the largest private counts "
+            "(ml20m default: 0.1)."),
+    _Tuning("min_item_count", _min_count, lambda m: True, f"{_MF} ('auto': dpals)",
+            "Train only on items whose private count reaches this; 'auto' puts the cutoff "
+            "where an item's noise starts to drown its signal (better at small epsilon).",
+            "N|auto"),
 )  # fmt: skip
+
+
+def _generic_tuning() -> list[_Tuning]:
+    """Flags for PublicFeatureRecommender keywords the CLI does not describe yet.
+
+    Every keyword the recommender had when this module was written is in ``_KNOWN_TUNING``;
+    later ones came with the dpsgd variant, so they are offered for am-dpsgd.
+    """
+    known = {t.dest for t in _KNOWN_TUNING} | set(_PUBLIC_OWN)
+    out = []
+    for name, default in _PUBLIC_DEFAULTS.items():
+        if name in known or isinstance(default, bool):
+            continue
+        if isinstance(default, int):
+            type_: Callable[[str], Any] = non_negative_int
+        elif isinstance(default, float):
+            type_ = _non_negative_float
+        else:
+            continue
+        metavar = "N" if type_ is non_negative_int else "X"
+        help_ = f"PublicFeatureRecommender's {name!r}."
+        out.append(_Tuning(name, type_, _never, "", help_, metavar, _new_variant, "am-dpsgd"))
+    return out
+
+
+def _complete(t: _Tuning) -> _Tuning | None:
+    """``t`` restricted to the keywords the two models really have (None: neither has it)."""
+    mf = t.dest in _DEFAULTS
+    pub = t.dest in _PUBLIC_DEFAULTS and t.dest not in _PUBLIC_OWN
+    if pub and t.public is None:  # a MatrixFactorization keyword the dpsgd variant also took
+        t = replace(t, public=_new_variant, public_scope="am-dpsgd")
+    if not pub and t.public is not None:
+        t = replace(t, public=None, public_scope="")
+    if not mf:
+        t = replace(t, applies=_never, scope="")
+    return t if (mf or pub) else None
+
+
+_TUNING = tuple(
+    c for c in (_complete(t) for t in (*_KNOWN_TUNING, *_generic_tuning())) if c is not None
+)
+
+
+def _applies(t: _Tuning, method: str) -> bool:
+    if method in PUBLIC_METHODS:
+        return t.public is not None and t.public(PUBLIC_METHODS[method])
+    return t.applies(method)
+
+
+def _scope(t: _Tuning, methods: Sequence[str] | None = None) -> str:
+    """Who reads ``t``; with ``methods`` all MatrixFactorization ones, only its scope."""
+    if methods is not None and not any(m in PUBLIC_METHODS for m in methods) and t.scope:
+        return t.scope
+    parts = [p for p in (t.scope, t.public_scope) if p]
+    return ", and ".join(parts)
+
+
+def _default_text(t: _Tuning) -> str:
+    def show(value: Any) -> str:
+        return "none" if value is None else f"{value:g}"
+
+    mf, pub = _DEFAULTS.get(t.dest, inspect.Parameter.empty), _PUBLIC_DEFAULTS.get(t.dest)
+    if mf is inspect.Parameter.empty:
+        return show(pub)
+    if t.public is None or pub == mf:
+        return show(mf)
+    return f"{show(mf)} ({show(pub)} for {t.public_scope})"
 
 
 def _add_input_options(parser: argparse.ArgumentParser) -> None:
@@ -263,7 +403,8 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model")
     model.add_argument(
         "--dim", type=positive_int, default=_DEFAULTS["dim"], metavar="N",
-        help="Embedding dimension. Default: %(default)s.",
+        help="Embedding dimension (for the am-* methods: the item encoder's output). "
+        "Default: %(default)s.",
     )  # fmt: skip
     model.add_argument(
         "--steps", type=positive_int, default=_DEFAULTS["steps"], metavar="N",
@@ -288,6 +429,37 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
         "the budget on a mean that leans toward light users' ratings; midpoint (of the rating "
         "range) and a number are free. Default: private-mean.",
     )
+    public = parser.add_argument_group(
+        "public item features (the am-* methods)",
+        "The am-* methods embed every item with an encoder of its public features, trained\n"
+        "privately on the ratings: only the ratings are protected, so the features must be\n"
+        "public (never derived from the private ratings).",
+    )
+    public.add_argument(
+        "--features", type=_feature_list, default=None, metavar="F[,F...]",
+        help="Feature families of the item encoder, from " + ", ".join(FEATURES) + ". "
+        "genres, year, decade (release year by decade) and tags (user-written, treated as "
+        "public because GroupLens publishes them) are read from MovieLens INPUT; for other "
+        "input they stand for the family of --item-features. id adds one value per item "
+        "(a free item embedding); --features id alone is the id-only model. Default: "
+        + ",".join(_DEFAULT_FEATURES) + ".",
+    )  # fmt: skip
+    public.add_argument(
+        "--item-features", default=None, metavar="FILE",
+        help="A public feature table (CSV, TSV, Parquet or JSON Lines) with columns item and "
+        "feature, one row per (item, feature value), and an optional weight column (default "
+        "1); it becomes one family named after the file. Needed for a ratings-file INPUT "
+        "unless --features id. Default: none.",
+    )  # fmt: skip
+    public.add_argument(
+        "--family-dim", type=positive_int, default=None, metavar="N",
+        help="Embedding dimension of each feature family inside the encoder. Default: --dim.",
+    )  # fmt: skip
+    public.add_argument(
+        "--encoder-seed", type=non_negative_int, default=None, metavar="N",
+        help="Seed of the encoder's initialisation; it depends on no data, so any fixed value "
+        "is safe. Default: 0.",
+    )  # fmt: skip
     tuning = parser.add_argument_group("tuning (each applies to some methods only)")
     for t in _TUNING:
         tuning.add_argument(
@@ -295,9 +467,7 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
             type=t.type,
             default=None,
             metavar=t.metavar,
-            help=f"{t.help} For {t.scope}. Default: "
-            + ("none" if _DEFAULTS[t.dest] is None else f"{_DEFAULTS[t.dest]:g}")
-            + ".",
+            help=f"{t.help} For {_scope(t)}. Default: {_default_text(t)}.",
         )
     parser.add_argument(
         "--seed",
@@ -309,22 +479,34 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: The --flags of the public-feature group, for warnings when no am-* method reads them.
+_PUBLIC_FLAGS = ("features", "item_features", "family_dim", "encoder_seed")
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
 def _tuning_given(args: argparse.Namespace) -> list[str]:
-    return ["--" + t.dest.replace("_", "-") for t in _TUNING if getattr(args, t.dest) is not None]
+    dests = [t.dest for t in _TUNING] + list(_PUBLIC_FLAGS)
+    return [_flag(d) for d in dests if getattr(args, d) is not None]
 
 
 def _model_options(args: argparse.Namespace, methods: Sequence[str]) -> dict[str, Any]:
-    """MatrixFactorization keywords set on the command line; warn about the inapplicable."""
+    """Model keywords set on the command line; warn about the inapplicable."""
     options: dict[str, Any] = {}
     for t in _TUNING:
         value = getattr(args, t.dest)
         if value is None:
             continue
-        if any(t.applies(m) for m in methods):
+        if any(_applies(t, m) for m in methods):
             options[t.dest] = value  # methods it does not apply to never read it
         else:
-            flag = "--" + t.dest.replace("_", "-")
-            logger.warning("%s only applies to %s; ignored.", flag, t.scope)
+            logger.warning("%s only applies to %s; ignored.", _flag(t.dest), _scope(t, methods))
+    if not any(m in PUBLIC_METHODS for m in methods):
+        given = [_flag(d) for d in _PUBLIC_FLAGS if getattr(args, d) is not None]
+        if given:
+            logger.warning("%s only apply to %s; ignored.", ", ".join(given), _AM)
     if args.center is not None:
         options["center"] = args.center
     return options
@@ -475,6 +657,212 @@ def _implicit(r: Ratings) -> Ratings:
     return Ratings(r.users, r.items, np.ones_like(r.values), r.user_labels, r.item_labels)
 
 
+# -- public item features (the am-* methods) ----------------------------------------------------
+def _public_variants() -> set[str]:
+    """The PublicFeatureRecommender variants this userdp has."""
+    return set(getattr(_public, "SSP_VARIANTS", ())) | set(getattr(_public, "VARIANTS", ()))
+
+
+def _check_public(
+    args: argparse.Namespace, methods: Sequence[str], spec: MovieLensSpec | None
+) -> None:
+    """Before reading data: the am-* methods' variants and a source for their features."""
+    public = [m for m in methods if m in PUBLIC_METHODS]
+    if not public:
+        return
+    have = _public_variants()
+    for m in public:
+        if PUBLIC_METHODS[m] not in have:
+            raise InvalidParameterError(
+                f"--method {m} needs the PublicFeatureRecommender variant "
+                f"{PUBLIC_METHODS[m]!r}, which this userdp does not have (it has "
+                f"{', '.join(sorted(have))})."
+            )
+    features = args.features or _DEFAULT_FEATURES
+    named = [f for f in features if f != "id"]
+    if named and spec is None and args.item_features is None and Path(args.input).exists():
+        default = "" if args.features is not None else " (the default)"
+        raise InvalidParameterError(
+            f"--features {','.join(features)}{default} needs MovieLens INPUT or a feature "
+            f"table: {args.input!r} is a ratings file, so name its public item features with "
+            "--item-features FILE (columns item, feature and an optional weight), or pass "
+            "--features id for the id-only model."
+        )
+    if "tags" in named and spec is not None and spec.tags_file is None:
+        with_tags = ", ".join(s.name for s in MOVIELENS.values() if s.tags_file)
+        raise InvalidParameterError(
+            f"--features tags: MovieLens {spec.name} has no tags (only {with_tags} have); "
+            "drop tags from --features."
+        )
+    if "tags" in named and spec is not None:
+        logger.warning(
+            "--features tags: MovieLens tags are written by users; they are treated as public "
+            "item features (GroupLens publishes them), so the privacy guarantee covers the "
+            "ratings, not who tagged what."
+        )
+    if args.family_dim is not None and list(features) == ["id"] and args.item_features is None:
+        logger.warning("--family-dim does not apply to --features id (no feature families).")
+
+
+def _file_family(path: str, labels: Any, n_items: int) -> tuple[str, sparse.csr_matrix]:
+    """``--item-features FILE`` as one family: a column per distinct feature string.
+
+    Item ids are compared as text (a CSV reads them as strings); rows of items absent from the
+    ratings are dropped, and items without a row get an empty one.
+    """
+    where = f"--item-features {path}"
+    table = read_table(path, columns=("item", "feature"))
+    for col in ("item", "feature"):
+        if col not in table.column_names:
+            raise DataError(
+                f"{where}: column {col!r} not found; the file has columns "
+                f"{table.column_names!r} (needed: item, feature and an optional weight)."
+            )
+    cols = ("item", "feature", "weight") if "weight" in table.column_names else ("item", "feature")
+    for col in cols:
+        if table.column(col).null_count:
+            raise DataError(f"{where}: column {col!r} has empty values.")
+    if isinstance(labels, pa.ChunkedArray):
+        labels = labels.combine_chunks()
+    try:
+        items = table.column("item").cast(pa.string())
+        codes = pc.index_in(items, value_set=labels.cast(pa.string()))
+        feature = table.column("feature").cast(pa.string())
+        weight = (
+            table.column("weight").cast(pa.float64()).to_numpy()
+            if "weight" in cols
+            else np.ones(table.num_rows)
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+        raise DataError(f"{where}: {str(err).splitlines()[0]}") from err
+    codes = pc.fill_null(codes, -1).to_numpy().astype(np.int64)
+    keep = codes >= 0
+    if not keep.any():
+        raise DataError(
+            f"{where}: no row names an item of the ratings (item ids are compared as text)."
+        )
+    feature = feature.filter(pa.array(keep))
+    vocab = pc.unique(feature)
+    vocab = vocab.take(pc.array_sort_indices(vocab))
+    col = pc.index_in(feature, value_set=vocab).to_numpy().astype(np.int64)
+    matrix = sparse.coo_matrix(
+        (weight[keep], (codes[keep], col)), shape=(n_items, len(vocab))
+    ).tocsr()
+    return Path(path).name.split(".")[0] or "file", matrix
+
+
+def _item_families(
+    args: argparse.Namespace, spec: MovieLensSpec | None, ratings: Ratings
+) -> list[FeatureFamily]:
+    """The encoder's feature families, rows aligned to ``ratings.item_labels``."""
+    features = args.features or _DEFAULT_FEATURES
+    labels, n = ratings.item_labels, ratings.n_items
+    named = [f for f in features if f != "id"]
+    built: dict[str, Any] = {}
+    if named and spec is not None:
+        base = [f for f in named if f in ("genres", "year")]
+        if base or "tags" in named:
+            # tags=True is the acknowledgement that user-written tags are treated as public.
+            got = movielens_item_features(
+                args.input, labels, name=spec.name, families=base or ["genres"],
+                tags="tags" in named,
+            )  # fmt: skip
+            built.update({f.name: f.matrix for f in got})
+        if "decade" in named:
+            (decade,) = movielens_item_features(
+                args.input, labels, name=spec.name, families=["year"], year_buckets="decade"
+            )
+            built["decade"] = decade.matrix
+    parts = [(f, built[f]) for f in named if f in built]
+    if args.item_features is not None:
+        name, matrix = _file_family(args.item_features, labels, n)
+        taken = {p[0] for p in parts} | {"id"}
+        parts.append((name if name not in taken else f"{name}-file", matrix))
+    if "id" in features:
+        parts.append(("id", sparse.identity(n, format="csr")))
+    families = []
+    for name, matrix in parts:
+        if matrix.shape[1] == 0 or matrix.nnz == 0:
+            logger.warning("The feature family %r has no value for any item; left out.", name)
+        else:
+            families.append(FeatureFamily(name, matrix))
+    if not families:
+        raise DataError(
+            f"--features {','.join(features)}: every family is empty for the items of "
+            f"{args.input!r}; add id or another family."
+        )
+    for f in families:
+        logger.info("Feature family %r: %d values, %d entries.", f.name, f.n_values, f.matrix.nnz)
+    return families
+
+
+def _encoder(args: argparse.Namespace, families: Sequence[FeatureFamily], n_items: int) -> Any:
+    """IdEncoder for the id family alone, else the PublicFeatureEncoder of the families."""
+    seed = 0 if args.encoder_seed is None else args.encoder_seed
+    if [f.name for f in families] == ["id"] and args.item_features is None:
+        return IdEncoder(n_items, args.dim, seed=seed)
+    return PublicFeatureEncoder(families, args.dim, family_dim=args.family_dim, seed=seed)
+
+
+def _describe_encoder(encoder: Any) -> str:
+    if isinstance(encoder, IdEncoder):
+        return f"id-only encoder ({encoder.n_items} item embeddings)"
+    parts = ", ".join(f"{f.name} ({f.n_values})" for f in encoder.families)
+    return f"encoder on {parts} with family dimension {encoder.family_dim}"
+
+
+def _fit_public(
+    method: str,
+    encoder: Any,
+    train: Ratings,
+    budget: PrivacyBudget | None,
+    rating_range: tuple[float, float] | None,
+    args: argparse.Namespace,
+    options: dict[str, Any],
+    *,
+    progress: bool = False,
+) -> MatrixFactorization:
+    """Train an am-* method; return its release as a MatrixFactorization (item embeddings)."""
+    model = PublicFeatureRecommender(
+        encoder=encoder,
+        variant=PUBLIC_METHODS[method],
+        steps=args.steps,
+        rating_range=rating_range,
+        seed=args.seed,
+        progress=progress,
+        **{k: v for k, v in options.items() if k in _PUBLIC_DEFAULTS},
+    ).fit(train, budget=budget)
+    if not np.all(np.isfinite(model.item_factors_)):
+        raise DataError(f"{method} diverged (non-finite item embeddings); lower --learning-rate.")
+    return _released(model, method)
+
+
+def _released(model: PublicFeatureRecommender, method: str) -> MatrixFactorization:
+    """The public-feature model's released item embeddings as a fitted MatrixFactorization.
+
+    Scoring, ``save`` and ``neighbors`` then work as for the other methods; the encoder's
+    parameters are not part of it.
+    """
+    factors = np.asarray(model.item_factors_, dtype=np.float64)
+    shared = {
+        k: getattr(model, k)
+        for k in _DEFAULTS
+        if k in _PUBLIC_DEFAULTS and k not in ("seed", "progress") and hasattr(model, k)
+    }
+    out = MatrixFactorization(method=method, dim=int(factors.shape[1]), **shared)
+    out.item_factors_ = factors
+    out.item_labels_ = model.item_labels_
+    out.center_ = float(model.center_)
+    out.rating_range_ = tuple(model.rating_range_)
+    out.item_counts_ = getattr(model, "item_counts_", None)
+    out.trained_items_ = np.ones(factors.shape[0], dtype=bool)
+    out.budget_ = model.budget_
+    out.dp_event_ = getattr(model, "dp_event_", None)
+    out.plan_ = None
+    out.fit_seconds_ = float(model.fit_seconds_)
+    return out
+
+
 # -- output -------------------------------------------------------------------------------------
 def _format_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "") -> str:
     widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(header)]
@@ -499,6 +887,14 @@ to the version's scale for MovieLens input); als is the non-private reference.
 methods: als (exact, no DP); dpals-uniform, dpals-tail, adadpals (private sufficient
 statistics with uniform / tail sampling / adaptive weights); dpsgd-uniform, dpsgd-tail,
 adadpsgd (noisy gradient descent, same allocations).
+
+public-feature methods (Krichene et al. 2023b): an item's embedding is an encoder of its public
+features (--features: MovieLens genres, year, decade, tags, a table given by --item-features,
+and id), trained privately with adaptive weights: am-ssp (one release of the item statistics
+per step, SSP2), am-ssp1 (a fresh release per encoder step, SSP1), am-ssp-minibatch (SSP2 with
+random item batches), am-dpsgd (DP-SGD with user-level clipping). The saved model holds the
+released item embeddings (so 'evaluate --model' and 'neighbors' read it like any other); the
+encoder's parameters are not saved yet.
 """
 
 
@@ -524,8 +920,9 @@ def _add_train(commands: Any) -> argparse.ArgumentParser:
     )
     privacy = parser.add_argument_group("privacy")
     privacy.add_argument(
-        "--method", choices=METHODS, default="adadpals", metavar="METHOD",
-        help=f"Training method, one of {', '.join(METHODS)} (see above). Default: %(default)s.",
+        "--method", choices=ALL_METHODS, default="adadpals", metavar="METHOD",
+        help=f"Training method, one of {', '.join(ALL_METHODS)} (see above). Default: "
+        "%(default)s.",
     )  # fmt: skip
     privacy.add_argument(
         "--epsilon", type=float, default=None, metavar="E",
@@ -551,30 +948,42 @@ def run_train(args: argparse.Namespace) -> int:
     _check_budget(None if args.epsilon is None else [args.epsilon], args.delta, [args.method])
     _check_rating_range(args)
     options = _model_options(args, [args.method])
+    _check_public(args, [args.method], _movielens_spec(Path(args.input)))
     output = check_output_path(args.output, overwrite=args.overwrite)
     ratings, spec = _load(args.input, args)
     logger.info("Read %s.", ratings)
     rating_range = _rating_range(args, spec, [args.method])
     budget = None if args.epsilon is None else PrivacyBudget(args.epsilon, args.delta)
-    model = MatrixFactorization(
-        method=args.method,
-        dim=args.dim,
-        steps=args.steps,
-        rating_range=rating_range,
-        seed=args.seed,
-        progress=_interactive(args.quiet),
-        **options,
-    )
-    model.fit(_compact_users(ratings), budget=budget)
+    encoder = None
+    if args.method in PUBLIC_METHODS:
+        encoder = _encoder(args, _item_families(args, spec, ratings), ratings.n_items)
+        model = _fit_public(
+            args.method, encoder, _compact_users(ratings), budget, rating_range, args, options,
+            progress=_interactive(args.quiet),
+        )  # fmt: skip
+    else:
+        model = MatrixFactorization(
+            method=args.method,
+            dim=args.dim,
+            steps=args.steps,
+            rating_range=rating_range,
+            seed=args.seed,
+            progress=_interactive(args.quiet),
+            **{k: v for k, v in options.items() if k in _DEFAULTS},
+        )
+        model.fit(_compact_users(ratings), budget=budget)
     with atomic_output(output, overwrite=args.overwrite) as tmp:
         model.save(tmp)
     logger.info("Wrote the model to %s.", output)
     if not args.quiet:
-        print(_train_summary(model, ratings, output, time.perf_counter() - start), file=sys.stderr)
+        seconds = time.perf_counter() - start
+        print(_train_summary(model, ratings, output, seconds, encoder), file=sys.stderr)
     return 0
 
 
-def _train_summary(model: MatrixFactorization, r: Ratings, output: Path, seconds: float) -> str:
+def _train_summary(
+    model: MatrixFactorization, r: Ratings, output: Path, seconds: float, encoder: Any = None
+) -> str:
     prog = f"{PROG} train"
     b = model.budget_
     row = [
@@ -590,20 +999,24 @@ def _train_summary(model: MatrixFactorization, r: Ratings, output: Path, seconds
     ]
     header = ["method", "epsilon", "delta", "users", "items", "ratings", "dim", "steps", "seconds"]
     lo, hi = model.rating_range_
-    return "\n".join(
-        [
-            (
-                f"{prog}: wrote {output} in {seconds:.2f} s (training "
-                f"{model.fit_seconds_:.2f} s; rating range {lo:g}..{hi:g}, center "
-                f"{model.center_:.4g})."
-            ),
-            _format_table(header, [row], indent="  "),
-            (
-                f"{prog}: note: the user, item and rating counts are exact, for the operator "
-                "only; they are not differentially private and are not part of the release."
-            ),
-        ]
+    lines = [
+        (
+            f"{prog}: wrote {output} in {seconds:.2f} s (training "
+            f"{model.fit_seconds_:.2f} s; rating range {lo:g}..{hi:g}, center "
+            f"{model.center_:.4g})."
+        ),
+        _format_table(header, [row], indent="  "),
+    ]
+    if encoder is not None:
+        lines.append(
+            f"{prog}: {model.method}: {_describe_encoder(encoder)}; the model holds the "
+            "released item embeddings, not the encoder's parameters."
+        )
+    lines.append(
+        f"{prog}: note: the user, item and rating counts are exact, for the operator only; "
+        "they are not differentially private and are not part of the release."
     )
+    return "\n".join(lines)
 
 
 # -- evaluate -----------------------------------------------------------------------------------
@@ -627,8 +1040,11 @@ Score recommenders, in one of two ways:
         (1 = liked, rating range 0..1, center 0 unless --center is given). Models train on the
         10% most rated items (--top-items 0.1), chosen with the private counts the model
         releases anyway (the reference used exact counts, uncharged), with the implicit term
-        on unrated items (--unobserved-weight 1).
+        on unrated items (--unobserved-weight 1). The am-* methods have neither option: they
+        train on all items, without the implicit term.
       Default --metric: rmse for ml10m, recall for ml20m.
+      Methods: those of 'train', the public-feature am-* methods included (their features
+      as for 'train': --features, --item-features).
 
 Every table also has the non-private baselines: the global mean of the training ratings
 (RMSE) and the items ranked by their exact training counts (popularity, Recall). Sliced metrics
@@ -680,8 +1096,8 @@ def _add_evaluate(commands: Any) -> argparse.ArgumentParser:
     )  # fmt: skip
     proto.add_argument(
         "--method", type=_method_list, action="append", default=None, metavar="M[,M...]",
-        help="Method to train; repeat the flag or give a comma-separated list. Default: "
-        "adadpals.",
+        help="Method to train (one of " + ", ".join(ALL_METHODS) + "); repeat the flag or "
+        "give a comma-separated list. Default: adadpals.",
     )  # fmt: skip
     proto.add_argument(
         "--epsilon", type=_epsilon_list, action="append", default=None, metavar="E[,E...]",
@@ -996,6 +1412,7 @@ def _evaluate_protocol(args: argparse.Namespace) -> tuple[list[_Row], str]:
     _check_budget(epsilons, args.delta, methods)
     _check_rating_range(args)
     options = _model_options(args, methods)
+    _check_public(args, methods, _movielens_spec(Path(args.input)))
     ratings, spec = _load(args.input, args)
     logger.info("Read %s.", ratings)
     metric = args.metric or _PROTOCOL_METRIC[args.protocol]
@@ -1006,6 +1423,10 @@ def _evaluate_protocol(args: argparse.Namespace) -> tuple[list[_Row], str]:
             "--metric recall, or --protocol ml10m for RMSE."
         )
     train, task, rating_range = _protocol_task(args, ratings, spec, methods, metrics, options)
+    encoder = None
+    if any(m in PUBLIC_METHODS for m in methods):  # public: built on the whole code book
+        encoder = _encoder(args, _item_families(args, spec, ratings), ratings.n_items)
+        logger.info("am-* methods: %s.", _describe_encoder(encoder))
     runs = [(m, e) for m in methods for e in ((None,) if not _private(m) else epsilons)]
     progress = Progress(
         [f"{m} eps={e:g}" if e is not None else m for m, e in runs],
@@ -1017,14 +1438,17 @@ def _evaluate_protocol(args: argparse.Namespace) -> tuple[list[_Row], str]:
             with progress.stage(stage):
                 started = time.perf_counter()
                 budget = None if eps is None else PrivacyBudget(eps, args.delta)
-                model = MatrixFactorization(
-                    method=method,
-                    dim=args.dim,
-                    steps=args.steps,
-                    rating_range=rating_range,
-                    seed=args.seed,
-                    **options,
-                ).fit(train, budget=budget)
+                if method in PUBLIC_METHODS:
+                    model = _fit_public(method, encoder, train, budget, rating_range, args, options)
+                else:
+                    model = MatrixFactorization(
+                        method=method,
+                        dim=args.dim,
+                        steps=args.steps,
+                        rating_range=rating_range,
+                        seed=args.seed,
+                        **{k: v for k, v in options.items() if k in _DEFAULTS},
+                    ).fit(train, budget=budget)
                 scored = _score_model(model, task)
                 seconds = time.perf_counter() - started
                 delta = None if eps is None else args.delta

@@ -35,18 +35,19 @@ from userdp.data.ratings import as_ratings
 from userdp.exceptions import InvalidParameterError, NotFittedError
 from userdp.multitask._kernels import segment_offsets, segment_statistics
 from userdp.multitask.allocation import adaptive_weights, private_counts
-from userdp.multitask.ssp import clip_rows, perturb_statistics
+from userdp.multitask.ssp import clip_rows, perturb_statistics, project_psd
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import calibrate_noise_scale
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend.als import _solve, centre
 
-__all__ = ["SSP_VARIANTS", "PublicFeatureRecommender", "SSPPlan"]
+__all__ = ["SSP_VARIANTS", "VARIANTS", "PublicFeatureRecommender", "SSPPlan", "plan_ssp_noise"]
 
 log = logging.getLogger("userdp.recommend")
 
 SSP_VARIANTS = ("ssp2", "ssp1", "minibatch")
+VARIANTS = (*SSP_VARIANTS, "dpsgd")
 
 
 @dataclass(frozen=True)
@@ -59,16 +60,23 @@ class SSPPlan:
 
     counts: float
     center: float | None
-    gram: float
-    moment: float
+    gram: float | None
+    moment: float | None
     steps: int
     releases_per_step: int
+    gradient: float | None = None
 
     def event(self) -> dp_accounting.DpEvent:
         """The whole run as one composed dp-accounting event."""
-        pair = dp_accounting.ComposedDpEvent(
-            [dp_accounting.GaussianDpEvent(self.gram), dp_accounting.GaussianDpEvent(self.moment)]
-        )
+        if self.gradient is not None:  # AM-DPSGD: one clipped gradient per release
+            pair = dp_accounting.GaussianDpEvent(self.gradient)
+        else:
+            pair = dp_accounting.ComposedDpEvent(
+                [
+                    dp_accounting.GaussianDpEvent(self.gram),
+                    dp_accounting.GaussianDpEvent(self.moment),
+                ]
+            )
         events: list[dp_accounting.DpEvent] = [dp_accounting.GaussianDpEvent(self.counts)]
         if self.center is not None:
             events.append(dp_accounting.GaussianDpEvent(self.center))
@@ -84,8 +92,13 @@ def plan_ssp_noise(
     count_fraction: float = 0.15,
     center_fraction: float | None = 0.02,
     moment_share: float = 0.5,
+    gradient: bool = False,
 ) -> SSPPlan:
-    """Split the budget in precision shares and calibrate by search (as ``plan_noise``)."""
+    """Split the budget in precision shares and calibrate by search (as ``plan_noise``).
+
+    With ``gradient=True`` each release is one clipped gradient (AM-DPSGD) instead of an
+    (A, b) pair.
+    """
     steps = check_int(steps, "steps", "plan_ssp_noise", low=1)
     releases_per_step = check_int(releases_per_step, "releases_per_step", "plan_ssp_noise", low=1)
 
@@ -106,10 +119,11 @@ def plan_ssp_noise(
         return SSPPlan(
             counts=scale / math.sqrt(cf),
             center=None if center_fraction is None else scale / math.sqrt(mf),
-            gram=scale * math.sqrt(n_rel / (train * (1.0 - ms))),
-            moment=scale * math.sqrt(n_rel / (train * ms)),
+            gram=None if gradient else scale * math.sqrt(n_rel / (train * (1.0 - ms))),
+            moment=None if gradient else scale * math.sqrt(n_rel / (train * ms)),
             steps=steps,
             releases_per_step=releases_per_step,
+            gradient=scale * math.sqrt(n_rel / train) if gradient else None,
         )
 
     scale = calibrate_noise_scale(lambda s: make(s).event(), budget.epsilon, budget.delta)
@@ -163,7 +177,10 @@ class PublicFeatureRecommender:
         Maps item codes to embeddings from public features (``PublicFeatureEncoder``) or ids
         (``IdEncoder``, the id-only variant). Its parameters are initialised from public
         randomness only.
-    variant : {"ssp2", "ssp1", "minibatch"}, default="ssp2"
+    variant : {"ssp2", "ssp1", "minibatch", "dpsgd"}, default="ssp2"
+        How the encoder is trained: SSP2, SSP1, mini-batch SSP2 (AM-SSP), or full-batch DP-SGD
+        with user-level clipping (AM-DPSGD, the baseline: noise on every one of the encoder's
+        parameters at every step, and one VJP per user per step).
     steps : int, default=3
         Alternating (outer) steps.
     inner_steps : int, default=50
@@ -172,8 +189,10 @@ class PublicFeatureRecommender:
         Adam step size.
     batch_items : int, default=1024
         Items per inner step of mini-batch SSP2.
+    clip_norm : float, default=1.0
+        AM-DPSGD: each user's whole gradient is clipped to this norm.
     rating_range, center, mu, count_sample, count_fraction, center_fraction, moment_share,
-    max_norm, reg, seed, progress
+    max_norm, reg, noise_reg, seed, progress
         As in :class:`~userdp.recommend.MatrixFactorization` (``reg`` scales the item ridge by
         the private counts, lambda_j = reg * n_hat_j, and the user ridge by the user's count).
 
@@ -182,7 +201,8 @@ class PublicFeatureRecommender:
     Per release, adding or removing a user changes the stacked ``(A_j)`` by at most
     ``max_norm^2`` and ``(b_j)`` by at most ``max_norm * half_width`` in l2 (every user's
     squared weights sum to at most 1: ``w_bar = 1`` in Theorem 2); the counts and the centre
-    as in MatrixFactorization. SSP2 releases once per outer step, SSP1 once per inner step.
+    as in MatrixFactorization. SSP2 releases once per outer step, SSP1 once per inner step;
+    AM-DPSGD releases one gradient per inner step, of l2 sensitivity ``clip_norm``.
     """
 
     def __init__(
@@ -203,6 +223,8 @@ class PublicFeatureRecommender:
         moment_share: float = 0.5,
         max_norm: float = 1.0,
         reg: float = 0.02,
+        noise_reg: float = 1.0,
+        clip_norm: float = 1.0,
         seed: int | None = None,
         progress: bool = False,
     ) -> None:
@@ -221,18 +243,22 @@ class PublicFeatureRecommender:
         self.moment_share = moment_share
         self.max_norm = max_norm
         self.reg = reg
+        self.noise_reg = noise_reg
+        self.clip_norm = clip_norm
         self.seed = seed
         self.progress = progress
 
     def _validate(self, budget: PrivacyBudget | None) -> None:
         name = "PublicFeatureRecommender"
-        check_choice(self.variant, "variant", name, SSP_VARIANTS)
+        check_choice(self.variant, "variant", name, VARIANTS)
         check_int(self.steps, "steps", name, low=1)
         check_int(self.inner_steps, "inner_steps", name, low=1)
         check_real(self.learning_rate, "learning_rate", name, low=0.0, low_open=True)
         check_int(self.batch_items, "batch_items", name, low=1)
         check_real(self.max_norm, "max_norm", name, low=0.0, low_open=True)
         check_real(self.reg, "reg", name, low=0.0, low_open=True)
+        check_real(self.clip_norm, "clip_norm", name, low=0.0, low_open=True)
+        check_real(self.noise_reg, "noise_reg", name, low=0.0)
         for attr in ("n_items", "dim", "n_params", "init_params", "forward", "vjp"):
             if not hasattr(self.encoder, attr):
                 raise InvalidParameterError(
@@ -260,14 +286,15 @@ class PublicFeatureRecommender:
         lo, hi = self.rating_range or (float(data.values.min()), float(data.values.max()))
         values = np.clip(data.values, lo, hi)
         users, items = data.users, data.items
-        per_step = self.inner_steps if self.variant == "ssp1" else 1
+        dpsgd = self.variant == "dpsgd"
+        per_step = self.inner_steps if self.variant in ("ssp1", "dpsgd") else 1
         plan = None
         if private:
             plan = plan_ssp_noise(
                 budget, steps=self.steps, releases_per_step=per_step,
                 count_fraction=self.count_fraction,
                 center_fraction=self.center_fraction if self.center == "private-mean" else None,
-                moment_share=self.moment_share,
+                moment_share=self.moment_share, gradient=dpsgd,
             )  # fmt: skip
             counts = private_counts(
                 users, items, data.n_items, count_sample=self.count_sample,
@@ -284,6 +311,12 @@ class PublicFeatureRecommender:
         y = values - center
         half = max(hi - center, center - lo)
         ridge = self.reg * np.maximum(counts, 1.0)
+        if plan is not None and plan.gram is not None:
+            # As in MatrixFactorization: a ridge of the Gram noise's spectral size keeps items
+            # whose statistics are mostly noise near 0 (the centre).
+            ridge = ridge + self.noise_reg * plan.gram * self.max_norm**2 * math.sqrt(
+                self.encoder.dim
+            )
         user_order, user_offsets = segment_offsets(users, data.n_users)
         item_order, item_offsets = segment_offsets(items, data.n_items)
         user_reg = self.reg * np.maximum(np.diff(user_offsets), 1).astype(np.float64)
@@ -299,8 +332,16 @@ class PublicFeatureRecommender:
             U = _solve(gram, moment, user_reg)  # user update: exact, never released
             if private:
                 U = clip_rows(U, self.max_norm)
-            exact_a, exact_b = segment_statistics(item_offsets, item_order, users, U, weights, y)
             opt = _Adam(params.size, self.learning_rate)
+            if dpsgd:
+                for _t in range(self.inner_steps):
+                    grad = self._dpsgd_gradient(
+                        params, U, users, items, y, weights, user_order, user_offsets, ridge,
+                        plan, noise,
+                    )  # fmt: skip
+                    params = opt.step(params, grad)
+                continue
+            exact_a, exact_b = segment_statistics(item_offsets, item_order, users, U, weights, y)
             stats = None
             for _t in range(self.inner_steps):
                 if stats is None or self.variant == "ssp1":
@@ -327,14 +368,47 @@ class PublicFeatureRecommender:
         self.fit_seconds_ = time.perf_counter() - started
         return self
 
+    def _dpsgd_gradient(
+        self, params, U, users, items, y, weights, order, offsets, ridge, plan, noise
+    ) -> np.ndarray:
+        """One full-batch DP-SGD gradient of the encoder, each user's gradient clipped.
+
+        User k's gradient is ``sum_{i in Omega_k} w_i (u_k . v_j - y_i) J_j^T u_k``: one VJP
+        per user (the cost that SSP avoids). The ridge term ``lambda_j ||v_j||^2 / 2`` uses
+        released counts and is added after the noise.
+        """
+        V, _ = self.encoder.forward(params, None)
+        w = np.ones(users.size) if weights is None else weights
+        resid = w * (np.einsum("nd,nd->n", U[users], V[items]) - y)
+        total = np.zeros(params.size)
+        for k in np.flatnonzero(np.diff(offsets)):
+            rows = order[offsets[k] : offsets[k + 1]]
+            g = self.encoder.vjp(params, items[rows], None, resid[rows, None] * U[k][None, :])
+            if plan is not None:
+                norm = float(np.linalg.norm(g))
+                if norm > self.clip_norm:
+                    g *= self.clip_norm / norm
+            total += g
+        if plan is not None:
+            total += noise.gaussian(plan.gradient * self.clip_norm, total.size)
+        everything = np.arange(self.encoder.n_items)
+        return total + self.encoder.vjp(params, everything, None, ridge[:, None] * V)
+
     def _release(self, gram, moment, plan, half, noise):
-        """One noisy release of the item statistics (exact when training without privacy)."""
+        """One noisy release of the item statistics (exact when training without privacy).
+
+        The noisy Grams are projected onto the PSD cone (post-processing): an indefinite
+        ``A_j + lambda_j I`` would make the encoder's quadratic objective unbounded below in
+        its negative directions, and training then drifts wherever the noise points.
+        """
         if plan is None:
             return gram, moment
-        return perturb_statistics(
+        gram, moment = perturb_statistics(
             gram, moment, gram_sigma=plan.gram * self.max_norm**2,
             moment_sigma=plan.moment * self.max_norm * half, noise=noise,
         )  # fmt: skip
+        vals, vecs = project_psd(gram)
+        return np.einsum("mdk,mk,mek->mde", vecs, vals, vecs), moment
 
     def user_factors(self, history: Any) -> np.ndarray:
         """Users' embeddings from their own ratings (billboard model); see MatrixFactorization."""

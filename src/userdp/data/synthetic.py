@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from scipy import special
+from scipy import sparse, special
 
 from userdp._validation import check_int, check_real
 from userdp.data.contributions import Contributions
+from userdp.data.features import SparseFeatures
 from userdp.data.ratings import Ratings
 from userdp.exceptions import InvalidParameterError
 
 __all__ = [
     "MultiTaskData",
     "lowrank_ratings",
+    "lowrank_ratings_with_features",
     "multitask_regression",
     "section62_instance",
     "zipf_contributions",
@@ -309,6 +312,15 @@ def lowrank_ratings(
     >>> r.n_ratings, r.n_users, r.n_items
     (20000, 500, 200)
     """
+    return _lowrank(
+        n_users, n_items, n_ratings, rank, item_skew, user_exponent, noise, rating_range, step, seed
+    )[0]
+
+
+def _lowrank(
+    n_users, n_items, n_ratings, rank, item_skew, user_exponent, noise, rating_range, step, seed
+) -> tuple[Ratings, np.ndarray]:
+    """:func:`lowrank_ratings` and its item factors."""
     caller = "lowrank_ratings"
     n_users = check_int(n_users, "n_users", caller, low=1)
     n_items = check_int(n_items, "n_items", caller, low=1)
@@ -357,7 +369,61 @@ def lowrank_ratings(
         np.clip(values, lo, top, out=values)
     else:
         np.clip(values, lo, hi, out=values)
-    return Ratings(users, items, values, pa.array(np.arange(n_users)), pa.array(np.arange(n_items)))
+    codes_u, codes_i = pa.array(np.arange(n_users)), pa.array(np.arange(n_items))
+    return Ratings(users, items, values, codes_u, codes_i), item_factors
+
+
+def lowrank_ratings_with_features(
+    n_users: int = 69_878,
+    n_items: int = 10_677,
+    n_ratings: int = 10_000_054,
+    *,
+    rank: int = 16,
+    n_genres: int = 20,
+    genre_share: float = 0.15,
+    flip: float = 0.1,
+    n_years: int = 10,
+    seed: int = 0,
+    **kwargs: Any,
+) -> tuple[Ratings, list[SparseFeatures]]:
+    """:func:`lowrank_ratings` (same data for the same arguments) plus public item features.
+
+    Features carry part of the hidden item factors y_i, like genres and release years do:
+
+    * ``genres``: ``n_genres`` random directions g_k; item i has genre k when <y_i, g_k> is in
+      the top ``genre_share`` of items, then a ``flip`` share of all memberships is redrawn at
+      random (so features inform but do not determine the factors);
+    * ``year``: ``n_years`` equal-size buckets of ``y_i[0]`` plus unit Gaussian noise.
+
+    The features use their own random stream, so the ratings equal ``lowrank_ratings``'s.
+    """
+    ratings, factors = _lowrank(
+        n_users, n_items, n_ratings, rank, kwargs.pop("item_skew", 2.1),
+        kwargs.pop("user_exponent", 2.0), kwargs.pop("noise", 0.5),
+        kwargs.pop("rating_range", (0.5, 5.0)), kwargs.pop("step", 0.5), seed,
+    )  # fmt: skip
+    if kwargs:
+        raise InvalidParameterError(f"Unknown keyword(s) {sorted(kwargs)!r}.")
+    n_genres = check_int(n_genres, "n_genres", "lowrank_ratings_with_features", low=1)
+    n_years = check_int(n_years, "n_years", "lowrank_ratings_with_features", low=1)
+    rng = np.random.default_rng([seed, 0xFEA7])
+    proj = factors @ rng.standard_normal((factors.shape[1], n_genres))
+    member = proj >= np.quantile(proj, 1.0 - genre_share, axis=0)
+    redraw = rng.random(member.shape) < flip
+    member[redraw] = rng.random(int(redraw.sum())) < genre_share
+    rows, cols = np.nonzero(member)
+    genres = sparse.csr_matrix(
+        (np.ones(rows.size), (rows, cols)), shape=(n_items, n_genres), dtype=np.float64
+    )
+    score = factors[:, 0] + rng.standard_normal(n_items)
+    bucket = np.minimum((np.argsort(np.argsort(score)) * n_years) // n_items, n_years - 1)
+    year = sparse.csr_matrix(
+        (np.ones(n_items), (np.arange(n_items), bucket)), shape=(n_items, n_years)
+    )
+    return ratings, [
+        SparseFeatures("genres", genres, [f"genre{k}" for k in range(n_genres)]),
+        SparseFeatures("year", year, [f"bucket{k}" for k in range(n_years)]),
+    ]
 
 
 # -- multi-task regression: paper Appendix C ----------------------------------------------------

@@ -223,7 +223,7 @@ class PublicFeatureRecommender:
         moment_share: float = 0.5,
         max_norm: float = 1.0,
         reg: float = 0.02,
-        noise_reg: float = 1.0,
+        noise_reg: float = 5.0,
         clip_norm: float = 1.0,
         seed: int | None = None,
         progress: bool = False,

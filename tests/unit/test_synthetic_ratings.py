@@ -145,3 +145,24 @@ def test_multitask_regression_clips_probabilities():
     assert d.task_probabilities.max() <= 1.0
     with pytest.raises(InvalidParameterError, match="tasks_per_user"):
         multitask_regression(n_tasks=10, tasks_per_user=11)
+
+
+def test_ratings_with_features_are_the_same_ratings_plus_informative_features():
+    from userdp.data.synthetic import lowrank_ratings_with_features
+
+    plain = lowrank_ratings(800, 120, 24_000, seed=3)
+    ratings, (genres, year) = lowrank_ratings_with_features(800, 120, 24_000, seed=3)
+    np.testing.assert_array_equal(ratings.values, plain.values)
+    np.testing.assert_array_equal(ratings.items, plain.items)
+    assert genres.matrix.shape == (120, 20) and year.matrix.shape == (120, 10)
+    assert np.all(year.matrix.sum(axis=1) == 1)  # one year bucket per item
+    # Genres follow the hidden factors: items sharing a genre have positively correlated
+    # (centred) ratings from common users, items sharing none slightly negatively.
+    r = np.zeros((800, 120))
+    r[ratings.users, ratings.items] = ratings.values - ratings.values.mean()
+    norms = np.sqrt((r**2).sum(axis=0))
+    corr = (r.T @ r) / (np.outer(norms, norms) + 1e-12)  # unrated items: 0
+    m = genres.matrix.toarray()
+    share = (m @ m.T) > 0
+    off = ~np.eye(120, dtype=bool)
+    assert corr[share & off].mean() > 0.01 > 0 > corr[~share & off].mean()

@@ -15,7 +15,7 @@ What it measures (Krichene et al. 2023b, arXiv:2310.15454, Section 5 and Appendi
 2. Time to reach a test RMSE, AM-SSP vs AM-DPSGD, on ml-100k at epsilon 5.
 3. SSP1 vs SSP2 (and mini-batch SSP2) at each epsilon.
 
-Hyper-parameters are fixed before the run (dim 16, Adam 0.05, 50 inner steps), never tuned on
+Hyper-parameters are fixed before the run (dim 16, Adam 0.05, 10 inner steps), never tuned on
 the evaluated data. Writes ``benchmarks/results/public_features_results.json`` and PNGs.
 """
 

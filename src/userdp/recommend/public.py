@@ -183,8 +183,11 @@ class PublicFeatureRecommender:
         parameters at every step, and one VJP per user per step).
     steps : int, default=3
         Alternating (outer) steps.
-    inner_steps : int, default=50
-        Gradient steps on the encoder per outer step.
+    inner_steps : int, default=10
+        Gradient steps on the encoder per outer step. SSP2 reuses one noisy release for all of
+        them, so many steps fit its noise: on ml-100k at epsilon 1, 50 steps gave test RMSE
+        1.153 and 5 steps 1.081. The default was set on a separate synthetic draw, where 5-50
+        steps differed by under 2%.
     learning_rate : float, default=0.05
         Adam step size.
     batch_items : int, default=1024
@@ -211,7 +214,7 @@ class PublicFeatureRecommender:
         encoder: Any,
         variant: str = "ssp2",
         steps: int = 3,
-        inner_steps: int = 50,
+        inner_steps: int = 10,
         learning_rate: float = 0.05,
         batch_items: int = 1024,
         rating_range: tuple[float, float] | None = None,

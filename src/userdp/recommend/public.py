@@ -42,7 +42,14 @@ from userdp.privacy.calibrate import calibrate_noise_scale
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend.als import _solve, centre
 
-__all__ = ["SSP_VARIANTS", "VARIANTS", "PublicFeatureRecommender", "SSPPlan", "plan_ssp_noise"]
+__all__ = [
+    "SSP_VARIANTS",
+    "VARIANTS",
+    "PublicFeatureRecommender",
+    "SSPPlan",
+    "clipped_user_gradients",
+    "plan_ssp_noise",
+]
 
 log = logging.getLogger("userdp.recommend")
 
@@ -166,6 +173,33 @@ def ssp_gradient(
     v, cache = encoder.forward(params, idx)
     resid = np.einsum("jde,je->jd", gram[idx], v) + ridge[idx, None] * v - moment[idx]
     return encoder.vjp(params, idx, cache, resid)
+
+
+def clipped_user_gradients(
+    encoder: Any,
+    params: np.ndarray,
+    U: np.ndarray,
+    items: np.ndarray,
+    resid: np.ndarray,
+    order: np.ndarray,
+    offsets: np.ndarray,
+    clip: float | None,
+) -> np.ndarray:
+    """``sum_k clip(g_k)`` with ``g_k = sum_{i in Omega_k} resid_i J_{j_i}^T u_k`` (AM-DPSGD).
+
+    Each user's whole encoder gradient is clipped to l2 norm ``clip`` (None: no clipping), so
+    adding or removing a user moves the sum by at most ``clip`` (tested). One VJP per user.
+    """
+    total = np.zeros(params.size)
+    for k in np.flatnonzero(np.diff(offsets)):
+        rows = order[offsets[k] : offsets[k + 1]]
+        g = encoder.vjp(params, items[rows], None, resid[rows, None] * U[k][None, :])
+        if clip is not None:
+            norm = float(np.linalg.norm(g))
+            if norm > clip:
+                g *= clip / norm
+        total += g
+    return total
 
 
 class PublicFeatureRecommender:
@@ -383,15 +417,8 @@ class PublicFeatureRecommender:
         V, _ = self.encoder.forward(params, None)
         w = np.ones(users.size) if weights is None else weights
         resid = w * (np.einsum("nd,nd->n", U[users], V[items]) - y)
-        total = np.zeros(params.size)
-        for k in np.flatnonzero(np.diff(offsets)):
-            rows = order[offsets[k] : offsets[k + 1]]
-            g = self.encoder.vjp(params, items[rows], None, resid[rows, None] * U[k][None, :])
-            if plan is not None:
-                norm = float(np.linalg.norm(g))
-                if norm > self.clip_norm:
-                    g *= self.clip_norm / norm
-            total += g
+        clip = self.clip_norm if plan is not None else None
+        total = clipped_user_gradients(self.encoder, params, U, items, resid, order, offsets, clip)
         if plan is not None:
             total += noise.gaussian(plan.gradient * self.clip_norm, total.size)
         everything = np.arange(self.encoder.n_items)

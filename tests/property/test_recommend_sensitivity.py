@@ -1,0 +1,75 @@
+"""Sensitivity of the recommenders' other releases under adding one user: the private mean's
+statistic, the AM-DPSGD clipped gradient sum and the implicit-feedback (gravity) Gram."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from userdp.multitask._kernels import segment_offsets  # noqa: E402
+from userdp.multitask.ssp import clip_rows  # noqa: E402
+from userdp.recommend.als import mean_statistics  # noqa: E402
+from userdp.recommend.encoders import IdEncoder  # noqa: E402
+from userdp.recommend.public import clipped_user_gradients  # noqa: E402
+
+FAST = settings(max_examples=50, deadline=None, derandomize=True)
+
+
+def _ratings(rng, n, lo, hi):
+    """Ratings at the range's ends and inside it."""
+    v = rng.uniform(lo, hi, n)
+    ends = rng.random(n) < 0.5
+    v[ends] = rng.choice([lo, hi], int(ends.sum()))
+    return v
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.integers(0, 60))
+def test_the_private_means_statistic_moves_by_at_most_sqrt2(seed, k, n_old):
+    rng = np.random.default_rng(seed)
+    lo, hi = -1.0, 4.0
+    old = _ratings(rng, n_old, lo, hi)
+    new = _ratings(rng, int(rng.integers(1, k + 1)), lo, hi)  # the new user's <= k kept ratings
+    a = mean_statistics(old, lo, hi, k)
+    b = mean_statistics(np.concatenate([old, new]), lo, hi, k)
+    assert np.linalg.norm(b - a) <= math.sqrt(2) + 1e-12
+    assert np.all(np.abs(b - a) <= 1 + 1e-12)
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.floats(0.01, 10.0))
+def test_the_am_dpsgd_clipped_gradient_sum_moves_by_at_most_the_clip_norm(seed, clip):
+    rng = np.random.default_rng(seed)
+    n_users, n_items, d = int(rng.integers(1, 8)), 10, 3
+    enc = IdEncoder(n_items, d, seed=0, init_scale=1.0)
+    params = enc.init_params()
+    rows = [np.sort(rng.choice(n_items, int(rng.integers(1, 6)), replace=False))
+            for _ in range(n_users + 1)]  # fmt: skip
+    users = np.concatenate([np.full(r.size, u) for u, r in enumerate(rows)])
+    items = np.concatenate(rows)
+    resid = rng.normal(0, 5, users.size)
+    U = rng.normal(0, 3, (n_users + 1, d))
+
+    def total(n):
+        keep = users < n
+        order, offsets = segment_offsets(users[keep], n)
+        return clipped_user_gradients(enc, params, U, items[keep], resid[keep], order, offsets,
+                                      clip)  # fmt: skip
+
+    assert np.linalg.norm(total(n_users + 1) - total(n_users)) <= clip * (1 + 1e-9)
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.floats(0.1, 3.0))
+def test_the_implicit_terms_all_users_gram_moves_by_at_most_max_norm_squared(seed, max_norm):
+    rng = np.random.default_rng(seed)
+    V = clip_rows(rng.normal(0, 3, (int(rng.integers(1, 20)) + 1, 4)), max_norm)
+    # MatrixFactorization._gravity releases V^T V of the clipped user factors.
+    delta = V.T @ V - V[:-1].T @ V[:-1]
+    assert np.linalg.norm(delta) <= max_norm**2 * (1 + 1e-12)

@@ -17,6 +17,7 @@ from userdp.exceptions import (
     UserDPError,
 )
 from userdp.privacy import (
+    ExponentialMechanismDpEvent,
     LaplaceThresholdDpEvent,
     NoiseSource,
     PrivacyAccountant,
@@ -321,6 +322,19 @@ def test_accountant_composes_userdp_events_by_basic_composition():
     assert spent.delta == pytest.approx(9e-6)
     assert len(acc.ledger) == 4
     assert isinstance(acc.event, dp_accounting.ComposedDpEvent)
+
+
+def test_accountant_composes_laplace_and_exponential_mechanism_events_as_pure_dp():
+    # Laplace of scale b on an l1-sensitivity-1 query is (1/b)-DP; the EM event states its eps.
+    acc = PrivacyAccountant()
+    acc.compose(dp_accounting.LaplaceDpEvent(4.0)).compose(ExponentialMechanismDpEvent(0.3), 2)
+    spent = acc.spent()
+    assert spent.epsilon == pytest.approx(0.25 + 0.6)
+    assert spent.delta == 0.0
+    # Mixed with a Gaussian release, the pure part adds to the Gaussian's epsilon.
+    acc.compose(dp_accounting.GaussianDpEvent(3.0))
+    alone = PrivacyAccountant().compose(dp_accounting.GaussianDpEvent(3.0)).spent(1e-6)
+    assert acc.spent(1e-6).epsilon == pytest.approx(0.85 + alone.epsilon)
 
 
 def test_accountant_composes_nested_composed_and_self_composed_events():

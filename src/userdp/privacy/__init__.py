@@ -10,10 +10,15 @@ from userdp.privacy.calibrate import (
     laplace_threshold,
     partition_threshold,
 )
-from userdp.privacy.events import LaplaceThresholdDpEvent, WeightAndThresholdDpEvent
+from userdp.privacy.events import (
+    ExponentialMechanismDpEvent,
+    LaplaceThresholdDpEvent,
+    WeightAndThresholdDpEvent,
+)
 from userdp.privacy.noise import NoiseSource
 
 __all__ = [
+    "ExponentialMechanismDpEvent",
     "LaplaceThresholdDpEvent",
     "NoiseSource",
     "PrivacyAccountant",

@@ -1,6 +1,7 @@
 """The accountant: a ledger that composes every release of a run.
 
-Approximate-DP events (userdp's weight-and-threshold rounds) compose by basic composition,
+Approximate-DP events (userdp's weight-and-threshold rounds) and pure-DP events (Laplace, the
+exponential mechanism) compose by basic composition,
 which is what the partition-selection papers prove (Chen et al. 2025, Thm. 5.1; DP-SIPS).
 Gaussian events compose exactly as one Gaussian (``sigma_total^-2 = sum sigma_i^-2``) and are
 converted to (epsilon, delta) with dp-accounting's analytic Gaussian at a delta the caller names.
@@ -15,7 +16,11 @@ import dp_accounting
 
 from userdp.exceptions import BudgetExceededError, InvalidParameterError, UnsupportedEventError
 from userdp.privacy.budget import PrivacyBudget
-from userdp.privacy.events import LaplaceThresholdDpEvent, WeightAndThresholdDpEvent
+from userdp.privacy.events import (
+    ExponentialMechanismDpEvent,
+    LaplaceThresholdDpEvent,
+    WeightAndThresholdDpEvent,
+)
 
 __all__ = ["PrivacyAccountant"]
 
@@ -47,6 +52,11 @@ def _cost_of(event: dp_accounting.DpEvent) -> _Cost:
             | LaplaceThresholdDpEvent(epsilon=eps, delta=delta)
         ):
             return _Cost(eps, delta)
+        case ExponentialMechanismDpEvent(epsilon=eps):
+            return _Cost(eps)
+        case dp_accounting.LaplaceDpEvent(noise_multiplier=b):
+            # Laplace noise of scale b on a query of l1 sensitivity 1 is (1/b)-DP.
+            return _Cost(math.inf if b == 0 else 1.0 / b)
         case dp_accounting.GaussianDpEvent(noise_multiplier=z):
             return _Cost(gaussian_precision=math.inf if z == 0 else 1.0 / z**2)
         case dp_accounting.SelfComposedDpEvent(event=inner, count=count):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import attr
 import dp_accounting
 
-__all__ = ["LaplaceThresholdDpEvent", "WeightAndThresholdDpEvent"]
+__all__ = ["ExponentialMechanismDpEvent", "LaplaceThresholdDpEvent", "WeightAndThresholdDpEvent"]
 
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
@@ -45,3 +45,15 @@ class LaplaceThresholdDpEvent(dp_accounting.DpEvent):
     delta: float
     noise_scale: float
     threshold: float
+
+
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class ExponentialMechanismDpEvent(dp_accounting.DpEvent):
+    """One draw of the exponential mechanism (McSherry and Talwar 2007) at pure ``epsilon``.
+
+    The caller samples with probability proportional to ``exp(epsilon * u / (2 * sensitivity))``
+    for a utility ``u`` of the stated sensitivity, which is epsilon-DP. Composed by basic
+    composition.
+    """
+
+    epsilon: float

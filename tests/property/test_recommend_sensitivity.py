@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings  # noqa: E402
@@ -16,7 +17,11 @@ from userdp.multitask._kernels import segment_offsets  # noqa: E402
 from userdp.multitask.ssp import clip_rows  # noqa: E402
 from userdp.recommend.als import mean_statistics  # noqa: E402
 from userdp.recommend.encoders import IdEncoder  # noqa: E402
-from userdp.recommend.public import clipped_user_gradients  # noqa: E402
+from userdp.recommend.public import (  # noqa: E402
+    clipped_user_gradients,
+    user_feature_matrix,
+    user_prior_statistics,
+)
 
 FAST = settings(max_examples=50, deadline=None, derandomize=True)
 
@@ -73,3 +78,24 @@ def test_the_implicit_terms_all_users_gram_moves_by_at_most_max_norm_squared(see
     # MatrixFactorization._gravity releases V^T V of the clipped user factors.
     delta = V.T @ V - V[:-1].T @ V[:-1]
     assert np.linalg.norm(delta) <= max_norm**2 * (1 + 1e-12)
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.integers(1, 4), st.floats(0.1, 3.0))
+def test_the_user_feature_prior_statistics_move_by_at_most_sqrt_f(seed, n_families, max_norm):
+    # Adding a user adds phi_k u_k^T to the sums and phi_k to the counts, with
+    # ||phi_k||^2 <= F (each family's row averaged) and ||u_k|| <= max_norm.
+    rng = np.random.default_rng(seed)
+    n_old = int(rng.integers(0, 20))
+    fams = []
+    for _ in range(n_families):
+        m = (rng.random((n_old + 1, int(rng.integers(1, 6)))) < 0.5).astype(float)
+        m *= rng.uniform(0.1, 5.0, m.shape)  # bag-of-words repetitions
+        fams.append(sp.csr_matrix(m))
+    U = clip_rows(rng.standard_normal((n_old + 1, 3)) * 5.0, max_norm)
+    phi_new, f = user_feature_matrix(fams, n_old + 1)
+    phi_old, _ = user_feature_matrix([sp.csr_matrix(m.toarray()[:n_old]) for m in fams], n_old)
+    s_new, c_new = user_prior_statistics(phi_new, U)
+    s_old, c_old = user_prior_statistics(phi_old, U[:n_old])
+    assert np.linalg.norm(s_new - s_old) <= math.sqrt(f) * max_norm * (1 + 1e-12)
+    assert np.linalg.norm(c_new - c_old) <= math.sqrt(f) * (1 + 1e-12)

@@ -13,7 +13,13 @@ from userdp.exceptions import InvalidParameterError
 from userdp.multitask._kernels import segment_offsets, segment_statistics
 from userdp.privacy import PrivacyAccountant, PrivacyBudget
 from userdp.recommend.encoders import FeatureFamily, IdEncoder, PublicFeatureEncoder
-from userdp.recommend.public import PublicFeatureRecommender, plan_ssp_noise, ssp_gradient
+from userdp.recommend.public import (
+    PublicFeatureRecommender,
+    plan_ssp_noise,
+    ssp_gradient,
+    user_feature_matrix,
+    user_prior_statistics,
+)
 
 
 def _families(n_items: int, rng: np.random.Generator) -> list[FeatureFamily]:
@@ -152,3 +158,73 @@ def test_am_dpsgd_charges_one_gradient_release_per_inner_step():
     ).fit(data, budget=PrivacyBudget(4.0, delta))  # fmt: skip
     assert model.budget_.epsilon == pytest.approx(4.0, rel=1e-4)
     assert np.all(np.isfinite(model.item_factors_))
+
+
+# -- the private user-feature prior ---------------------------------------------------------------
+def _user_families(n_users: int, seed: int) -> list[FeatureFamily]:
+    rng = np.random.default_rng(seed)
+    gender = sp.csr_matrix((np.ones(n_users), (np.arange(n_users), rng.integers(0, 2, n_users))))
+    hobbies = sp.random(n_users, 5, density=0.4, random_state=seed, format="csr")
+    hobbies.data[:] = 1.0
+    return [FeatureFamily("gender", gender), FeatureFamily("hobbies", hobbies)]
+
+
+def test_user_prior_statistics_average_each_family_and_sum_factors_per_value():
+    fams = _user_families(30, 3)
+    phi, n_families = user_feature_matrix(fams, 30)
+    assert n_families == 2 and phi.shape == (30, 7)
+    U = np.random.default_rng(0).standard_normal((30, 3))
+    sums, counts = user_prior_statistics(phi, U)
+    # Independently, row by row: each family's row is divided by its number of values.
+    dense = [f.matrix.toarray() for f in fams]
+    want_sums = np.zeros((7, 3))
+    want_counts = np.zeros(7)
+    for k in range(30):
+        row = np.concatenate([d[k] / d[k].sum() if d[k].sum() else d[k] for d in dense])
+        assert np.sum(row**2) <= n_families + 1e-12  # the sensitivity bound's premise
+        want_sums += np.outer(row, U[k])
+        want_counts += row
+    np.testing.assert_allclose(sums, want_sums, atol=1e-12)
+    np.testing.assert_allclose(counts, want_counts, atol=1e-12)
+
+
+def test_user_prior_accounting_equals_an_independent_dp_accounting_composition():
+    steps, delta = 3, 1e-5
+    plan = plan_ssp_noise(PrivacyBudget(1.0, delta), steps=steps, user_fraction=0.05)
+    acc = pld.PLDAccountant(value_discretization_interval=1e-4)
+    releases = [(plan.counts, 1), (plan.center, 1), (plan.gram, steps), (plan.moment, steps)]
+    releases += [(plan.user_counts, 1), (plan.user_prior, steps)]
+    for z, count in releases:
+        acc.compose(dp_accounting.GaussianDpEvent(z), count)
+    assert acc.get_epsilon(delta) == pytest.approx(1.0, rel=2e-3)
+    without = plan_ssp_noise(PrivacyBudget(1.0, delta), steps=steps)
+    assert plan.gram > without.gram  # the prior's share is paid by the item statistics
+
+
+def test_a_model_with_user_features_spends_the_budget_and_gives_cold_users_their_prior():
+    data = lowrank_ratings(n_users=300, n_items=50, n_ratings=9_000, rank=2, seed=5)
+    fams = _user_families(data.n_users, 4)
+    enc = PublicFeatureEncoder(_families(50, np.random.default_rng(2)), 4, seed=0)
+    m = PublicFeatureRecommender(encoder=enc, rating_range=(0.5, 5.0), seed=1)
+    m.fit(data, budget=PrivacyBudget(2.0, 1e-5), user_features=fams)
+    assert PrivacyAccountant().compose(m.dp_event_).spent(1e-5).epsilon == pytest.approx(2.0)
+    assert m.user_prior_.shape == (7, 4)
+    assert np.all(np.linalg.norm(m.user_prior_, axis=1) <= m.max_norm + 1e-12)
+    # A user without ratings gets exactly the prior of their features.
+    cold = data.subset(np.isin(data.users, np.arange(1, data.n_users)))
+    U = m.user_factors(cold, user_features=fams)
+    phi, _ = user_feature_matrix(fams, data.n_users)
+    np.testing.assert_allclose(U[0], (phi @ m.user_prior_)[0], atol=1e-10)
+    assert np.allclose(m.user_factors(cold)[0], 0.0)  # without features: shrunk to 0
+
+
+def test_user_features_are_refused_when_the_model_has_none_or_the_rows_do_not_match():
+    data = lowrank_ratings(n_users=100, n_items=20, n_ratings=1_200, rank=2, seed=6)
+    enc = IdEncoder(20, 3, seed=0)
+    plain = PublicFeatureRecommender(encoder=enc, rating_range=(0.5, 5.0), seed=1).fit(data)
+    with pytest.raises(InvalidParameterError, match="trained without user features"):
+        plain.user_factors(data, user_features=_user_families(100, 1))
+    with pytest.raises(InvalidParameterError, match="rows but the ratings have 100 users"):
+        PublicFeatureRecommender(encoder=enc, rating_range=(0.5, 5.0)).fit(
+            data, user_features=_user_families(99, 1)
+        )

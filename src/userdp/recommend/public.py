@@ -29,6 +29,7 @@ from typing import Any
 
 import dp_accounting
 import numpy as np
+from scipy import sparse
 
 from userdp._validation import check_choice, check_int, check_real
 from userdp.data.ratings import as_ratings
@@ -49,6 +50,8 @@ __all__ = [
     "SSPPlan",
     "clipped_user_gradients",
     "plan_ssp_noise",
+    "user_feature_matrix",
+    "user_prior_statistics",
 ]
 
 log = logging.getLogger("userdp.recommend")
@@ -72,6 +75,8 @@ class SSPPlan:
     steps: int
     releases_per_step: int
     gradient: float | None = None
+    user_counts: float | None = None
+    user_prior: float | None = None
 
     def event(self) -> dp_accounting.DpEvent:
         """The whole run as one composed dp-accounting event."""
@@ -88,6 +93,13 @@ class SSPPlan:
         if self.center is not None:
             events.append(dp_accounting.GaussianDpEvent(self.center))
         events.append(dp_accounting.SelfComposedDpEvent(pair, self.steps * self.releases_per_step))
+        if self.user_prior is not None:  # the private user-feature prior: counts once, then
+            events.append(dp_accounting.GaussianDpEvent(self.user_counts))  # one table a step
+            events.append(
+                dp_accounting.SelfComposedDpEvent(
+                    dp_accounting.GaussianDpEvent(self.user_prior), self.steps
+                )
+            )
         return dp_accounting.ComposedDpEvent(events)
 
 
@@ -100,11 +112,14 @@ def plan_ssp_noise(
     center_fraction: float | None = 0.02,
     moment_share: float = 0.5,
     gradient: bool = False,
+    user_fraction: float | None = None,
 ) -> SSPPlan:
     """Split the budget in precision shares and calibrate by search (as ``plan_noise``).
 
     With ``gradient=True`` each release is one clipped gradient (AM-DPSGD) instead of an
-    (A, b) pair.
+    (A, b) pair. ``user_fraction`` reserves a share for the private user-feature prior: a
+    quarter of it for the feature-value counts (released once), the rest for one prior table
+    per outer step.
     """
     steps = check_int(steps, "steps", "plan_ssp_noise", low=1)
     releases_per_step = check_int(releases_per_step, "releases_per_step", "plan_ssp_noise", low=1)
@@ -117,9 +132,12 @@ def plan_ssp_noise(
     cf = share(count_fraction, "count_fraction")
     mf = 0.0 if center_fraction is None else share(center_fraction, "center_fraction")
     ms = share(moment_share, "moment_share")
-    train = 1.0 - cf - mf
+    uf = 0.0 if user_fraction is None else share(user_fraction, "user_fraction")
+    train = 1.0 - cf - mf - uf
     if train <= 0:
-        raise InvalidParameterError("count_fraction + center_fraction must be below 1.")
+        raise InvalidParameterError(
+            "count_fraction + center_fraction + user_fraction must be below 1."
+        )
     n_rel = steps * releases_per_step
 
     def make(scale: float) -> SSPPlan:
@@ -131,6 +149,8 @@ def plan_ssp_noise(
             steps=steps,
             releases_per_step=releases_per_step,
             gradient=scale * math.sqrt(n_rel / train) if gradient else None,
+            user_counts=None if user_fraction is None else scale / math.sqrt(0.25 * uf),
+            user_prior=None if user_fraction is None else scale * math.sqrt(steps / (0.75 * uf)),
         )
 
     scale = calibrate_noise_scale(lambda s: make(s).event(), budget.epsilon, budget.delta)
@@ -202,6 +222,47 @@ def clipped_user_gradients(
     return total
 
 
+def user_feature_matrix(user_features: Any, n_users: int) -> tuple[sparse.csr_matrix, int]:
+    """Stack private user-feature families into ``Phi`` (n_users x values) and count them.
+
+    Each family's rows are scaled to sum to 1 (a multivalent feature is averaged, as the item
+    encoder does), so every user's row has ``||phi_k||_2^2 <= F`` for F families: the bound the
+    prior's sensitivity rests on. Accepts a :class:`~userdp.data.features.SparseFeatures`, a
+    list of them, or one nonnegative sparse matrix (one family).
+    """
+    families = user_features if isinstance(user_features, list | tuple) else [user_features]
+    if not families:
+        raise InvalidParameterError("user_features must hold at least one feature family.")
+    blocks = []
+    for fam in families:
+        m = getattr(fam, "matrix", fam)
+        if not sparse.issparse(m):
+            m = sparse.csr_matrix(np.asarray(m, dtype=np.float64))
+        m = sparse.csr_matrix(m, dtype=np.float64)
+        if m.shape[0] != n_users:
+            raise InvalidParameterError(
+                f"A user-feature family has {m.shape[0]} rows but the ratings have {n_users} "
+                "users; build the features on ratings.user_labels."
+            )
+        if m.nnz and (not np.all(np.isfinite(m.data)) or m.data.min() < 0):
+            raise InvalidParameterError("User features must be finite and nonnegative.")
+        total = np.asarray(m.sum(axis=1)).ravel()
+        scale = np.divide(1.0, total, out=np.zeros_like(total), where=total > 0)
+        blocks.append(sparse.diags(scale) @ m)
+    return sparse.csr_matrix(sparse.hstack(blocks, format="csr")), len(families)
+
+
+def user_prior_statistics(phi: sparse.csr_matrix, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per feature value, the sum of its users' factors and its (fractional) user count.
+
+    ``S = Phi^T U`` and ``c = Phi^T 1``. Adding or removing user k changes S by
+    ``phi_k u_k^T`` (Frobenius norm ``||phi_k|| ||u_k|| <= sqrt(F) max_norm`` with clipped
+    factors) and c by ``phi_k`` (norm ``<= sqrt(F)``): the l2 sensitivities of the two Gaussian
+    releases of the user-feature prior.
+    """
+    return np.asarray(phi.T @ U), np.asarray(phi.sum(axis=0)).ravel()
+
+
 class PublicFeatureRecommender:
     """Alternating minimisation with an SSP-trained public-feature item encoder (AM-SSP).
 
@@ -228,6 +289,12 @@ class PublicFeatureRecommender:
         Items per inner step of mini-batch SSP2.
     clip_norm : float, default=1.0
         AM-DPSGD: each user's whole gradient is clipped to this norm.
+    user_feature_fraction : float, default=0.05
+        Share of the budget for the private user-feature prior, when ``fit`` gets
+        ``user_features``. The user encoder is then ``u_k = argmin_u sum (u.v_j - y)^2 +
+        lambda_k ||u - P^T phi_k||^2``: each user's exact solve is pulled toward the mean factor
+        of the users who share their (private) features, a table ``P`` released with noise
+        after every user update. It matters most for users with few ratings.
     rating_range, center, mu, count_sample, count_fraction, center_fraction, moment_share,
     max_norm, reg, noise_reg, seed, progress
         As in :class:`~userdp.recommend.MatrixFactorization` (``reg`` scales the item ridge by
@@ -239,7 +306,10 @@ class PublicFeatureRecommender:
     ``max_norm^2`` and ``(b_j)`` by at most ``max_norm * half_width`` in l2 (every user's
     squared weights sum to at most 1: ``w_bar = 1`` in Theorem 2); the counts and the centre
     as in MatrixFactorization. SSP2 releases once per outer step, SSP1 once per inner step;
-    AM-DPSGD releases one gradient per inner step, of l2 sensitivity ``clip_norm``.
+    AM-DPSGD releases one gradient per inner step, of l2 sensitivity ``clip_norm``. The
+    user-feature prior releases its feature-value counts once (l2 sensitivity ``sqrt(F)``)
+    and one table of factor sums per outer step (``sqrt(F) max_norm``); see
+    :func:`user_prior_statistics`.
     """
 
     def __init__(
@@ -262,6 +332,7 @@ class PublicFeatureRecommender:
         reg: float = 0.02,
         noise_reg: float = 5.0,
         clip_norm: float = 1.0,
+        user_feature_fraction: float = 0.05,
         seed: int | None = None,
         progress: bool = False,
     ) -> None:
@@ -282,6 +353,7 @@ class PublicFeatureRecommender:
         self.reg = reg
         self.noise_reg = noise_reg
         self.clip_norm = clip_norm
+        self.user_feature_fraction = user_feature_fraction
         self.seed = seed
         self.progress = progress
 
@@ -296,6 +368,10 @@ class PublicFeatureRecommender:
         check_real(self.reg, "reg", name, low=0.0, low_open=True)
         check_real(self.clip_norm, "clip_norm", name, low=0.0, low_open=True)
         check_real(self.noise_reg, "noise_reg", name, low=0.0)
+        check_real(
+            self.user_feature_fraction, "user_feature_fraction", name, low=0.0, high=1.0,
+            low_open=True, high_open=True,
+        )  # fmt: skip
         for attr in ("n_items", "dim", "n_params", "init_params", "forward", "vjp"):
             if not hasattr(self.encoder, attr):
                 raise InvalidParameterError(
@@ -307,8 +383,14 @@ class PublicFeatureRecommender:
                 "Private training needs the declared rating range, e.g. rating_range=(0.5, 5.0)."
             )
 
-    def fit(self, ratings: Any, *, budget: PrivacyBudget | None = None) -> PublicFeatureRecommender:
-        """Train; ``budget=None`` trains without privacy (exact statistics), for reference."""
+    def fit(
+        self, ratings: Any, *, budget: PrivacyBudget | None = None, user_features: Any = None
+    ) -> PublicFeatureRecommender:
+        """Train; ``budget=None`` trains without privacy (exact statistics), for reference.
+
+        ``user_features`` (private, one row per user code: ``SparseFeatures`` families such as
+        :func:`~userdp.data.features.movielens_user_features`) turns on the user-feature prior.
+        """
         started = time.perf_counter()
         self._validate(budget)
         data = as_ratings(ratings)
@@ -332,6 +414,7 @@ class PublicFeatureRecommender:
                 count_fraction=self.count_fraction,
                 center_fraction=self.center_fraction if self.center == "private-mean" else None,
                 moment_share=self.moment_share, gradient=dpsgd,
+                user_fraction=None if user_features is None else self.user_feature_fraction,
             )  # fmt: skip
             counts = private_counts(
                 users, items, data.n_items, count_sample=self.count_sample,
@@ -357,6 +440,9 @@ class PublicFeatureRecommender:
         user_order, user_offsets = segment_offsets(users, data.n_users)
         item_order, item_offsets = segment_offsets(items, data.n_items)
         user_reg = self.reg * np.maximum(np.diff(user_offsets), 1).astype(np.float64)
+        phi, prior, user_counts = None, None, None
+        if user_features is not None:
+            phi, n_families = user_feature_matrix(user_features, data.n_users)
         params = self.encoder.init_params()
         outer = range(self.steps)
         if self.progress:
@@ -366,9 +452,15 @@ class PublicFeatureRecommender:
         for _ in outer:
             V_items, _ = self.encoder.forward(params, None)
             gram, moment = segment_statistics(user_offsets, user_order, items, V_items, None, y)
+            if prior is not None:  # pull toward the released prior: (G + l I)^-1 (m + l p)
+                moment += user_reg[:, None] * (phi @ prior)
             U = _solve(gram, moment, user_reg)  # user update: exact, never released
             if private:
                 U = clip_rows(U, self.max_norm)
+            if phi is not None:
+                prior, user_counts = self._release_prior(
+                    phi, n_families, U, user_counts, plan, noise
+                )
             opt = _Adam(params.size, self.learning_rate)
             if dpsgd:
                 for _t in range(self.inner_steps):
@@ -397,6 +489,7 @@ class PublicFeatureRecommender:
         self.rating_range_ = (float(lo), float(hi))
         self.item_counts_ = counts if private else None
         self.plan_ = plan
+        self.user_prior_ = prior
         if private:
             self.dp_event_ = plan.event()
             self.budget_ = PrivacyAccountant().compose(self.dp_event_).spent(budget.delta)
@@ -424,6 +517,26 @@ class PublicFeatureRecommender:
         everything = np.arange(self.encoder.n_items)
         return total + self.encoder.vjp(params, everything, None, ridge[:, None] * V)
 
+    def _release_prior(self, phi, n_families, U, counts, plan, noise):
+        """Release the user-feature prior table ``P`` (feature values x dim) with noise.
+
+        ``P_f = S_f / max(c_f, 1)``: the noisy mean factor of the users holding value f. The
+        counts are released once and reused (the users do not change between steps); rows of
+        ``P`` are clipped to ``max_norm`` (post-processing).
+        """
+        sums, exact_counts = user_prior_statistics(phi, U)
+        if plan is not None:
+            bound = math.sqrt(n_families)
+            sums = sums + noise.gaussian(
+                plan.user_prior * bound * self.max_norm, sums.size
+            ).reshape(sums.shape)
+            if counts is None:
+                counts = exact_counts + noise.gaussian(plan.user_counts * bound, exact_counts.size)
+        elif counts is None:
+            counts = exact_counts
+        table = sums / np.maximum(counts, 1.0)[:, None]
+        return (clip_rows(table, self.max_norm) if plan is not None else table), counts
+
     def _release(self, gram, moment, plan, half, noise):
         """One noisy release of the item statistics (exact when training without privacy).
 
@@ -440,8 +553,13 @@ class PublicFeatureRecommender:
         vals, vecs = project_psd(gram)
         return np.einsum("mdk,mk,mek->mde", vecs, vals, vecs), moment
 
-    def user_factors(self, history: Any) -> np.ndarray:
-        """Users' embeddings from their own ratings (billboard model); see MatrixFactorization."""
+    def user_factors(self, history: Any, user_features: Any = None) -> np.ndarray:
+        """Users' embeddings from their own ratings (billboard model); see MatrixFactorization.
+
+        With ``user_features`` (rows for ``history``'s user codes) and a model trained with
+        them, each user's solve is pulled toward the released prior of their features; a user
+        without ratings then gets the prior itself.
+        """
         if not hasattr(self, "item_factors_"):
             raise NotFittedError("This PublicFeatureRecommender is not fitted yet; call fit.")
         h = as_ratings(history)
@@ -449,4 +567,17 @@ class PublicFeatureRecommender:
         order, offsets = segment_offsets(h.users, h.n_users)
         gram, moment = segment_statistics(offsets, order, h.items, self.item_factors_, None, y)
         lam = self.reg * np.maximum(np.diff(offsets), 1).astype(np.float64)
+        if user_features is not None:
+            if self.user_prior_ is None:
+                raise InvalidParameterError(
+                    "This model was trained without user features; refit with "
+                    "fit(..., user_features=...) to use them."
+                )
+            phi, _ = user_feature_matrix(user_features, h.n_users)
+            if phi.shape[1] != self.user_prior_.shape[0]:
+                raise InvalidParameterError(
+                    f"The user features have {phi.shape[1]} values; the model was trained on "
+                    f"{self.user_prior_.shape[0]}."
+                )
+            moment += lam[:, None] * (phi @ self.user_prior_)
         return _solve(gram, moment, lam)

@@ -1,0 +1,428 @@
+"""Private quantiles with smoothly bounded user contributions, against sample limiting.
+
+Epasto, Mahdian, Mao, Mirrokni and Ren, "Smoothly Bounding User Contributions in Differential
+Privacy", NeurIPS 2020, Section 4 ("Tradeoff weights") and Appendix B. Appendix B is not in our
+copy of the paper, so the mechanism is designed here: a *weighted exponential mechanism*
+(McSherry and Talwar 2007) over the range ``[lower, upper]``.
+
+The mechanism
+-------------
+With record weights ``w_i`` (Lemma 3's ``min(h, s_l) / s_l``, or ``1[i kept]`` for sample
+limiting) the utility of an output ``x`` is
+
+    u(x) = -| W(x) - q W |,   W(x) = sum_{y_i <= x} w_i,   W = sum_i w_i,
+
+which is constant between consecutive sorted values. The output is drawn with density
+proportional to ``exp(epsilon u(x) / (2 Delta))`` on ``[lower, upper]``: an interval is picked
+with probability proportional to ``length * exp(epsilon u / (2 Delta))`` (ties make intervals
+of length 0, which get probability 0), then a point uniformly inside it.
+
+Sensitivity ``Delta`` (pointwise in ``x``, which is what the continuous mechanism needs):
+
+- add/remove one user (default): the user's weights sum to ``t = min(h, s_l) <= h``; ``W(x)``
+  grows by some ``a`` in ``[0, t]`` and ``W`` by ``t``, so ``W(x) - q W`` moves by
+  ``a - q t`` in ``[-q t, (1 - q) t]``: ``Delta = max(q, 1 - q) h``.
+- public sizes (replace one user's values): the weights ``c_i`` are normalised (sum 1) and
+  only ``W(x)`` moves, by at most the user's weight: ``Delta = max_l sum_{S_l} c_i``.
+
+Choosing ``h`` (Section 4, "Tradeoff weights"): in rank space the weighted empirical CDF at the
+true quantile has variance ``q (1 - q) sum_i c_i^2`` (Bernoulli(q) indicators), and the
+mechanism's rank error is about Laplace with scale ``2 Delta / epsilon`` in weight units, i.e.
+``2 max(q, 1 - q) h / (epsilon n_h)`` after normalising by ``n_h``. That is Claim 1's ``v(h)``
+with ``sigma^2 = q (1 - q)`` and noise unit ``2 max(q, 1 - q) / epsilon`` (``2 / epsilon`` with
+public sizes, where ``Delta = h / n_h``), minimised by
+:func:`~userdp.estimate.weighting.best_smooth_h` (Claim 2's ``v'`` by ``best_limit_h``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import dp_accounting
+import numpy as np
+
+from userdp._validation import check_int, check_real
+from userdp.estimate.mean import _validate
+from userdp.estimate.weighting import (
+    best_limit_h,
+    best_smooth_h,
+    factorize_users,
+    limit_mask,
+    private_size_histogram,
+    smooth_weights,
+)
+from userdp.exceptions import InvalidParameterError
+from userdp.privacy.accountant import PrivacyAccountant
+from userdp.privacy.events import ExponentialMechanismDpEvent
+from userdp.privacy.noise import NoiseSource
+
+__all__ = ["QuantileResult", "sample_limited_quantile", "weighted_quantile"]
+
+Method = Literal["weighted", "sample-limit"]
+
+
+@dataclass(frozen=True)
+class QuantileResult:
+    """Released quantiles and how they were released.
+
+    ``estimate``, ``h`` and ``sensitivity`` are floats when ``q`` was a number and arrays
+    (one entry per quantile, in the order of ``q``) when it was a sequence.
+
+    Attributes
+    ----------
+    estimate : float or ndarray
+        The private quantiles, inside ``bounds``.
+    q : tuple of float
+    method : {"weighted", "sample-limit"}
+    h : float or ndarray
+        Thresholds used, given or chosen from public or released values.
+    sensitivity : float or ndarray
+        ``Delta`` of each exponential mechanism: ``max(q, 1 - q) h`` (private sizes) or
+        ``max_l sum_{S_l} c_i`` (public sizes, normalised weights).
+    epsilon : float
+        The privacy budget spent (the accountant's total).
+    selection_epsilon : float
+        The part spent on the size histogram that chose ``h`` (0 when none was needed).
+    public_user_sizes : bool
+    dp_event : dp_accounting.DpEvent
+        Every release, as one ``ComposedDpEvent``.
+    """
+
+    estimate: float | np.ndarray
+    q: tuple[float, ...]
+    method: Method
+    h: float | np.ndarray
+    sensitivity: float | np.ndarray
+    epsilon: float
+    selection_epsilon: float
+    public_user_sizes: bool
+    dp_event: dp_accounting.DpEvent
+
+    def summary(self) -> str:
+        """One line: quantiles, method, thresholds and budget."""
+        est = np.atleast_1d(self.estimate)
+        hs = np.atleast_1d(self.h)
+        parts = ", ".join(
+            f"q={q:g}: {e:.6g} (h={h:.4g})" for q, e, h in zip(self.q, est, hs, strict=True)
+        )
+        sizes = "public" if self.public_user_sizes else "private"
+        return (
+            f"{self.method} quantiles {parts}; epsilon={self.epsilon:g} of which "
+            f"{self.selection_epsilon:g} chose h, user sizes {sizes}"
+        )
+
+
+# -- the mechanism (noise-free kernel + one draw) ------------------------------------------------
+def _quantile_utility(
+    x: np.ndarray, sorted_values: np.ndarray, sorted_weights: np.ndarray, q: float
+) -> np.ndarray:
+    """``u(x) = -|sum_{y_i <= x} w_i - q sum_i w_i|`` at each ``x`` (values sorted ascending).
+
+    Adding or removing a user whose weights sum to ``t <= h`` moves ``u`` by at most
+    ``max(q, 1 - q) h`` at every ``x``; with normalised weights and a replaced user, by at
+    most that user's weight (see the module docstring).
+    """
+    cum = np.concatenate([[0.0], np.cumsum(sorted_weights)])
+    below = np.searchsorted(sorted_values, x, side="right")  # records <= x
+    return -np.abs(cum[below] - q * cum[-1])
+
+
+def _exponential_mechanism(
+    sorted_values: np.ndarray,
+    sorted_weights: np.ndarray,
+    q: float,
+    *,
+    epsilon: float,
+    sensitivity: float,
+    bounds: tuple[float, float],
+    noise: NoiseSource,
+) -> float:
+    """One draw of density ``exp(epsilon u(x) / (2 sensitivity))`` on ``bounds``.
+
+    Intervals ``[e_k, e_{k+1}]`` of ``e = (lower, y_(1), ..., y_(n), upper)`` have constant
+    utility ``u(e_k)``; one is picked by inverse CDF in log space with probability
+    proportional to ``length_k exp(epsilon u_k / (2 sensitivity))``, then a uniform point in it.
+    """
+    lo, hi = bounds
+    edges = np.concatenate([[lo], sorted_values, [hi]])
+    lengths = np.diff(edges)
+    u = _quantile_utility(edges[:-1], sorted_values, sorted_weights, q)
+    with np.errstate(divide="ignore"):
+        logp = np.log(lengths) + (epsilon / (2.0 * sensitivity)) * u  # log 0 = -inf: ties
+    cdf = np.cumsum(np.exp(logp - logp.max()))
+    draw = noise.uniform(2)
+    k = min(int(np.searchsorted(cdf, draw[0] * cdf[-1], side="right")), lengths.size - 1)
+    return float(min(edges[k] + draw[1] * lengths[k], hi))
+
+
+# -- validation and driver ----------------------------------------------------------------------
+def _check_q(q: object, caller: str) -> tuple[tuple[float, ...], bool]:
+    """``q`` as a tuple of floats in (0, 1) and whether it was a single number."""
+    if isinstance(q, (str, bytes)):
+        raise InvalidParameterError(
+            f"The 'q' parameter of {caller} must be a float in the range (0, 1) or a non-empty "
+            f"sequence of them. Got {q!r} instead."
+        )
+    if isinstance(q, Sequence) or isinstance(q, np.ndarray):
+        qs = list(np.asarray(q, dtype=object).ravel()) if isinstance(q, np.ndarray) else list(q)
+        if not qs:
+            raise InvalidParameterError(
+                f"The 'q' parameter of {caller} must be a float in the range (0, 1) or a "
+                f"non-empty sequence of them. Got {q!r} instead."
+            )
+        scalar = False
+    else:
+        qs, scalar = [q], True
+    checked = tuple(
+        check_real(v, "q", caller, low=0.0, high=1.0, low_open=True, high_open=True) for v in qs
+    )
+    return checked, scalar
+
+
+def _run(
+    caller: str,
+    values: object,
+    users: object,
+    *,
+    q: object,
+    epsilon: object,
+    bounds: object,
+    public_user_sizes: object,
+    h: float | None,
+    selection_share: object,
+    seed: int | None,
+    limit: bool,
+) -> QuantileResult:
+    qs, scalar = _check_q(q, caller)
+    y, u, eps, (lo, hi), _, share = _validate(
+        caller, values, users, epsilon, bounds, public_user_sizes, None, selection_share
+    )
+    codes, sizes = factorize_users(u)
+    y = np.clip(y, lo, hi)
+    order = np.argsort(y)  # the order among ties does not matter (zero-length intervals)
+    sorted_y = y[order]
+    noise = NoiseSource(seed)
+    acc = PrivacyAccountant()
+    choose = best_limit_h if limit else best_smooth_h
+
+    eps_sel, eps_est = 0.0, eps
+    table = (sizes, None)  # sizes to choose h from: public ones, or the private histogram's
+    if h is None and not public_user_sizes:
+        eps_sel = share * eps
+        eps_est = eps - eps_sel
+        hist = private_size_histogram(sizes, eps_sel, noise, acc)
+        table = (hist.representatives, hist.counts)
+    eps_q = eps_est / len(qs)  # basic composition over the quantiles
+
+    estimates, hs, deltas = [], [], []
+    for qj in qs:
+        spread = max(qj, 1.0 - qj)
+        hj = h
+        if hj is None:
+            unit = 2.0 / eps_q if public_user_sizes else 2.0 * spread / eps_q
+            hj = choose(table[0], qj * (1.0 - qj), unit, counts=table[1])
+        if limit:
+            w = limit_mask(codes, sizes, hj, noise).astype(np.float64)
+        else:
+            w = smooth_weights(codes, sizes, hj)
+        if public_user_sizes:
+            w = w / w.sum()  # normalised c_i; a replaced user moves W(x) by its own weight
+            delta = float(np.bincount(codes, weights=w).max())
+        else:
+            delta = spread * float(hj)
+        acc.compose(ExponentialMechanismDpEvent(eps_q))
+        x = _exponential_mechanism(
+            sorted_y,
+            w[order],
+            qj,
+            epsilon=eps_q,
+            sensitivity=delta,
+            bounds=(lo, hi),
+            noise=noise,
+        )
+        estimates.append(x)
+        hs.append(float(hj))
+        deltas.append(delta)
+
+    def shape(v: list[float]) -> float | np.ndarray:
+        return v[0] if scalar else np.array(v)
+
+    return QuantileResult(
+        estimate=shape(estimates),
+        q=qs,
+        method="sample-limit" if limit else "weighted",
+        h=shape(hs),
+        sensitivity=shape(deltas),
+        epsilon=acc.spent().epsilon,
+        selection_epsilon=eps_sel,
+        public_user_sizes=bool(public_user_sizes),
+        dp_event=acc.event,
+    )
+
+
+def weighted_quantile(
+    values: object,
+    users: object,
+    *,
+    q: float | Sequence[float],
+    epsilon: float,
+    bounds: tuple[float, float],
+    public_user_sizes: bool = False,
+    h: float | None = None,
+    selection_share: float = 0.1,
+    seed: int | None = None,
+) -> QuantileResult:
+    """Private quantiles with smoothly bounded user contributions (weighted exponential mech.).
+
+    Records carry Lemma 3's weights ``min(h, s_l) / s_l`` and the output is drawn by the
+    weighted exponential mechanism described in the module docstring (Epasto et al. 2020,
+    Section 4 and Appendix B, designed here since our copy lacks the appendix).
+
+    Parameters
+    ----------
+    values : array-like of float, shape (n,)
+        One value per record; clipped to ``bounds``. Must be finite.
+    users : array-like, shape (n,)
+        The user owning each record (ints or strings).
+    q : float or sequence of float
+        Quantile level(s), each in (0, 1).
+    epsilon : float
+        Total privacy budget, in (0, inf); spent exactly.
+    bounds : (float, float)
+        ``(lower, upper)``, ``lower < upper``: the public range; outputs lie inside it.
+    public_user_sizes : bool, default=False
+        True: the paper's model (the user partition is public, neighbours replace one user's
+        values). False: neighbours add or remove a user.
+    h : float or None, default=None
+        Threshold > 0 used for every quantile. None: chosen per quantile by
+        :func:`~userdp.estimate.weighting.best_smooth_h` with rank variance ``q (1 - q)``.
+    selection_share : float, default=0.1
+        Fraction of ``epsilon``, in (0, 1), spent on a private size histogram to choose ``h``
+        when sizes are private and ``h`` is None (nothing is spent otherwise).
+    seed : int or None, default=None
+        Seeds the noise. None (the default) uses OS entropy; a fixed seed is for tests and
+        reproducible benchmarks only.
+
+    Returns
+    -------
+    QuantileResult
+
+    Raises
+    ------
+    DataError
+        Empty input, ``values`` and ``users`` of different lengths, or a non-finite value.
+    InvalidParameterError
+        ``epsilon <= 0``, ``lower >= upper``, ``q`` outside (0, 1), ``h <= 0``,
+        ``selection_share`` outside (0, 1).
+
+    Privacy
+    -------
+    ``epsilon``-DP (pure). The estimation budget (``epsilon``, less the selection share when a
+    histogram is released) is split evenly over the quantiles; each is one exponential
+    mechanism (an ``ExponentialMechanismDpEvent``) with utility sensitivity
+    ``Delta = max(q, 1 - q) h`` under adding or removing a user, or ``max_l sum_{S_l} c_i``
+    under replacing one user's values when sizes are public. The size histogram (private
+    sizes, ``h`` None) has l1 sensitivity 1 (a ``LaplaceDpEvent``). ``h`` is a function of
+    public or released values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> users = np.repeat(np.arange(1000), rng.integers(1, 10, 1000))
+    >>> values = rng.uniform(0, 10, users.size)
+    >>> res = weighted_quantile(values, users, q=0.5, epsilon=1.0, bounds=(0, 10), seed=2)
+    >>> abs(res.estimate - 5.0) < 0.5
+    True
+    """
+    caller = "weighted_quantile"
+    if h is not None:
+        h = check_real(h, "h", caller, low=0.0, high=math.inf, low_open=True, high_open=True)
+    return _run(
+        caller,
+        values,
+        users,
+        q=q,
+        epsilon=epsilon,
+        bounds=bounds,
+        public_user_sizes=public_user_sizes,
+        h=h,
+        selection_share=selection_share,
+        seed=seed,
+        limit=False,
+    )
+
+
+def sample_limited_quantile(
+    values: object,
+    users: object,
+    *,
+    q: float | Sequence[float],
+    epsilon: float,
+    bounds: tuple[float, float],
+    public_user_sizes: bool = False,
+    h: int | None = None,
+    selection_share: float = 0.1,
+    seed: int | None = None,
+) -> QuantileResult:
+    """Private quantiles by sample limiting: the same mechanism with 0/1 weights.
+
+    Each user keeps a uniformly random ``min(h, s_l)`` of their records (Amin et al. 2019;
+    Epasto et al. 2020, Section 3.2); kept records weigh 1, the others 0. ``h`` minimises
+    Claim 2's ``v'(h)`` with rank variance ``q (1 - q)`` when not given.
+
+    Parameters
+    ----------
+    values, users, q, epsilon, bounds, public_user_sizes, selection_share, seed
+        As :func:`weighted_quantile`.
+    h : int or None, default=None
+        Integer threshold >= 1 used for every quantile; None: chosen per quantile by
+        :func:`~userdp.estimate.weighting.best_limit_h`.
+
+    Returns
+    -------
+    QuantileResult
+
+    Raises
+    ------
+    DataError, InvalidParameterError
+        As :func:`weighted_quantile`.
+
+    Privacy
+    -------
+    As :func:`weighted_quantile`: a user's kept records weigh at most ``h`` in all, so
+    ``Delta = max(q, 1 - q) h`` (add/remove), or ``max_l sum_{S_l} c_i`` with
+    ``c_i = 1[i kept] / n_h`` (public sizes). Which records are kept is independent of the
+    values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> users = np.repeat(np.arange(1000), rng.integers(1, 10, 1000))
+    >>> values = rng.uniform(0, 10, users.size)
+    >>> res = sample_limited_quantile(
+    ...     values, users, q=[0.25, 0.75], epsilon=1.0, bounds=(0, 10), h=3, seed=2
+    ... )
+    >>> bool(np.all(np.abs(res.estimate - [2.5, 7.5]) < 0.5))
+    True
+    """
+    caller = "sample_limited_quantile"
+    if h is not None:
+        h = check_int(h, "h", caller, low=1)
+    return _run(
+        caller,
+        values,
+        users,
+        q=q,
+        epsilon=epsilon,
+        bounds=bounds,
+        public_user_sizes=public_user_sizes,
+        h=h,
+        selection_share=selection_share,
+        seed=seed,
+        limit=True,
+    )

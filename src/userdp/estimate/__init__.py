@@ -1,2 +1,44 @@
-"""Smooth bounding of user contributions (Epasto et al., NeurIPS 2020): weighted mean,
-quantiles, label-private linear regression and weighted ERM, against sample limiting."""
+"""Smooth bounding of user contributions (Epasto et al., NeurIPS 2020).
+
+Records are weighted so that each user's total weight is at most h (Lemma 3) instead of
+dropping records beyond a per-user limit (sample limiting, the baseline of every function
+here): a private mean (:func:`weighted_mean`, Alg. 1), quantiles (:func:`weighted_quantile`,
+a weighted exponential mechanism), label-private linear regression
+(:class:`LabelPrivateLinearRegression`, generalized weighted averaging, Alg. 3) and weighted
+ERM (:class:`WeightedERM`, Alg. 2). :mod:`userdp.estimate.weighting` holds the weights and the
+choice of h (Claims 1 and 2).
+"""
+
+from userdp.estimate.erm import WeightedERM
+from userdp.estimate.mean import MeanResult, sample_limited_mean, weighted_mean
+from userdp.estimate.quantile import QuantileResult, sample_limited_quantile, weighted_quantile
+from userdp.estimate.regression import (
+    LabelPrivateLinearRegression,
+    best_limit_h_regression,
+    gwa_linear_regression,
+    solve_gwa,
+)
+from userdp.estimate.weighting import (
+    best_limit_h,
+    best_smooth_h,
+    private_size_histogram,
+    smooth_weights,
+)
+
+__all__ = [
+    "LabelPrivateLinearRegression",
+    "MeanResult",
+    "QuantileResult",
+    "WeightedERM",
+    "best_limit_h",
+    "best_limit_h_regression",
+    "best_smooth_h",
+    "gwa_linear_regression",
+    "private_size_histogram",
+    "sample_limited_mean",
+    "sample_limited_quantile",
+    "smooth_weights",
+    "solve_gwa",
+    "weighted_mean",
+    "weighted_quantile",
+]

@@ -1,4 +1,4 @@
-"""The ``userdp`` command line: ``userdp select`` and ``userdp generate``.
+"""The ``userdp`` command line: ``select``, ``recommend``, ``estimate`` and ``generate``.
 
 :func:`main` does the work and returns an exit code (what tests and Python callers use);
 :func:`console_main` is the installed script's entry point and exits the process.
@@ -15,7 +15,7 @@ import sys
 
 from userdp import __version__
 
-from . import generate, recommend, select
+from . import estimate, generate, recommend, select
 from .options import ArgumentParser, ExitCode
 
 __all__ = ["ExitCode", "build_parser", "console_main", "main"]
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     select.add_parser(commands)
     generate.add_parser(commands)
     recommend.add_parser(commands)
+    estimate.add_parser(commands)
     return parser
 
 

@@ -15,7 +15,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from userdp.data import Contributions, Ratings, section62_instance, zipf_contributions
-from userdp.data.synthetic import lowrank_ratings
+from userdp.data.synthetic import lowrank_ratings, zipf_regression
 from userdp.exceptions import InvalidParameterError
 
 from .options import (
@@ -32,7 +32,7 @@ __all__ = ["add_parser", "run"]
 logger = logging.getLogger("userdp.cli")
 
 PROG = "userdp generate"
-_DEFAULT_USERS = {"zipf": 200_000, "section62": 15_000, "ratings": 20_000}
+_DEFAULT_USERS = {"zipf": 200_000, "section62": 15_000, "ratings": 20_000, "regression": 3_000}
 
 DESCRIPTION = """\
 Write a synthetic file of (user, item) rows with columns 'user' and 'item', as CSV (.csv,
@@ -45,6 +45,10 @@ Write a synthetic file of (user, item) rows with columns 'user' and 'item', as C
   ratings    (user, item, rating) rows shaped like MovieLens: long-tailed item popularity,
              at least 20 ratings per user (about 72 on average), half stars 0.5..5 from a
              low-rank signal plus noise; for 'userdp recommend'.
+  regression (user, x1..x10, label) rows: the synthetic regression of Epasto et al. 2020 (10
+             standard normal features, coefficients 100 * U(0, 1), label noise sd 20), dealt
+             to users with Zipf(1.5) sizes; --users sets the number of rows. Labels lie in
+             [-1600, 1600]; for 'userdp estimate linreg'.
 """
 
 EPILOG = """\
@@ -76,8 +80,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=positive_int,
         default=None,
         metavar="N",
-        help="Number of users. Default: 200000 for zipf (about 2.6 million rows), 15000 for "
-        "section62, 20000 for ratings (about 1.4 million rows).",
+        help="Number of users (of rows for regression). Default: 200000 for zipf (about 2.6 "
+        "million rows), 15000 for section62, 20000 for ratings (about 1.4 million rows), 3000 "
+        "rows for regression.",
     )
     parser.add_argument(
         "--seed",
@@ -149,15 +154,27 @@ def run(args: argparse.Namespace) -> int:
         # MovieLens-10M's shape scaled down: 143 ratings per user there, 72 here.
         n_items = max(150, n_users // 7)  # >= 103 so 72 ratings fit in 70% of the items
         data = lowrank_ratings(n_users, n_items, 72 * n_users, seed=args.seed)
+    elif args.kind == "regression":
+        reg = zipf_regression(max(n_users, 2), 10, noise=20.0, seed=args.seed)
+        columns = {"user": pa.array([f"u{u}" for u in reg.users.tolist()])}
+        columns.update({f"x{j + 1}": pa.array(reg.X[:, j]) for j in range(reg.X.shape[1])})
+        columns["label"] = pa.array(np.clip(reg.y, -1600.0, 1600.0))
+        return _finish(pa.table(columns), output, fmt, args, start, f"{reg.users[-1] + 1} users")
     else:
         data = section62_instance(n_users, seed=args.seed)
     table = _table(data)
+    items = np.count_nonzero(np.bincount(data.items))
+    return _finish(table, output, fmt, args, start, f"{data.n_users} users, {items} distinct items")
+
+
+def _finish(
+    table: pa.Table, output: Path, fmt: str, args: argparse.Namespace, start: float, what: str
+) -> int:
     with atomic_output(output, overwrite=args.overwrite) as tmp:
         _write(table, tmp, fmt)
     if not args.quiet:
         print(
-            f"{PROG}: wrote {table.num_rows} rows ({data.n_users} users, "
-            f"{np.count_nonzero(np.bincount(data.items))} distinct items) to {output} "
+            f"{PROG}: wrote {table.num_rows} rows ({what}) to {output} "
             f"in {time.perf_counter() - start:.2f} s.",
             file=sys.stderr,
         )

@@ -1,0 +1,468 @@
+"""``userdp estimate``: a private mean, quantiles or label-private linear regression of a file.
+
+Each user may contribute any number of rows. Rows are weighted so that no user moves the
+result by more than the noise covers (Epasto et al., NeurIPS 2020); ``--method sample-limit``
+runs the usual baseline that keeps at most h rows per user instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from userdp.data.io import FORMATS, read_table
+from userdp.estimate.mean import sample_limited_mean, weighted_mean
+from userdp.estimate.quantile import sample_limited_quantile, weighted_quantile
+from userdp.estimate.regression import LabelPrivateLinearRegression
+from userdp.exceptions import DataError, InvalidParameterError
+
+from .options import atomic_output, check_output_path, common_options, non_negative_int, run_guarded
+
+__all__ = ["add_parser"]
+
+logger = logging.getLogger("userdp.cli")
+
+PROG = "userdp estimate"
+
+DESCRIPTION = """\
+Estimate a statistic of a table under user-level epsilon-differential privacy, where each user
+may own many rows. Rows are weighted so that each user's total weight is bounded smoothly
+(Epasto et al., NeurIPS 2020) instead of dropping rows beyond a per-user limit.
+
+  mean      the mean of --value-column, clipped to --bounds.
+  quantile  one or more quantiles of --value-column within --bounds (exponential mechanism).
+  linreg    linear regression of --label-column on the feature columns with label privacy:
+            the features and which rows belong to which user are public, the labels private.
+
+The estimate goes to stdout (or --output as JSON); logs and a summary go to stderr.
+"""
+
+EPILOG = """\
+examples:
+  userdp estimate mean spend.csv --user-column customer --value-column amount \\
+      --bounds 0 100 --epsilon 1
+  userdp estimate quantile spend.csv --value-column amount --bounds 0 100 \\
+      --quantiles 0.5,0.9 --epsilon 1
+  userdp estimate linreg reviews.csv --user-column drug --label-column rating \\
+      --label-range 1 10 --epsilon 1
+"""
+
+_METHODS = ("weighted", "sample-limit")
+
+
+def _positive_float(what: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a number; got {text!r}") from None
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"{what} must be a finite number > 0; got {text!r}")
+        return value
+
+    return parse
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1); got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1); got {text!r}")
+    return value
+
+
+def _quantiles(text: str) -> list[float]:
+    return [_fraction(part) for part in text.split(",") if part.strip()] or [_fraction(text)]
+
+
+def _threshold(text: str) -> float | str:
+    if text in ("best", "max"):
+        return text
+    return _positive_float("--threshold")(text)
+
+
+def _noise_variance(text: str) -> float | str:
+    if text == "estimate":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be 'estimate' or a number >= 0; got {text!r}"
+        ) from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be 'estimate' or a number >= 0; got {text!r}")
+    return value
+
+
+def _columns(text: str) -> list[str]:
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one column name")
+    return names
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``estimate`` and its statistics on the ``userdp`` subcommand parsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "estimate",
+        help="Private mean, quantiles or label-private linear regression with weighted rows.",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    stats = parser.add_subparsers(title="statistics", dest="statistic", metavar="STATISTIC")
+    stats.required = True
+    for name, help_ in (
+        ("mean", "The mean of a column, clipped to declared bounds."),
+        ("quantile", "Quantiles of a column within declared bounds."),
+        ("linreg", "Linear regression with private labels and public features."),
+    ):
+        sub = stats.add_parser(
+            name,
+            parents=[common_options()],
+            help=help_,
+            description=f"{help_} See 'userdp estimate --help'.",
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        _add_common(sub)
+        if name == "linreg":
+            _add_linreg(sub)
+        else:
+            _add_values(sub, quantile=name == "quantile")
+        sub.set_defaults(
+            handler=lambda args: run_guarded(f"{PROG} {args.statistic}", run, args), parser=sub
+        )
+    parser.set_defaults(parser=parser)
+    return parser
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "input",
+        metavar="INPUT",
+        help="Table to read: CSV (.csv, .csv.gz), TSV (.tsv), Parquet (.parquet) or JSON "
+        "lines (.jsonl), with a header row.",
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="Format of INPUT. Default: from its name.",
+    )
+    parser.add_argument(
+        "--user-column",
+        default="user",
+        metavar="NAME",
+        help="Column that names the user who owns each row. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--epsilon",
+        type=_positive_float("--epsilon"),
+        required=True,
+        metavar="E",
+        help="Privacy-loss bound epsilon, a number > 0 (for example 1). Required. The release "
+        "is pure epsilon-DP (delta = 0).",
+    )
+    parser.add_argument(
+        "--public-user-sizes",
+        action="store_true",
+        help="Treat the number of rows of each user as public, as the paper does: the whole "
+        "budget goes to the estimate. Default: sizes are private and part of the budget "
+        "chooses the weighting threshold.",
+    )
+    parser.add_argument(
+        "--selection-share",
+        type=_fraction,
+        default=0.1,
+        metavar="F",
+        help="Share of epsilon spent on choosing the threshold privately. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="Seed the noise, for tests and reproducible runs only: anyone who knows the seed "
+        "can undo the noise, so a seeded release is not private. Default: fresh OS entropy.",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="OUT.json",
+        help="Write the estimate and its privacy parameters as JSON to OUT.json. Default: a "
+        "table on stdout.",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="Print JSON on stdout instead of a table.",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="Replace OUT.json if it exists. Default: refuse to overwrite an existing file.",
+    )
+
+
+def _add_values(parser: argparse.ArgumentParser, *, quantile: bool) -> None:
+    parser.add_argument(
+        "--value-column",
+        default="value",
+        metavar="NAME",
+        help="Column of numbers to summarise. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--bounds",
+        type=float,
+        nargs=2,
+        required=True,
+        metavar=("LOWER", "UPPER"),
+        help="Public range of the values; values outside it are clipped to it. Required: it is "
+        "never read from the data.",
+    )
+    if quantile:
+        parser.add_argument(
+            "--quantiles",
+            type=_quantiles,
+            default=[0.5],
+            metavar="Q[,Q...]",
+            help="Quantiles in (0, 1), comma separated; epsilon is split evenly between them. "
+            "Default: 0.5 (the median).",
+        )
+    parser.add_argument(
+        "--method",
+        choices=_METHODS,
+        default="weighted",
+        help="weighted: smooth per-row weights (the paper's Alg. 1); sample-limit: keep at most "
+        "h random rows per user (the baseline). Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=_positive_float("--threshold"),
+        default=None,
+        metavar="H",
+        help="Fix the per-user threshold h instead of choosing it (then no budget is spent on "
+        "choosing). Default: chosen to minimise the expected error.",
+    )
+    if not quantile:
+        parser.add_argument(
+            "--noise-variance",
+            type=_noise_variance,
+            default="estimate",
+            metavar="V",
+            help="Variance of the values, taken as public knowledge when a number is given; "
+            "'estimate' spends part of the selection budget on it. Default: %(default)s.",
+        )
+
+
+def _add_linreg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--label-column",
+        default="label",
+        metavar="NAME",
+        help="Column of the (private) labels. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--feature-columns",
+        type=_columns,
+        default=None,
+        metavar="A,B,...",
+        help="Columns of the (public) features, comma separated. Default: every column "
+        "except the user and label columns.",
+    )
+    parser.add_argument(
+        "--label-range",
+        type=float,
+        nargs=2,
+        required=True,
+        metavar=("LOWER", "UPPER"),
+        help="Public range of the labels; labels outside it are clipped. Required.",
+    )
+    parser.add_argument(
+        "--method",
+        choices=("gwa", "sample-limit"),
+        default="gwa",
+        help="gwa: generalized weighted averaging (the paper's Alg. 3); sample-limit: OLS on at "
+        "most h rows per user (the baseline). Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=_threshold,
+        default="best",
+        metavar="H",
+        help="Per-user row limit h for sample-limit: a number, 'best' (minimises the expected "
+        "error) or 'max' (every row). Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--noise-variance",
+        type=_noise_variance,
+        default="estimate",
+        metavar="V",
+        help="Variance of the label noise around the linear fit, taken as public knowledge "
+        "when a number is given; 'estimate' spends part of the budget on it. "
+        "Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--no-intercept",
+        dest="fit_intercept",
+        action="store_false",
+        help="Fit without an intercept. Default: fit one.",
+    )
+
+
+def _read(args: argparse.Namespace, numeric: Sequence[str]) -> tuple[np.ndarray, pa.Table]:
+    """The user column as strings and the named numeric columns as float64."""
+    wanted = (args.user_column, *numeric)
+    table = read_table(args.input, columns=wanted, format=args.format)  # type: ignore[arg-type]
+    for col in wanted:
+        if col not in table.column_names:
+            raise DataError(
+                f"{args.input}: column {col!r} not found; the input has columns "
+                f"{table.column_names!r}."
+            )
+    if table.num_rows == 0:
+        raise DataError(f"{args.input}: the input has no rows.")
+    users = table.column(args.user_column)
+    if users.null_count:
+        raise DataError(f"{args.input}: column {args.user_column!r} has empty values.")
+    cast = {}
+    for col in numeric:
+        values = table.column(col)
+        try:
+            values = values.cast(pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+            raise DataError(
+                f"{args.input}: column {col!r} must hold numbers: {str(err).splitlines()[0]}"
+            ) from err
+        if values.null_count:
+            raise DataError(f"{args.input}: column {col!r} has {values.null_count} empty values.")
+        cast[col] = values
+    users_np = users.cast(pa.string()).to_numpy(zero_copy_only=False)
+    return users_np, pa.table(cast)
+
+
+def _feature_columns(args: argparse.Namespace) -> list[str]:
+    if args.feature_columns is not None:
+        return list(args.feature_columns)
+    names = read_table(
+        args.input, columns=(args.user_column, args.label_column), format=args.format
+    ).column_names
+    rest = [n for n in names if n not in (args.user_column, args.label_column)]
+    if not rest:
+        raise DataError(f"{args.input}: no feature columns besides the user and label columns.")
+    return rest
+
+
+def _check(args: argparse.Namespace) -> None:
+    bounds = args.label_range if args.statistic == "linreg" else args.bounds
+    if not (math.isfinite(bounds[0]) and math.isfinite(bounds[1]) and bounds[0] < bounds[1]):
+        flag = "--label-range" if args.statistic == "linreg" else "--bounds"
+        raise InvalidParameterError(
+            f"{flag} must be two finite numbers LOWER < UPPER; got {bounds[0]:g} {bounds[1]:g}."
+        )
+
+
+def _run_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float]]:
+    users, table = _read(args, [args.value_column])
+    values = table.column(args.value_column).to_numpy()
+    logger.info("Read %d rows from %s.", values.size, args.input)
+    common: dict[str, Any] = {
+        "epsilon": args.epsilon,
+        "bounds": tuple(args.bounds),
+        "public_user_sizes": args.public_user_sizes,
+        "selection_share": args.selection_share,
+        "seed": args.seed,
+        "h": args.threshold,
+    }
+    weighted = args.method == "weighted"
+    if args.statistic == "mean":
+        if args.noise_variance != "estimate":
+            common["noise_variance"] = args.noise_variance
+        fn = weighted_mean if weighted else sample_limited_mean
+        if not weighted and args.threshold is not None:
+            common["h"] = int(args.threshold)
+        result = fn(values, users, **common)
+        estimates = {"mean": float(result.estimate)}
+    else:
+        fn = weighted_quantile if weighted else sample_limited_quantile
+        if not weighted and args.threshold is not None:
+            common["h"] = int(args.threshold)
+        result = fn(values, users, q=args.quantiles, **common)
+        found = np.atleast_1d(np.asarray(result.estimate, dtype=np.float64))
+        estimates = {f"q{q:g}": float(v) for q, v in zip(args.quantiles, found, strict=True)}
+    h = np.atleast_1d(np.asarray(result.h, dtype=np.float64)).tolist()
+    info = {"method": args.method, "h": h[0] if len(h) == 1 else h,
+            "epsilon": float(result.epsilon)}  # fmt: skip
+    return info, estimates
+
+
+def _run_linreg(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float]]:
+    features = _feature_columns(args)
+    users, table = _read(args, [args.label_column, *features])
+    y = table.column(args.label_column).to_numpy()
+    X = np.column_stack([table.column(c).to_numpy() for c in features])
+    logger.info("Read %d rows with %d features from %s.", y.size, len(features), args.input)
+    model = LabelPrivateLinearRegression(
+        epsilon=args.epsilon,
+        label_range=tuple(args.label_range),
+        method=args.method,
+        h=args.threshold if args.method == "sample-limit" else None,
+        noise_variance=args.noise_variance,
+        fit_intercept=args.fit_intercept,
+        selection_share=args.selection_share,
+        seed=args.seed,
+    ).fit(X, y, users)
+    estimates = dict(zip(features, map(float, model.coef_), strict=True))
+    if args.fit_intercept:
+        estimates = {"intercept": float(model.intercept_), **estimates}
+    info = {"method": args.method, "epsilon": float(model.epsilon_)}
+    return info, estimates
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``userdp estimate STATISTIC`` on parsed arguments; return the exit code."""
+    _check(args)
+    output = None if args.output is None else Path(args.output)
+    if output is not None:
+        check_output_path(output, overwrite=args.overwrite)
+    start = time.perf_counter()
+    if args.statistic == "linreg":
+        info, estimates = _run_linreg(args)
+    else:
+        info, estimates = _run_values(args)
+    seconds = time.perf_counter() - start
+    record = {"statistic": args.statistic, **info, "delta": 0.0, "estimates": estimates}
+    if output is not None:
+        with atomic_output(output, overwrite=args.overwrite) as tmp:
+            tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        logger.info("Wrote the estimate to %s.", output)
+    elif args.json:
+        print(json.dumps(record, indent=2))
+    else:
+        width = max(len(k) for k in estimates)
+        for name, value in estimates.items():
+            print(f"{name:<{width}}  {value:.6g}")
+    if not args.quiet:
+        h = info.get("h")
+        extra = "" if h is None else ", h=" + ",".join(f"{v:.3g}" for v in np.atleast_1d(h))
+        print(
+            f"{PROG} {args.statistic}: {args.method}{extra} at epsilon={info['epsilon']:g} "
+            f"(pure DP) in {seconds:.2f} s.",
+            file=sys.stderr,
+        )
+    return 0

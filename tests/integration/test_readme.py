@@ -61,3 +61,9 @@ def test_readme_recommend_cli_block_runs(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "model.npz").exists()
     out = capsys.readouterr().out
     assert "global-mean" in out and "adadpals" in out  # the evaluate table
+
+
+def test_readme_estimate_cli_block_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _run_cli_block(next(b for b in _blocks("bash") if "userdp estimate mean" in b), capsys)
+    assert (tmp_path / "model.json").exists()

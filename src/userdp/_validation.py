@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
 
 from userdp.exceptions import InvalidParameterError
 
@@ -88,3 +91,29 @@ def check_choice(value: object, name: str, caller: str, choices: Sequence[str]) 
             f"The {name!r} parameter of {caller} must be one of {allowed}. Got {value!r} instead."
         )
     return value
+
+
+def check_constraints(
+    owner: object, constraints: Mapping[str, Mapping[str, Any]], caller: str
+) -> None:
+    """Check each attribute of ``owner`` named in ``constraints`` against its rule.
+
+    A rule is ``{"choices": [...]}``, ``{"bool": True}``, ``{"int": True, "low": ...}`` or the
+    keywords of :func:`check_real`; ``"none": True`` also allows None. Like scikit-learn's
+    ``_parameter_constraints`` table, checked at the top of ``fit`` before any data is read.
+    """
+    for name, rule in constraints.items():
+        value = getattr(owner, name)
+        if value is None and rule.get("none"):
+            continue
+        if "choices" in rule:
+            check_choice(value, name, caller, rule["choices"])
+        elif rule.get("bool"):
+            if not isinstance(value, bool | np.bool_):
+                raise InvalidParameterError(
+                    f"The {name!r} parameter of {caller} must be a bool. Got {value!r} instead."
+                )
+        elif rule.get("int"):
+            check_int(value, name, caller, low=rule.get("low"))
+        else:
+            check_real(value, name, caller, **{k: v for k, v in rule.items() if k != "none"})

@@ -22,7 +22,7 @@ import numpy as np
 from scipy import linalg, optimize, sparse
 
 from userdp._validation import check_int, check_real
-from userdp.estimate.weighting import factorize_users
+from userdp.estimate.weighting import check_features, factorize_users
 from userdp.exceptions import DataError
 
 __all__ = ["GWASolution", "gwa_matrix", "gwa_objective", "gwa_sensitivity", "solve_gwa"]
@@ -34,20 +34,6 @@ _MAX_HALVINGS = 50
 
 
 # -- input checks ----------------------------------------------------------------------------------
-def _as_features(X: object, caller: str) -> np.ndarray:
-    try:
-        x = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise DataError(f"{caller}: 'X' must be a 2-D array of floats ({err}).") from err
-    if x.ndim != 2:
-        raise DataError(f"{caller}: 'X' must be 2-D; got shape {x.shape}.")
-    finite = np.isfinite(x).all(axis=1)
-    if not finite.all():
-        bad = int(np.flatnonzero(~finite)[0])
-        raise DataError(f"{caller}: 'X' has a non-finite value in row {bad}.")
-    return x
-
-
 def _as_labels(y: object, n: int, caller: str) -> np.ndarray:
     try:
         arr = np.asarray(y, dtype=np.float64)
@@ -536,7 +522,7 @@ def solve_gwa(
     lu = _nonnegative(laplace_unit, "laplace_unit", caller)
     tol = check_real(tol, "tol", caller, low=0.0, high=1.0, low_open=True)
     max_iter = check_int(max_iter, "max_iter", caller, low=1)
-    x = _as_features(X, caller)
+    x = check_features(X, caller)
     codes, sizes = _as_codes(users, x.shape[0], caller)
     _check_rank(x, caller)
     return _solve_codes(x, codes, sizes, nv, lu, tol, max_iter)

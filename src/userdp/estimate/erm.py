@@ -57,10 +57,11 @@ import dp_accounting
 import numpy as np
 from scipy import special
 
-from userdp._validation import check_choice, check_int, check_real
+from userdp._validation import check_constraints
 from userdp.estimate.weighting import (
     best_limit_h,
     best_smooth_h,
+    check_features,
     effective_count,
     factorize_users,
     limit_mask,
@@ -405,23 +406,7 @@ class WeightedERM:
 
     # -- validation -------------------------------------------------------------------------
     def _validate_params(self) -> None:
-        for name, rule in self._parameter_constraints.items():
-            value = getattr(self, name)
-            if value is None and rule.get("none"):
-                continue
-            if "choices" in rule:
-                check_choice(value, name, _CALLER, rule["choices"])
-            elif rule.get("bool"):
-                if not isinstance(value, (bool, np.bool_)):
-                    raise InvalidParameterError(
-                        f"The {name!r} parameter of {_CALLER} must be a bool. "
-                        f"Got {value!r} instead."
-                    )
-            elif rule.get("int"):
-                check_int(value, name, _CALLER, low=rule.get("low"))
-            else:
-                bounds = {k: v for k, v in rule.items() if k != "none"}
-                check_real(value, name, _CALLER, **bounds)
+        check_constraints(self, self._parameter_constraints, _CALLER)
         if self.weighting == "limit" and self.h is not None and self.h < 1:
             raise InvalidParameterError(
                 f"The 'h' parameter of {_CALLER} must be a float in the range [1, inf) with "
@@ -431,7 +416,7 @@ class WeightedERM:
     def _validate_data(
         self, X: object, y: object, users: object
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        x = _as_features(X, "fit")
+        x = check_features(X, f"{_CALLER}.fit")
         labels = _as_float(y, "y")
         users = np.asarray(users)
         if users.ndim != 1:
@@ -572,7 +557,7 @@ class WeightedERM:
     def decision_function(self, X: object) -> np.ndarray:
         """``X @ coef_ + intercept_``, shape (n,)."""
         self._check_fitted()
-        x = _as_features(X, "decision_function")
+        x = check_features(X, f"{_CALLER}.decision_function")
         if x.shape[1] != self.n_features_in_:
             raise DataError(
                 f"{_CALLER}.decision_function: X has {x.shape[1]} features; the model was "
@@ -606,17 +591,3 @@ def _as_float(values: object, name: str) -> np.ndarray:
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
         raise DataError(f"{_CALLER}.fit: {name!r} has a non-finite value at row {bad}.")
     return arr
-
-
-def _as_features(X: object, method: str) -> np.ndarray:
-    try:
-        x = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise DataError(f"{_CALLER}.{method}: 'X' must be a 2-D array of floats.") from err
-    if x.ndim != 2:
-        raise DataError(f"{_CALLER}.{method}: 'X' must be 2-D; got shape {x.shape}.")
-    finite = np.isfinite(x).all(axis=1)
-    if not finite.all():
-        bad = int(np.flatnonzero(~finite)[0])
-        raise DataError(f"{_CALLER}.{method}: 'X' has a non-finite value in row {bad}.")
-    return x

@@ -76,11 +76,10 @@ import dp_accounting
 import numpy as np
 from scipy import linalg
 
-from userdp._validation import check_choice, check_int, check_real
+from userdp._validation import check_choice, check_constraints, check_int, check_real
 from userdp.estimate._gwa import (
     GWASolution,
     _as_codes,
-    _as_features,
     _as_labels,
     _check_rank,
     _nonnegative,
@@ -93,6 +92,7 @@ from userdp.estimate._gwa import (
 from userdp.estimate.weighting import (
     best_smooth_h,
     check_bounds,
+    check_features,
     limit_mask,
     smooth_weights,
 )
@@ -242,7 +242,7 @@ def sample_limit_design(
     """
     caller = "sample_limit_design"
     h = check_int(h, "h", caller, low=1)
-    x = _as_features(X, caller)
+    x = check_features(X, caller)
     codes, sizes = _as_codes(users, x.shape[0], caller)
     return _limit_design(x, codes, sizes, h, noise if noise is not None else NoiseSource(), caller)
 
@@ -272,7 +272,7 @@ def best_limit_h_regression(
     caller = "best_limit_h_regression"
     nv = _nonnegative(noise_variance, "noise_variance", caller)
     lu = _nonnegative(laplace_unit, "laplace_unit", caller)
-    x = _as_features(X, caller)
+    x = check_features(X, caller)
     codes, sizes = _as_codes(users, x.shape[0], caller)
     _check_rank(x, caller)
     return _best_limit(x, codes, sizes, nv, lu, noise if noise is not None else NoiseSource())
@@ -417,7 +417,7 @@ def gwa_linear_regression(
     nv = None if noise_variance is None else _nonnegative(noise_variance, "noise_variance", caller)
     if seed is not None:
         check_int(seed, "seed", caller, low=0)
-    x = _as_features(X, caller)
+    x = check_features(X, caller)
     labels = _as_labels(y, x.shape[0], caller)
     codes, sizes = _as_codes(users, x.shape[0], caller)
     _check_rank(x, caller)
@@ -645,23 +645,7 @@ class LabelPrivateLinearRegression:
     # -- validation -------------------------------------------------------------------------
     def _validate_params(self) -> tuple[tuple[float, float], int | str | None, float | None]:
         """Check every parameter; returns (bounds, h mode, public noise variance or None)."""
-        for name, rule in self._parameter_constraints.items():
-            value = getattr(self, name)
-            if value is None and rule.get("none"):
-                continue
-            if "choices" in rule:
-                check_choice(value, name, _CALLER, rule["choices"])
-            elif rule.get("bool"):
-                if not isinstance(value, (bool, np.bool_)):
-                    raise InvalidParameterError(
-                        f"The {name!r} parameter of {_CALLER} must be a bool. "
-                        f"Got {value!r} instead."
-                    )
-            elif rule.get("int"):
-                check_int(value, name, _CALLER, low=rule.get("low"))
-            else:
-                bounds = {k: v for k, v in rule.items() if k != "none"}
-                check_real(value, name, _CALLER, **bounds)
+        check_constraints(self, self._parameter_constraints, _CALLER)
         bounds = _check_label_range(self.label_range, _CALLER)
         if isinstance(self.noise_variance, str):
             check_choice(self.noise_variance, "noise_variance", _CALLER, ["estimate"])
@@ -691,7 +675,7 @@ class LabelPrivateLinearRegression:
         return int(h)
 
     def _validate_data(self, X: object, y: object, users: object) -> tuple:
-        x = _as_features(X, f"{_CALLER}.fit")
+        x = check_features(X, f"{_CALLER}.fit")
         labels = _as_labels(y, x.shape[0], f"{_CALLER}.fit")
         codes, sizes = _as_codes(users, x.shape[0], f"{_CALLER}.fit")
         if self.fit_intercept:
@@ -764,7 +748,7 @@ class LabelPrivateLinearRegression:
     def predict(self, X: object) -> np.ndarray:
         """``X @ coef_ + intercept_``, shape (n,)."""
         self._check_fitted()
-        x = _as_features(X, f"{_CALLER}.predict")
+        x = check_features(X, f"{_CALLER}.predict")
         if x.shape[1] != self.n_features_in_:
             raise DataError(
                 f"{_CALLER}.predict: X has {x.shape[1]} features; the model was fitted on "

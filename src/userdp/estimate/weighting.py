@@ -39,6 +39,7 @@ __all__ = [
     "best_limit_h",
     "best_smooth_h",
     "check_bounds",
+    "check_features",
     "check_records",
     "effective_count",
     "factorize_users",
@@ -103,6 +104,21 @@ def check_bounds(bounds: object, caller: str) -> tuple[float, float]:
 
 
 # -- weights --------------------------------------------------------------------------------------
+def check_features(X: object, caller: str) -> np.ndarray:
+    """``X`` as a finite 2-D float64 array; DataError naming the first bad row otherwise."""
+    try:
+        x = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise DataError(f"{caller}: 'X' must be a 2-D array of floats ({err}).") from err
+    if x.ndim != 2:
+        raise DataError(f"{caller}: 'X' must be 2-D; got shape {x.shape}.")
+    finite = np.isfinite(x).all(axis=1)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        raise DataError(f"{caller}: 'X' has a non-finite value in row {bad}.")
+    return x
+
+
 def factorize_users(users: object) -> tuple[np.ndarray, np.ndarray]:
     """Dense user codes per record and the size of each user.
 

@@ -198,6 +198,7 @@ def test_item_features_file_is_one_family(data, tmp_path, capsys):
         (["{csv}"], "(the default) needs MovieLens INPUT"),
         (["{csv}", "--features", "genres,nope"], "invalid feature: 'nope'"),
         (["{ml}", "--features", "tags"], "ml-100k has no tags"),
+        (["{ml}", "--features", "genres,genome"], "ml-100k has no Tag Genome"),
         (["{csv}", "--item-features", "{dir}/missing.csv"], "missing.csv"),
         (["{csv}", "--item-features", "{csv}"], "column 'feature' not found"),
     ],
@@ -305,3 +306,26 @@ def test_public_progress_only_on_a_terminal(data, tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(recommend_cli, "_interactive", lambda quiet: not quiet)
     assert _train(*argv, *FAST, "--overwrite") == ExitCode.OK
     assert "am-ssp2" in capsys.readouterr().err
+
+
+def test_an_ml_20m_folder_trains_with_its_tag_genome(data, tmp_path, capsys):
+    # ml-20m's layout: ratings.csv and movies.csv, plus the genome's scores and tag names.
+    folder = tmp_path / "ml-20m"
+    folder.mkdir()
+    stars = lowrank_ratings(n_users=N_USERS, n_items=N_ITEMS, n_ratings=4000, seed=2)
+    ratings = "".join(
+        f"{u + 1},{i + 1},{v:.1f},1\n"
+        for u, i, v in zip(stars.users, stars.items, stars.values, strict=True)
+    )
+    (folder / "ratings.csv").write_text("userId,movieId,rating,timestamp\n" + ratings)
+    movies = "".join(f"{i},Movie {i} ({1990 + i % 9}),Drama|Comedy\n" for i in range(1, 61))
+    (folder / "movies.csv").write_text("movieId,title,genres\n" + movies)
+    scores = "".join(f"{i},{t},{((i * t) % 10) / 10:.1f}\n" for i in range(1, 61) for t in (1, 2))
+    (folder / "genome-scores.csv").write_text("movieId,tagId,relevance\n" + scores)
+    (folder / "genome-tags.csv").write_text("tagId,tag\n1,dark\n2,funny\n")
+    out = tmp_path / "genome.npz"
+    argv = [str(folder), "-o", str(out), "--method", "am-ssp", "--features", "genome,id"]
+    assert _train(*argv, *EPS_DELTA, *FAST) == ExitCode.OK
+    assert "encoder on genome (2), id" in capsys.readouterr().err
+    rated = np.unique(stars.items).size  # the code book holds the rated movies
+    assert MatrixFactorization.load(out).item_factors_.shape == (rated, 4)

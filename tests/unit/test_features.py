@@ -12,12 +12,13 @@ import scipy.sparse as sp
 
 from userdp.data.features import (
     SparseFeatures,
+    genome_features,
     item_features,
     movielens_item_features,
     movielens_user_features,
     tag_features,
 )
-from userdp.data.movielens import MOVIELENS, load_movielens, load_movies
+from userdp.data.movielens import MOVIELENS, load_genome, load_movielens, load_movies
 from userdp.exceptions import DataError, InvalidParameterError
 
 # item, genres, year: a movie without year (20), one with no genres (20, 40), one whose only
@@ -362,6 +363,49 @@ def test_movielens_100k_genres_come_from_the_flags(tmp_path):
 def test_movielens_tags_of_a_version_without_tags_are_a_data_error(tmp_path):
     with pytest.raises(DataError, match="has no tags file"):
         movielens_item_features(fake_100k(tmp_path), [1, 2], tags=True)
+
+
+GENOME_SCORES = (
+    b"movieId,tagId,relevance\n"
+    b"10,1,0.90\n10,2,0.20\n10,3,0.55\n"
+    b"11,1,0.10\n11,2,0.95\n11,3,0.50\n"
+    b"50,1,0.99\n50,2,0.99\n50,3,0.99\n"
+)
+GENOME_TAGS = b"tagId,tag\n1,musical\n2,space\n3,based on a book\n"
+
+
+def fake_20m(root: Path, *, genome: bool = True) -> Path:
+    files = {"ratings.csv": RATINGS_CSV, "movies.csv": MOVIES_CSV}
+    if genome:
+        files |= {"genome-scores.csv": GENOME_SCORES, "genome-tags.csv": GENOME_TAGS}
+    return write_folder(root, "ml-20m", files)
+
+
+def test_the_tag_genome_keeps_relevant_tags_weighted_by_relevance(tmp_path):
+    folder = fake_20m(tmp_path)
+    scores = load_genome(folder)
+    assert scores.num_rows == 9 and scores.column("tag").to_pylist()[:3] == [
+        "musical", "space", "based on a book"
+    ]  # fmt: skip
+    ratings = load_movielens(folder)  # items 10, 11, 20, 30; movie 50 is not rated
+    (genome,) = movielens_item_features(
+        folder, ratings.item_labels, families=["genres"], genome=True
+    )[1:]
+    assert genome.name == "genome"
+    assert genome.values == ["based on a book", "musical", "space"]  # sorted; 50's don't count
+    np.testing.assert_allclose(
+        genome.matrix.toarray(), [[0.55, 0.90, 0.0], [0.50, 0.0, 0.95], [0, 0, 0], [0, 0, 0]]
+    )
+    strict = genome_features(scores, ratings.item_labels, min_relevance=0.6, public=True)
+    assert strict.values == ["musical", "space"]
+
+
+def test_the_tag_genome_needs_public_true_and_a_version_that_has_one(tmp_path):
+    with pytest.raises(InvalidParameterError, match="needs public=True"):
+        genome_features(load_genome(fake_20m(tmp_path / "a")), [10, 11])
+    assert load_genome(fake_20m(tmp_path / "b", genome=False)) is None
+    with pytest.raises(DataError, match="has no Tag Genome"):
+        movielens_item_features(fake_small(tmp_path / "c"), [10], genome=True)
 
 
 # -- user features ------------------------------------------------------------------------------

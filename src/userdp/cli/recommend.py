@@ -90,7 +90,7 @@ PUBLIC_METHODS = {
 }
 ALL_METHODS = (*METHODS, *PUBLIC_METHODS)
 #: ``--features`` names: MovieLens families (from INPUT) and the identity family ``id``.
-FEATURES = ("genres", "year", "decade", "tags", "id")
+FEATURES = ("genres", "year", "decade", "tags", "genome", "id")
 _DEFAULT_FEATURES = ("genres", "year", "id")
 
 DESCRIPTION = """\
@@ -438,8 +438,10 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     public.add_argument(
         "--features", type=_feature_list, default=None, metavar="F[,F...]",
         help="Feature families of the item encoder, from " + ", ".join(FEATURES) + ". "
-        "genres, year, decade (release year by decade) and tags (user-written, treated as "
-        "public because GroupLens publishes them) are read from MovieLens INPUT; for other "
+        "genres, year, decade (release year by decade), tags (user-written, treated as "
+        "public because GroupLens publishes them) and genome (the Tag Genome of ml-20m and "
+        "ml-latest, relevance >= 0.5, derived from user data and likewise published) are read "
+        "from MovieLens INPUT; for other "
         "input they stand for the family of --item-features. id adds one value per item "
         "(a free item embedding); --features id alone is the id-only model. Default: "
         + ",".join(_DEFAULT_FEATURES) + ".",
@@ -700,6 +702,11 @@ def _check_public(
             "item features (GroupLens publishes them), so the privacy guarantee covers the "
             "ratings, not who tagged what."
         )
+    if "genome" in named and spec is not None and spec.name not in ("ml-20m", "ml-latest"):
+        raise InvalidParameterError(
+            f"--features genome: MovieLens {spec.name} has no Tag Genome (only ml-20m and "
+            "ml-latest have one); drop genome from --features."
+        )
     if args.family_dim is not None and list(features) == ["id"] and args.item_features is None:
         logger.warning("--family-dim does not apply to --features id (no feature families).")
 
@@ -761,11 +768,11 @@ def _item_families(
     built: dict[str, Any] = {}
     if named and spec is not None:
         base = [f for f in named if f in ("genres", "year")]
-        if base or "tags" in named:
-            # tags=True is the acknowledgement that user-written tags are treated as public.
+        if base or "tags" in named or "genome" in named:
+            # tags=True / genome=True acknowledge that user-derived data are treated as public.
             got = movielens_item_features(
                 args.input, labels, name=spec.name, families=base or ["genres"],
-                tags="tags" in named,
+                tags="tags" in named, genome="genome" in named,
             )  # fmt: skip
             built.update({f.name: f.matrix for f in got})
         if "decade" in named:

@@ -30,9 +30,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from userdp._validation import check_choice, check_int
+from userdp._validation import check_choice, check_int, check_real
 from userdp.data.movielens import (
     MOVIELENS,
+    load_genome,
     load_movies,
     load_tags,
     load_users,
@@ -42,6 +43,7 @@ from userdp.exceptions import DataError, InvalidParameterError
 
 __all__ = [
     "SparseFeatures",
+    "genome_features",
     "item_features",
     "movielens_item_features",
     "movielens_user_features",
@@ -462,6 +464,70 @@ def tag_features(
     return _bag("tags", codes, text, len(labels), min_count=min_count)
 
 
+def genome_features(
+    genome: pa.Table, item_labels: Any, *, min_relevance: float = 0.5, public: bool = False
+) -> SparseFeatures:
+    """The MovieLens Tag Genome as a weighted bag of tags per item, row-aligned to a code book.
+
+    Each (item, tag) score of at least ``min_relevance`` becomes that tag's weight for the item
+    (the encoder averages a multivalent family by these weights); lower scores are dropped,
+    which keeps the matrix sparse (the genome scores all 1,128 tags for every movie).
+
+    Parameters
+    ----------
+    genome : pyarrow.Table
+        Columns ``item``, ``tag`` and ``relevance``, as returned by
+        :func:`~userdp.data.movielens.load_genome`.
+    item_labels : pyarrow.Array or array-like
+        The model's item code book; row ``c`` describes item ``item_labels[c]``.
+    min_relevance : float, default 0.5
+        Smallest relevance kept, in (0, 1].
+    public : bool, default False
+        Must be True, as for :func:`tag_features`: the genome is computed from users' tags,
+        ratings and reviews.
+
+    Returns
+    -------
+    SparseFeatures
+        Named ``"genome"``, shape ``(len(item_labels), n_tags)`` (tags kept somewhere), values
+        sorted.
+
+    Privacy
+    -------
+    As for :func:`tag_features`: GroupLens derived the genome from user data and publishes it;
+    treating it as public item features is the caller's choice, recorded by ``public=True``.
+    """
+    caller = "genome_features"
+    if public is not True:
+        raise InvalidParameterError(
+            "genome_features needs public=True: the Tag Genome is computed from users' tags, "
+            "ratings and reviews. Pass public=True only if it may be treated as public item "
+            "features (GroupLens publishes it)."
+        )
+    low = check_real(min_relevance, "min_relevance", caller, low=0.0, high=1.0, low_open=True)
+    if not isinstance(genome, pa.Table):
+        raise InvalidParameterError(
+            f"The 'genome' parameter of {caller} must be a pyarrow.Table. Got "
+            f"{type(genome).__name__} instead."
+        )
+    _require_columns(genome, ["item", "tag", "relevance"], "The genome table", caller)
+    labels = _as_array(item_labels, "item_labels", caller)
+    ids = _key_column(genome, "item", "The genome table", unique=False)
+    codes = _rows_of(ids, labels, "item", "item code book (item_labels)")
+    relevance = genome.column("relevance").to_numpy().astype(np.float64, copy=False)
+    keep = (codes >= 0) & (relevance >= low)
+    tags = genome.column("tag").combine_chunks().filter(pa.array(keep))
+    vocab = pc.unique(tags)
+    vocab = vocab.take(pc.array_sort_indices(vocab))
+    cols = pc.index_in(tags, value_set=vocab).to_numpy(zero_copy_only=False).astype(np.int64)
+    matrix = sp.coo_matrix(
+        (relevance[keep], (codes[keep], cols)), shape=(len(labels), len(vocab))
+    ).tocsr()
+    matrix.sum_duplicates()
+    matrix.sort_indices()
+    return SparseFeatures("genome", matrix, vocab.to_pylist())
+
+
 def movielens_item_features(
     source: str | os.PathLike[str],
     item_labels: Any,
@@ -472,6 +538,8 @@ def movielens_item_features(
     min_count: int = 1,
     tags: bool = False,
     tag_min_count: int = 2,
+    genome: bool = False,
+    genome_min_relevance: float = 0.5,
 ) -> list[SparseFeatures]:
     """Public item features of a MovieLens version: :func:`item_features` on its movies.
 
@@ -493,11 +561,16 @@ def movielens_item_features(
         that ``public=True`` gives :func:`tag_features`: read its Privacy section.
     tag_min_count : int, default 2
         ``min_count`` of :func:`tag_features`.
+    genome : bool, default False
+        Append :func:`genome_features` (family ``"genome"``; ml-20m and ml-latest). True
+        acknowledges ``public=True`` as for ``tags``.
+    genome_min_relevance : float, default 0.5
+        ``min_relevance`` of :func:`genome_features`.
 
     Returns
     -------
     list of SparseFeatures
-        The families in order, then ``"tags"`` when asked for.
+        The families in order, then ``"tags"`` and ``"genome"`` when asked for.
 
     Raises
     ------
@@ -507,10 +580,11 @@ def movielens_item_features(
         If a parameter is out of range, or ``name`` is unknown or cannot be inferred.
     """
     caller = "movielens_item_features"
-    if not isinstance(tags, bool):
-        raise InvalidParameterError(
-            f"The 'tags' parameter of {caller} must be a bool. Got {tags!r} instead."
-        )
+    for flag, value in (("tags", tags), ("genome", genome)):
+        if not isinstance(value, bool):
+            raise InvalidParameterError(
+                f"The {flag!r} parameter of {caller} must be a bool. Got {value!r} instead."
+            )
     features = item_features(
         load_movies(source, name),
         item_labels,
@@ -526,6 +600,16 @@ def movielens_item_features(
                 "ml-latest-small have tags. Pass tags=False."
             )
         features.append(tag_features(table, item_labels, min_count=tag_min_count, public=True))
+    if genome:
+        scores = load_genome(source, name)
+        if scores is None:
+            raise DataError(
+                f"{os.fspath(source)!r} has no Tag Genome (genome-scores.csv and "
+                "genome-tags.csv); only ml-20m and ml-latest have one. Pass genome=False."
+            )
+        features.append(
+            genome_features(scores, item_labels, min_relevance=genome_min_relevance, public=True)
+        )
     return features
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "MOVIELENS",
     "MovieLensSpec",
     "download",
+    "load_genome",
     "load_movielens",
     "load_movies",
     "load_ratings_table",
@@ -806,6 +807,54 @@ def load_tags(source: str | os.PathLike[str], name: str | None = None) -> pa.Tab
             table = _read_text(files, key, "::", cols, spec.encoding)
         _check_no_nulls(table, files.describe(key))
         return table
+
+
+def load_genome(source: str | os.PathLike[str], name: str | None = None) -> pa.Table | None:
+    """Read the Tag Genome of a MovieLens version, or None when it has none.
+
+    ml-20m and ml-latest ship ``genome-scores.csv`` (movieId, tagId, relevance) and
+    ``genome-tags.csv`` (tagId, tag): the relevance in [0, 1] of each of 1,128 tags to each
+    movie, computed by GroupLens from tags, ratings and reviews.
+
+    Returns
+    -------
+    pyarrow.Table or None
+        Columns ``item`` (int64), ``tag`` (str) and ``relevance`` (float64), one row per
+        (movie, tag) score; None when either genome file is absent.
+
+    Raises
+    ------
+    DataError
+        If a genome file is malformed or a score names an unknown tag id.
+    """
+    with _open(source, name, "load_genome") as files:
+        scores_key = files.find("genome-scores.csv")
+        tags_key = files.find("genome-tags.csv")
+        if scores_key is None or tags_key is None:
+            return None
+        scores = _read_header_csv(
+            files,
+            scores_key,
+            {
+                "movieId": ("item", pa.int64()),
+                "tagId": ("tag_id", pa.int64()),
+                "relevance": ("relevance", pa.float64()),
+            },
+        )
+        names = _read_header_csv(
+            files, tags_key, {"tagId": ("tag_id", pa.int64()), "tag": ("tag", pa.string())}
+        )
+    _check_no_nulls(scores, files.describe(scores_key))
+    position = pc.index_in(scores.column("tag_id"), value_set=names.column("tag_id"))
+    if position.null_count:
+        raise DataError(
+            f"{files.describe(scores_key)}: {position.null_count} score(s) name a tag id "
+            "missing from genome-tags.csv."
+        )
+    tag = names.column("tag").combine_chunks().take(position.combine_chunks())
+    return pa.table(
+        {"item": scores.column("item"), "tag": tag, "relevance": scores.column("relevance")}
+    )
 
 
 def load_users(source: str | os.PathLike[str], name: str | None = None) -> pa.Table:

@@ -473,16 +473,32 @@ def _private_noise_variance(
     # 1. Pilot beta_0: GWA planned for the largest variance a label in [lo, hi] can have.
     pilot = _solve_codes(x, codes, sizes, 0.25 * cap, width / eps_pilot, 1e-6, 200)
     beta0, _, _ = _release(pilot.matrix, y, codes, bounds, eps_pilot, noise, accountant)
-    # 2. Squared residuals of the released pilot, predictions clipped to the range: [0, B^2].
-    r = (y - np.clip(x @ beta0, lo, hi)) ** 2
+    # 2. A smoothly weighted mean of its squared residuals.
     h = best_smooth_h(sizes, 0.25 * cap * cap, cap / eps_mean)  # Claim 1 for r in [0, B^2]
-    w = smooth_weights(codes, sizes, h)  # Lemma 3: user l's weights sum to min(h, s_l)
-    n_h = float(w.sum())
-    sens = cap * float(np.bincount(codes, weights=w).max()) / n_h  # Lemma 1, values in [0, B^2]
+    mean, sens = _residual_mean(x, y, beta0, codes, sizes, bounds, h)
     scale = sens / eps_mean
     accountant.compose(dp_accounting.LaplaceDpEvent(scale / sens))
-    estimate = float(w @ r) / n_h + float(noise.laplace(scale, 1)[0])
+    estimate = mean + float(noise.laplace(scale, 1)[0])
     return float(np.clip(estimate, _VARIANCE_FLOOR * cap, 0.25 * cap))
+
+
+def _residual_mean(
+    x: np.ndarray, y: np.ndarray, beta0: np.ndarray, codes: np.ndarray, sizes: np.ndarray,
+    bounds: tuple[float, float], h: float,
+) -> tuple[float, float]:  # fmt: skip
+    """``(sum_i c_i r_i, B^2 max_l sum_{S_l} c_i)``: the released statistic and its sensitivity.
+
+    ``r_i = (y_i - clip(x_i beta0))^2`` lies in ``[0, B^2]`` for labels in the range; ``c`` are
+    Lemma 3's weights normalised by n_h, which depend on the public partition only. With the
+    released pilot ``beta0`` fixed (adaptive composition), replacing one user's labels moves
+    the statistic by at most ``B^2 max_l sum_{S_l} c_i`` (Lemma 1).
+    """
+    lo, hi = bounds
+    r = (y - np.clip(x @ beta0, lo, hi)) ** 2
+    w = smooth_weights(codes, sizes, h)  # Lemma 3: user l's weights sum to min(h, s_l)
+    n_h = float(w.sum())
+    sens = (hi - lo) ** 2 * float(np.bincount(codes, weights=w).max()) / n_h
+    return float(w @ r) / n_h, sens
 
 
 # -- the estimator ---------------------------------------------------------------------------------

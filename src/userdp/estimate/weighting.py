@@ -424,6 +424,17 @@ def _pool_upwards(noisy: np.ndarray, threshold: float) -> np.ndarray:
     return counts
 
 
+def _size_counts(sizes: object) -> np.ndarray:
+    """Exact number of users per bin of :func:`size_bin_edges` (the histogram's statistic).
+
+    Each user falls in exactly one bin, so adding or removing a user changes this vector by 1
+    in l1 norm.
+    """
+    edges = size_bin_edges()
+    s = np.asarray(sizes, dtype=np.int64).ravel()
+    return np.bincount(np.searchsorted(edges, s, side="right") - 1, minlength=edges.size)
+
+
 def private_size_histogram(
     sizes: object, epsilon: float, noise: NoiseSource, accountant: PrivacyAccountant
 ) -> SizeHistogram:
@@ -454,10 +465,8 @@ def private_size_histogram(
         low_open=True,
         high_open=True,
     )
-    s = np.asarray(sizes, dtype=np.int64).ravel()
     edges = size_bin_edges()
-    idx = np.searchsorted(edges, s, side="right") - 1
-    exact = np.bincount(idx, minlength=edges.size)
+    exact = _size_counts(sizes)
     scale = 1.0 / eps
     event = dp_accounting.LaplaceDpEvent(scale / 1.0)  # noise_multiplier = scale / l1 (= 1)
     accountant.compose(event)

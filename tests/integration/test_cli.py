@@ -74,10 +74,21 @@ def test_select_to_stdout_with_summary_on_stderr(csv_path, capsys):
     assert out == "a\nthe\n"
     assert "selected 2 items with mad2r" in err
     assert "epsilon=1, delta=1e-05" in err
-    assert f"{N_USERS} users" in err
-    assert f"{3 * N_USERS} distinct (user, item) pairs" in err
-    assert "not differentially private" in err
     assert re.search(r"in \d+\.\d\d s", err)
+    # issue 12: the summary shows only what was released, never the exact input counts
+    assert f"{N_USERS}" not in err and "users" not in err and "pairs" not in err
+
+
+def test_exact_counts_only_with_verbose_and_labelled_non_private(csv_path, capsys):
+    assert _select(csv_path, *EPS_DELTA, "--seed", "1", "-v") == ExitCode.OK
+    out, err = capsys.readouterr()
+    assert out == "a\nthe\n"
+    summary = next(ln for ln in err.splitlines() if "selected 2 items" in ln)
+    assert "users" not in summary and f"{N_USERS}" not in summary
+    diag = next(ln for ln in err.splitlines() if "diagnostics" in ln)
+    assert "NOT differentially private" in diag
+    assert f"{N_USERS} users" in diag
+    assert f"{3 * N_USERS} distinct (user, item) pairs" in diag
 
 
 @pytest.mark.parametrize("algorithm", list(userdp.partition.api.ALGORITHMS))
@@ -110,7 +121,27 @@ def test_options_reach_the_algorithm(csv_path, capsys, monkeypatch):
     assert "recap" not in basic and basic["max_items_per_user"] == 10
     assert "max_items_per_user" not in greedy and "recap" not in greedy
     err = capsys.readouterr().err
-    assert "--no-recap only applies to mad2r and dp-sips" in err
+    assert "--no-recap does not apply to basic; ignored" in err
+
+
+def test_composition_rounds_and_split_reach_the_algorithm(csv_path, capsys, monkeypatch):
+    calls: list[dict] = []
+    real = select_cli.select_partitions
+
+    def spy(data, **kwargs):
+        calls.append(kwargs)
+        return real(data, **kwargs)
+
+    monkeypatch.setattr(select_cli, "select_partitions", spy)
+    common = [csv_path, *EPS_DELTA, "--seed", "1"]
+    assert _select(*common, "--composition", "basic", "--rounds", "3") == 0
+    assert _select(*common, "--algorithm", "dp-sips", "--split", "0.2,0.8") == 0
+    assert _select(*common, "--algorithm", "mad", "--rounds", "3") == 0
+    mad2r, dp_sips, mad = calls
+    assert mad2r["composition"] == "basic" and mad2r["rounds"] == 3
+    assert dp_sips["fractions"] == [0.2, 0.8] and "composition" not in dp_sips
+    assert "rounds" not in mad
+    assert "--rounds does not apply to mad" in capsys.readouterr().err
 
 
 def test_same_seed_same_output_on_generated_data(tmp_path, capsys):

@@ -15,8 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from userdp.partition import _probe, basic, dp_sips, mad, mad2r
+from userdp.partition import select_partitions
 from userdp.partition import spark as engine
+from userdp.partition.runner import Tap
+
+
+def _run(data, algorithm, engine_name, tap=None, **options):
+    return select_partitions(data, algorithm=algorithm, engine=engine_name, _tap=tap, **options)
+
 
 pytestmark = [
     pytest.mark.spark,
@@ -90,23 +96,26 @@ def _same_weights(local: dict, spark: dict) -> None:
 
 COMMON = {"epsilon": 40.0, "delta": 0.05, "max_items_per_user": 5}
 CASES = {
-    "basic": (basic, engine.basic, {}),
-    "dp-sips": (dp_sips, engine.dp_sips, {"fractions": (0.2, 0.3, 0.5)}),
-    "dp-sips-no-recap": (dp_sips, engine.dp_sips, {"recap": False}),
-    "mad": (mad, engine.mad, {"d_max": 4}),
-    "mad2r": (mad2r, engine.mad2r, {"d_max": 4}),
-    "mad2r-no-recap": (mad2r, engine.mad2r, {"d_max": 5, "recap": False}),
+    "basic": ("basic", {}),
+    "basic-composition": ("basic", {"composition": "basic"}),
+    "dp-sips": ("dp-sips", {"fractions": (0.2, 0.3, 0.5)}),
+    "dp-sips-no-recap": ("dp-sips", {"recap": False}),
+    "mad": ("mad", {"d_max": 4}),
+    "mad2r": ("mad2r", {"d_max": 4}),
+    "mad2r-basic": ("mad2r", {"d_max": 4, "composition": "basic"}),
+    "mad2r-3-rounds": ("mad2r", {"d_max": 4, "rounds": 3}),
+    "mad2r-no-recap": ("mad2r", {"d_max": 5, "recap": False}),
+    "mad2r-3-rounds-no-recap": ("mad2r", {"d_max": 5, "recap": False, "rounds": 3}),
 }
 
 
 def _both(spark, pairs, name, seed, noise_scale=3.0):
-    local_fn, spark_fn, extra = CASES[name]
+    algorithm, extra = CASES[name]
     options = {**COMMON, **extra, "seed": seed}
     noise = _noise(noise_scale)
-    with _probe.probe(noise=noise) as lp:
-        local = local_fn(pairs, **options)
-    with _probe.probe(noise=noise) as sp:
-        remote = spark_fn(_frame(spark, pairs), **options)
+    lp, sp = Tap(noise=noise), Tap(noise=noise)
+    local = _run(pairs, algorithm, "local", lp, **options)
+    remote = _run(_frame(spark, pairs), algorithm, "spark", sp, **options)
     return local, lp, remote, sp
 
 
@@ -144,8 +153,8 @@ def test_mad2r_round_two_biases_match(spark):
         items = rng.choice(30, size=degree, replace=False, p=np.r_[[8.0] * 5, [1.0] * 25] / 65)
         pairs += [(f"u{u}", f"i{i}") for i in items]
     options = {**COMMON, "d_max": 4, "seed": 11}
-    with _probe.probe() as first:
-        plain = mad2r(pairs, **options)
+    first = Tap()
+    plain = _run(pairs, "mad2r", "local", first, **options)
     (r1, r2), w1 = plain.parameters["rounds"], first.weights[0]
     # biased band of line 14: rho_2 + c_lb sigma_1 < noisy_1 < rho_1 (not released, w_lb > rho_2)
     low, high = r2["rho"] + r1["sigma"], r1["rho"]
@@ -155,10 +164,9 @@ def test_mad2r_round_two_biases_match(spark):
     def noise(round_index, items, sigma):
         return np.array([target.get(i, 0.0) if round_index == 0 else 0.0 for i in items])
 
-    with _probe.probe(noise=noise) as lp:
-        local = mad2r(pairs, **options)
-    with _probe.probe(noise=noise) as sp:
-        remote = engine.mad2r(_frame(spark, pairs), **options)
+    lp, sp = Tap(noise=noise), Tap(noise=noise)
+    local = _run(pairs, "mad2r", "local", lp, **options)
+    remote = _run(_frame(spark, pairs), "mad2r", "spark", sp, **options)
     assert len(target) >= 5
     for lw, sw in zip(lp.weights, sp.weights, strict=True):
         _same_weights(lw, _collect(sw))
@@ -186,9 +194,9 @@ def test_seeded_run_is_reproducible_across_partitionings(spark):
     before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
         spark.conf.set("spark.sql.shuffle.partitions", "3")
-        a = engine.mad2r(df, epsilon=3.0, delta=1e-4, seed=5)
+        a = select_partitions(df, epsilon=3.0, delta=1e-4, seed=5)
         spark.conf.set("spark.sql.shuffle.partitions", "7")
-        b = engine.mad2r(df.repartition(5), epsilon=3.0, delta=1e-4, seed=5)
+        b = select_partitions(df.repartition(5), epsilon=3.0, delta=1e-4, seed=5)
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before)
     assert a.items == b.items
@@ -199,16 +207,21 @@ def test_unseeded_runs_draw_fresh_noise(spark):
     # items sit at the threshold, so the noise decides: two unseeded runs must differ
     pairs = [(u, f"w{u % 40}") for u in range(800)]
     df = _frame(spark, pairs)
-    rho = engine.basic(df, epsilon=1.0, delta=1e-5, seed=0).parameters["rho"]
+    rho = select_partitions(df, epsilon=1.0, delta=1e-5, algorithm="basic", seed=0).parameters[
+        "rho"
+    ]
     assert 800 / 40 < rho + 5  # weights 20 near rho ~ 21: about half are released
-    runs = {tuple(engine.basic(df, epsilon=1.0, delta=1e-5).items) for _ in range(3)}
+    runs = {
+        tuple(select_partitions(df, epsilon=1.0, delta=1e-5, algorithm="basic").items)
+        for _ in range(3)
+    }
     assert len(runs) > 1
 
 
 def test_result_metadata_matches_local(spark):
     pairs = [(u, f"w{i}") for u in range(500) for i in range(u % 7 + 1)] + [(1, "w0")]
-    local = mad2r(pairs, epsilon=1.0, delta=1e-5, seed=4)
-    remote = engine.mad2r(_frame(spark, pairs), epsilon=1.0, delta=1e-5, seed=4)
+    local = select_partitions(pairs, epsilon=1.0, delta=1e-5, seed=4)
+    remote = select_partitions(_frame(spark, pairs), epsilon=1.0, delta=1e-5, seed=4)
     assert remote.parameters == local.parameters
     assert remote.budget == local.budget
     assert remote.dp_event == local.dp_event
@@ -218,18 +231,20 @@ def test_result_metadata_matches_local(spark):
     assert set(remote.items) <= {f"w{i}" for i in range(7)}
     assert remote.to_arrow().to_pylist() == remote.items
     assert "mad2r: selected" in remote.summary()
+    assert "users" not in remote.summary()
 
 
 def test_select_partitions_picks_the_spark_engine(spark):
-    from userdp.partition import SparkSelectionResult, select_partitions
+    from userdp.exceptions import InvalidParameterError
+    from userdp.partition import SparkSelectionResult
 
     df = _frame(spark, [(u, "common") for u in range(3000)])
     result = select_partitions(df, epsilon=1.0, delta=1e-5, algorithm="mad", seed=1)
     assert isinstance(result, SparkSelectionResult)
     assert result.items == ["common"]
-    with pytest.raises(Exception, match="sequential"):
+    with pytest.raises(InvalidParameterError, match="sequential"):
         select_partitions(df, epsilon=1.0, delta=1e-5, algorithm="policy-gaussian")
-    with pytest.raises(Exception, match="does not take"):
+    with pytest.raises(InvalidParameterError, match="does not take"):
         select_partitions(df, epsilon=1.0, delta=1e-5, algorithm="basic", beta=2.0)
 
 
@@ -237,12 +252,29 @@ def test_bad_input_is_refused(spark):
     from userdp.exceptions import DataError
 
     df = spark.createDataFrame([(1, "a"), (2, None)], "user long, item string")
+    kw = {"epsilon": 1.0, "delta": 1e-5, "algorithm": "basic", "engine": "spark"}
     with pytest.raises(DataError, match="null"):
-        engine.basic(df, epsilon=1.0, delta=1e-5)
+        select_partitions(df, **kw)
     with pytest.raises(DataError, match="not found"):
-        engine.basic(df, epsilon=1.0, delta=1e-5, item_column="query")
+        select_partitions(df, item_column="query", **kw)
     with pytest.raises(DataError, match="DataFrame"):
-        engine.basic([(1, "a")], epsilon=1.0, delta=1e-5)
+        select_partitions([(1, "a")], **kw)
     empty = spark.createDataFrame([], "user long, item string")
     with pytest.raises(DataError, match="no \\(user, item\\) pairs"):
-        engine.mad(empty, epsilon=1.0, delta=1e-5)
+        select_partitions(empty, **{**kw, "algorithm": "mad"})
+
+
+def test_python_workers_import_the_driver_s_userdp(spark):
+    """Executors must run the same userdp as the driver (a worktree on PYTHONPATH, not a copy
+    installed elsewhere), or parity tests would compare the driver's code with another one."""
+    from pathlib import Path
+
+    import userdp
+
+    def where(_):
+        import userdp as worker_userdp
+
+        yield Path(worker_userdp.__file__).resolve().as_posix()
+
+    paths = set(spark.sparkContext.parallelize([0, 1], 2).mapPartitions(where).collect())
+    assert paths == {Path(userdp.__file__).resolve().as_posix()}

@@ -404,11 +404,15 @@ def test_every_algorithm_is_reproducible_with_a_seed(name, mixed_contributions):
 @pytest.mark.parametrize(("eps", "delta"), [(1.0, 1e-5), (0.3, 1e-7)])
 def test_every_algorithm_spends_exactly_the_requested_budget(name, eps, delta, mixed_contributions):
     res = select_partitions(mixed_contributions, epsilon=eps, delta=delta, algorithm=name, seed=1)
-    assert res.budget.epsilon == pytest.approx(eps, rel=1e-12)
+    # gaussian composition rounds sigma up by 1e-12 relative: epsilon is spent to 1e-9
+    assert res.budget.epsilon == pytest.approx(eps, rel=1e-9)
+    assert res.budget.epsilon <= eps
     assert res.budget.delta == pytest.approx(delta, rel=1e-12)
     assert isinstance(res.dp_event, dp_accounting.DpEvent)
-    spent = PrivacyAccountant().compose(res.dp_event).spent()
-    assert spent.epsilon == pytest.approx(eps, rel=1e-12)
+    spent = (
+        PrivacyAccountant().compose(res.dp_event).spent(res.parameters.get("gaussian_delta", 0.0))
+    )
+    assert spent.epsilon == pytest.approx(eps, rel=1e-9)
     assert spent.delta == pytest.approx(delta, rel=1e-12)
 
 
@@ -459,8 +463,11 @@ def test_greedy_update_caps_nothing(results):
     assert results["greedy-update"].diagnostics.pairs_dropped_by_capping == (0,)
 
 
-def test_mad2r_parameters_hold_the_reference_round_values(results):
-    rounds = results["mad2r"].parameters["rounds"]
+def test_mad2r_parameters_hold_the_reference_round_values(results, mixed_contributions):
+    basic = select_partitions(
+        mixed_contributions, epsilon=1.0, delta=1e-5, composition="basic", seed=3
+    )
+    rounds = basic.parameters["rounds"]
     assert rounds[0]["sigma"] == pytest.approx(37.867, abs=1e-3)
     assert rounds[0]["rho"] == pytest.approx(217.11, abs=1e-2)
     assert rounds[1]["sigma"] == pytest.approx(4.3039, abs=1e-4)

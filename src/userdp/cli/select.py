@@ -22,6 +22,7 @@ from userdp.data.io import FORMATS, infer_format
 from userdp.exceptions import InvalidParameterError
 from userdp.partition import SelectionResult, SparkSelectionResult
 from userdp.partition.api import ALGORITHMS, select_partitions
+from userdp.partition.rounds import COMPOSITIONS
 
 from .options import (
     Progress,
@@ -39,10 +40,6 @@ __all__ = ["add_parser", "run"]
 logger = logging.getLogger("userdp.cli")
 
 PROG = "userdp select"
-_RECAP = ("mad2r", "dp-sips")
-_NO_CAP = ("greedy-update",)
-#: Sequential baselines loop over users and can show a per-user progress bar.
-_SEQUENTIAL = ("policy-gaussian", "greedy-update")
 
 DESCRIPTION = """\
 Privately select the items (partition keys) of a file of (user, item) rows that may be
@@ -151,6 +148,30 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "no cap). Default: %(default)s.",
     )
     algo.add_argument(
+        "--composition",
+        choices=COMPOSITIONS,
+        default=None,
+        help="How rounds compose: gaussian (the rounds' noise as one Gaussian plus the summed "
+        "threshold deltas; more items) or basic (the papers' sum of per-round budgets). "
+        "Parallel algorithms only. Default: gaussian.",
+    )
+    algo.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help="Number of rounds of mad2r (>= 2) or dp-sips. Default: 2.",
+    )
+    algo.add_argument(
+        "--split",
+        type=_fractions,
+        default=None,
+        metavar="F1,F2,...",
+        help="Per-round shares, summing to 1: of the Gaussian precision with --composition "
+        "gaussian, of epsilon and delta with basic (mad2r, dp-sips). Default: tuned per "
+        "composition and number of rounds.",
+    )
+    algo.add_argument(
         "--no-recap",
         dest="recap",
         action="store_false",
@@ -184,27 +205,57 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def _fractions(text: str) -> list[float]:
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers such as 0.1,0.9; got {text!r}"
+        ) from None
+
+
+#: CLI flags and the algorithm option each sets; an algorithm gets a flag's value only if its
+#: options (declared once, in userdp.partition.ALGORITHMS) include it.
+_FLAGS = {
+    "max_items_per_user": "--max-items-per-user",
+    "recap": "--no-recap",
+    "composition": "--composition",
+    "rounds": "--rounds",
+    "fractions": "--split",
+}
+
+
 def _check_parameters(args: argparse.Namespace) -> dict[str, Any]:
     """Validate the numbers before reading anything; return the algorithm's options."""
     if not (math.isfinite(args.epsilon) and args.epsilon > 0):
         raise InvalidParameterError(f"--epsilon must be a finite number > 0; got {args.epsilon:g}.")
     if not (math.isfinite(args.delta) and 0 < args.delta < 1):
         raise InvalidParameterError(f"--delta must be in (0, 1); got {args.delta:g}.")
+    spec = ALGORITHMS[args.algorithm]
     options: dict[str, Any] = {
         "seed": args.seed,
         "user_column": args.user_column,
         "item_column": args.item_column,
     }
-    if args.algorithm not in _NO_CAP:
-        options["max_items_per_user"] = args.max_items_per_user
-    if args.algorithm in _RECAP:
-        options["recap"] = args.recap
-    elif not args.recap:
-        logger.warning("--no-recap only applies to mad2r and dp-sips; ignored.")
-    if args.engine == "spark" and args.algorithm in _SEQUENTIAL:
+    given = {
+        "max_items_per_user": args.max_items_per_user,
+        "recap": None if args.recap else False,
+        "composition": args.composition,
+        "rounds": args.rounds,
+        "fractions": args.split,
+    }
+    for option, value in given.items():
+        if value is None or (option == "max_items_per_user" and option not in spec.options):
+            continue  # flag not given (the algorithm's default), or a cap-free algorithm
+        if option in spec.options:
+            options[option] = value
+        else:
+            logger.warning("%s does not apply to %s; ignored.", _FLAGS[option], args.algorithm)
+    if args.engine not in spec.engines:
         raise InvalidParameterError(
-            f"--algorithm {args.algorithm} is sequential and has no Spark engine; use mad2r, "
-            "mad, basic or dp-sips with --engine spark."
+            f"--algorithm {args.algorithm} is sequential and has no Spark engine; use "
+            f"{', '.join(n for n, s in ALGORITHMS.items() if args.engine in s.engines)} with "
+            "--engine spark."
         )
     if args.engine != "spark" and args.spark_master is not None:
         logger.warning("--spark-master only applies to --engine spark; ignored.")
@@ -253,8 +304,8 @@ def run(args: argparse.Namespace) -> int:
         ["read", "select", "write"],
         enabled=Progress.wanted(args.quiet, input_size(args.input)),
     )
-    if progress.enabled and args.algorithm in _SEQUENTIAL:
-        options["show_progress"] = True
+    if progress.enabled and "show_progress" in ALGORITHMS[args.algorithm].options:
+        options["show_progress"] = True  # sequential baselines loop over users
     try:
         with progress.stage("read"):
             data = read(
@@ -286,8 +337,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
 
-    if not args.quiet:
-        print(_summary(result, time.perf_counter() - start), file=sys.stderr)
+    _report(args, result, time.perf_counter() - start)
     return 0
 
 
@@ -313,11 +363,12 @@ def _run_spark(
                     args.user_column, args.item_column
                 )
         with progress.stage("select"):
-            result = engine.select_partitions(
+            result = select_partitions(
                 frame,
                 epsilon=args.epsilon,
                 delta=args.delta,
                 algorithm=args.algorithm,
+                engine="spark",
                 **options,
             )
         with progress.stage("write"):
@@ -325,8 +376,7 @@ def _run_spark(
         result.dataframe.unpersist()
     finally:
         progress.close()
-    if not args.quiet:
-        print(_summary(result, time.perf_counter() - start), file=sys.stderr)
+    _report(args, result, time.perf_counter() - start)
     return 0
 
 
@@ -378,15 +428,30 @@ def _write_spark(result: SparkSelectionResult, output: Path | None, *, overwrite
     logger.info("Wrote %d items to %s.", len(result), output)
 
 
+def _report(
+    args: argparse.Namespace, result: SelectionResult | SparkSelectionResult, seconds: float
+) -> None:
+    """The closing summary (released facts only) and, with -v, the non-private diagnostics."""
+    if args.quiet:
+        return
+    print(_summary(result, seconds), file=sys.stderr)
+    if args.verbose:
+        print(_diagnostics(result), file=sys.stderr)
+
+
 def _summary(result: SelectionResult | SparkSelectionResult, seconds: float) -> str:
-    d = result.diagnostics
+    """Only what was released: the number of items, the algorithm and the budget spent."""
     budget = result.budget
     n = len(result)
-    head = (
+    return (
         f"{PROG}: selected {n} item{'' if n == 1 else 's'} with {result.algorithm} at "
-        f"epsilon={budget.epsilon:g}, delta={budget.delta:g} "
-        f"in {seconds:.2f} s (selection {d.seconds:.2f} s)."
+        f"epsilon={budget.epsilon:g}, delta={budget.delta:g} in {seconds:.2f} s."
     )
+
+
+def _diagnostics(result: SelectionResult | SparkSelectionResult) -> str:
+    """Exact input counts (-v only): labelled as not private, never part of the summary."""
+    d = result.diagnostics
     counts = [f"{d.n_users} users", f"{d.n_pairs} distinct (user, item) pairs"]
     if d.duplicates_dropped:
         counts.append(f"{d.duplicates_dropped} duplicate rows dropped")
@@ -394,8 +459,7 @@ def _summary(result: SelectionResult | SparkSelectionResult, seconds: float) -> 
         counts.append(
             f"{sum(d.pairs_dropped_by_capping)} pairs dropped by the per-user cap (all rounds)"
         )
-    note = (
-        f"{PROG}: note: the input counts are exact, for the operator only; they are not "
-        "differentially private and are not part of the release."
+    return (
+        f"{PROG}: diagnostics (NOT differentially private: exact counts for the operator "
+        f"only, not part of the release): {', '.join(counts)}; selection took {d.seconds:.2f} s."
     )
-    return "\n".join([head, f"{PROG}: input: {', '.join(counts)}.", note])

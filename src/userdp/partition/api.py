@@ -1,26 +1,49 @@
-"""One entry point that dispatches to an algorithm by name."""
+"""One entry point: choose the algorithm and the engine, check the budget, run."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+import dp_accounting
+
 from userdp._validation import check_choice
-from userdp.exceptions import InvalidParameterError
+from userdp.exceptions import BudgetExceededError, InvalidParameterError
+from userdp.partition.algorithms import COMMON, SPECS, AlgorithmSpec
 from userdp.partition.baselines import greedy_update, policy_gaussian
 from userdp.partition.result import SelectionResult, SparkSelectionResult
-from userdp.partition.select import basic, dp_sips, mad, mad2r
+from userdp.partition.runner import Tap
+from userdp.partition.select import LocalRunner, _budget
+from userdp.privacy import LaplaceThresholdDpEvent, PrivacyAccountant
 
-__all__ = ["ALGORITHMS", "select_partitions"]
+__all__ = ["ALGORITHMS", "ENGINES", "basic", "dp_sips", "mad", "mad2r", "select_partitions"]
 
-ALGORITHMS: dict[str, Callable[..., SelectionResult]] = {
-    "mad2r": mad2r,
-    "mad": mad,
-    "basic": basic,
-    "dp-sips": dp_sips,
-    "policy-gaussian": policy_gaussian,
-    "greedy-update": greedy_update,
+ENGINES = ("auto", "local", "spark")
+
+#: Every algorithm by name, with the options it takes (declared once, here and in
+#: :data:`userdp.partition.algorithms.SPECS`).
+ALGORITHMS: dict[str, AlgorithmSpec] = {
+    **SPECS,
+    "policy-gaussian": AlgorithmSpec(
+        "policy-gaussian",
+        "policy_gaussian",
+        {**COMMON, "beta": 4.0, "show_progress": False},
+        engines=("local",),
+        function=policy_gaussian,
+    ),
+    "greedy-update": AlgorithmSpec(
+        "greedy-update",
+        "greedy_update",
+        {
+            "seed": None,
+            "user_column": "user",
+            "item_column": "item",
+            "beta": 4.0,
+            "show_progress": False,
+        },
+        engines=("local",),
+        function=greedy_update,
+    ),
 }
 
 
@@ -29,25 +52,30 @@ def _is_spark_dataframe(data: Any) -> bool:
     return cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame"
 
 
-def _dispatch(
-    algorithms: Mapping[str, Callable[..., Any]],
-    data: Any,
-    epsilon: float,
-    delta: float,
-    algorithm: str,
-    options: dict[str, Any],
-    engine: str,
-) -> Any:
-    name = check_choice(algorithm, "algorithm", "select_partitions", list(algorithms))
-    func = algorithms[name]
-    accepted = [p for p in inspect.signature(func).parameters if p not in ("data",)]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise InvalidParameterError(
-            f"The {name!r} algorithm ({engine} engine) does not take the option(s) "
-            f"{', '.join(map(repr, unknown))}; it takes {', '.join(map(repr, accepted))}."
+def _check_fits(accountant: PrivacyAccountant, event: dp_accounting.DpEvent) -> None:
+    """Refuse (BudgetExceededError) when composing ``event`` cannot fit the accountant's budget.
+
+    Gaussian parts are converted at the largest delta the budget leaves after the other
+    events' deltas, which gives the smallest epsilon: the event fits if that epsilon does.
+    """
+    budget = accountant.budget
+    if budget is None:
+        return
+    trial = PrivacyAccountant()
+    for e in (*accountant.ledger, event):
+        trial.compose(e)
+    try:
+        spent = trial.spent()
+    except InvalidParameterError:  # the ledger holds Gaussian parts: convert at delta left
+        probe = min(budget.delta, 0.5) / 2
+        other_delta = trial.spent(probe).delta - probe
+        left = budget.delta - other_delta
+        spent = trial.spent(left) if 0 < left < 1 else None
+    if spent is None or not budget.covers(spent):
+        raise BudgetExceededError(
+            f"This selection would spend more than the accountant's budget {budget} "
+            "(nothing was run)."
         )
-    return func(data, epsilon=epsilon, delta=delta, **options)
 
 
 def select_partitions(
@@ -57,13 +85,16 @@ def select_partitions(
     delta: float,
     algorithm: str = "mad2r",
     engine: str = "auto",
+    accountant: PrivacyAccountant | None = None,
+    _tap: Tap | None = None,
     **options: Any,
 ) -> SelectionResult | SparkSelectionResult:
     """Privately select the items (partition keys) that may be published.
 
     Parameters
     ----------
-    data : Contributions, pyarrow.Table, pandas.DataFrame, (users, items) or iterable of pairs
+    data : Contributions, pyarrow.Table, pandas.DataFrame, (users, items), iterable of pairs, \
+or pyspark.sql.DataFrame
         One row per (user, item) contribution; repeated pairs count once.
     epsilon, delta : float
         The user-level budget: epsilon in (0, inf), delta in (0, 1).
@@ -72,9 +103,15 @@ def select_partitions(
     engine : {"auto", "local", "spark"}, default="auto"
         ``"spark"`` runs on a Spark DataFrame (parallel algorithms only) and returns a
         :class:`SparkSelectionResult`; ``"auto"`` picks it when ``data`` is a Spark DataFrame.
+    accountant : PrivacyAccountant or None, default=None
+        Charge the selection to this accountant (its ledger gets the run's event). If the
+        accountant has a budget the selection cannot fit in, :class:`BudgetExceededError` is
+        raised before any data is read.
     **options
-        Passed to the algorithm's function (``max_items_per_user``, ``seed``, ``user_column``,
-        ...); see :func:`userdp.partition.mad2r` and the others.
+        The algorithm's options (``ALGORITHMS[algorithm].options`` lists them with their
+        defaults): ``max_items_per_user``, ``seed``, ``user_column``, ``item_column``;
+        ``composition`` ("gaussian" or "basic"), ``rounds``, ``fractions``, ``recap``, ... for
+        the parallel algorithms; see :func:`userdp.partition.mad2r` and the others.
 
     Returns
     -------
@@ -86,18 +123,143 @@ def select_partitions(
     >>> sorted(select_partitions(pairs, epsilon=1.0, delta=1e-5, seed=1).items)
     ['a', 'the']
     """
-    engine = check_choice(engine, "engine", "select_partitions", ["auto", "local", "spark"])
+    name = check_choice(algorithm, "algorithm", "select_partitions", list(ALGORITHMS))
+    spec = ALGORITHMS[name]
+    engine = check_choice(engine, "engine", "select_partitions", list(ENGINES))
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        raise InvalidParameterError(
+            f"The {name!r} algorithm does not take the option(s) "
+            f"{', '.join(map(repr, unknown))}; it takes {', '.join(map(repr, spec.options))}."
+        )
     if engine == "auto":
         engine = "spark" if _is_spark_dataframe(data) else "local"
-    if engine == "spark":
-        from userdp.partition import spark
-
-        if algorithm in ALGORITHMS and algorithm not in spark.ALGORITHMS:
-            raise InvalidParameterError(
-                f"The {algorithm!r} algorithm is sequential and has no Spark engine; use one of "
-                f"{', '.join(map(repr, spark.ALGORITHMS))} or the local engine."
-            )
-        return spark.select_partitions(
-            data, epsilon=epsilon, delta=delta, algorithm=algorithm, **options
+    if engine not in spec.engines:
+        raise InvalidParameterError(
+            f"The {name!r} algorithm is sequential and has no Spark engine; use one of "
+            f"{', '.join(repr(n) for n, s in ALGORITHMS.items() if engine in s.engines)} or "
+            "the local engine."
         )
-    return _dispatch(ALGORITHMS, data, epsilon, delta, algorithm, options, "local")
+    total = _budget(epsilon, delta, spec.caller)
+    if spec.function is not None:  # sequential baselines: one local function each
+        if accountant is not None:
+            # same basic-composition cost (epsilon, delta) as the baselines' own events
+            _check_fits(accountant, LaplaceThresholdDpEvent(epsilon, delta, 1.0, 1.0))
+        result = spec.function(data, epsilon=epsilon, delta=delta, **options)
+    else:
+        o = spec.check(spec.caller, {**spec.options, **options})
+        plan = spec.plan(total, o)
+        if accountant is not None:
+            _check_fits(accountant, plan.event)
+        runner = _runner(engine, data, spec, o, _tap)
+        try:
+            result = spec.steps(runner, plan, o)
+        except BaseException:
+            runner.abort()
+            raise
+    if accountant is not None:
+        accountant.compose(result.dp_event)
+    return result
+
+
+def _runner(engine: str, data: Any, spec: AlgorithmSpec, o: Mapping[str, Any], tap: Any) -> Any:
+    kw = {
+        "caller": spec.caller,
+        "max_items_per_user": o["max_items_per_user"],
+        "seed": o["seed"],
+        "user_column": o["user_column"],
+        "item_column": o["item_column"],
+        "_tap": tap,
+    }
+    if engine == "spark":
+        from userdp.partition.spark import SparkRunner  # pyspark only when asked for
+
+        return SparkRunner(data, **kw)
+    return LocalRunner(data, **kw)
+
+
+# -- one function per algorithm (documentation; the options and defaults live in SPECS) ----------
+def basic(data: Any, *, epsilon: float, delta: float, **options: Any) -> Any:
+    """Basic weighting in one weight-and-threshold round (paper Alg. 1 with Alg. 5).
+
+    Options (defaults in ``ALGORITHMS["basic"].options``): ``max_items_per_user`` (Delta_0,
+    default 100: a larger set keeps its Delta_0 items of smallest keyed hash of (secret salt,
+    user, item), a pseudo-random subset the Spark engine reproduces for the same seed);
+    ``seed`` (None draws from OS entropy; a fixed seed is for tests and reproducible benchmarks
+    only); ``user_column``, ``item_column``; ``composition`` ("gaussian" default, "basic": the
+    same sigma and rho for one round, a different event); ``engine``, ``accountant`` as in
+    :func:`select_partitions`.
+
+    Privacy
+    -------
+    (epsilon, delta)-DP for adding/removing one user: l2 sensitivity 1 and novel l-infinity
+    1/sqrt(t) (Thm. 3.3).
+
+    Examples
+    --------
+    >>> pairs = [(f"u{u}", "common") for u in range(2000)]
+    >>> basic(pairs, epsilon=1.0, delta=1e-5, seed=0).items
+    ['common']
+    """
+    return select_partitions(data, epsilon=epsilon, delta=delta, algorithm="basic", **options)
+
+
+def dp_sips(data: Any, *, epsilon: float, delta: float, **options: Any) -> Any:
+    """DP-SIPS (Swanberg et al. 2023): Basic over rounds on the items not yet released.
+
+    Options beyond :func:`basic`'s: ``rounds`` (default: len(fractions), else 2); ``fractions``
+    (per round: share of precision 1/sigma^2 under ``composition="gaussian"``, of epsilon and
+    delta under ``"basic"``); ``delta_fractions`` (split of the threshold delta, gaussian; of
+    delta, basic); ``threshold_share`` (gaussian: share of delta paid for thresholds, the rest
+    converts the one composed Gaussian); ``recap`` (default True: re-cap every user's remaining
+    items each round with the same salt; False only removes items from the first capped sets).
+
+    Privacy
+    -------
+    Each round's removals are functions of earlier releases; gaussian composition gives
+    (epsilon, delta) by :mod:`userdp.partition.rounds`, basic composition by summing rounds.
+    """
+    return select_partitions(data, epsilon=epsilon, delta=delta, algorithm="dp-sips", **options)
+
+
+def mad(data: Any, *, epsilon: float, delta: float, **options: Any) -> Any:
+    """MaxAdaptiveDegree in one weight-and-threshold round (paper Alg. 3, unbiased).
+
+    Options beyond :func:`basic`'s: ``d_max`` (4 <= d_max <= max_items_per_user; None means
+    min(50, max_items_per_user)); ``beta`` (default 2: tau = rho + beta sigma >= 1).
+
+    Privacy
+    -------
+    Same sensitivities as Basic (Cor. 5.2): l2 <= 1, novel l-infinity 1/sqrt(t); same sigma
+    and rho; (epsilon, delta)-DP. Every item's weight is at least min(Basic weight, tau)
+    (Thm. 6.1).
+    """
+    return select_partitions(data, epsilon=epsilon, delta=delta, algorithm="mad", **options)
+
+
+def mad2r(data: Any, *, epsilon: float, delta: float, **options: Any) -> Any:
+    """MAD in k rounds (default 2), biasing round r with round r-1's noisy weights (Alg. 4).
+
+    Round 1 runs unbiased MAD. Round r > 1 removes the items released so far and those whose
+    upper bound ``w~_{r-1} + c_ub sigma_{r-1}`` is below rho_r, biases items with a large lower
+    bound ``w_lb = max(0, w~_{r-1} - c_lb sigma_{r-1})`` by ``b = min(1, rho_r / w_lb)``, and
+    runs biased MAD with h(t) = b_max/sqrt(t). Noisy intermediate weights are never returned.
+
+    .. note:: Erratum
+       Alg. 4 line 4 prints ``delta`` inside rho_1; each round uses its own threshold delta, as
+       the privacy proof requires.
+
+    Options beyond :func:`mad`'s and :func:`dp_sips`'s: ``rounds`` (>= 2, default 2);
+    ``c_lb``, ``c_ub`` (confidence multipliers >= 0, defaults 1 and 3); ``b_min``, ``b_max``
+    (0.5 <= b_min <= 1 <= b_max, defaults 0.5 and 2); ``recap`` (default True: round r re-caps
+    S_u minus the removed items; the removed set and biases are functions of earlier releases,
+    so for each fixed earlier output neighbouring inputs stay neighbouring with every degree
+    <= Delta_0).
+
+    Privacy
+    -------
+    ``composition="gaussian"`` (default): the rounds' noisy weight vectors compose as one
+    Gaussian and the threshold failures add, (epsilon, delta)-DP; proof in
+    :mod:`userdp.partition.rounds`. ``"basic"``: Thm. 5.1, sum of the rounds' budgets.
+    """
+    return select_partitions(data, epsilon=epsilon, delta=delta, algorithm="mad2r", **options)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import dp_accounting
@@ -18,14 +18,37 @@ __all__ = ["SelectionDiagnostics", "SelectionResult", "SparkSelectionResult"]
 
 
 @dataclass(frozen=True)
-class SelectionDiagnostics:
-    """Exact statistics of the input, for the data curator.
+class SelectionDiagnostics(Mapping[str, Any]):
+    """NON-PRIVATE exact statistics of the input, for the data curator only (a mapping).
 
     .. warning:: Not private. These are un-noised counts of the input, shown to whoever runs
-       the selection so they can monitor the job; they are not part of the release and must not
-       be published alongside the items. ``round_sizes`` is the exception: the number of items
-       each round released is post-processing of the release.
+       the selection so they can monitor the job; they are not part of the release, are never
+       printed by :meth:`SelectionResult.summary`, and must not be published alongside the
+       items. ``round_sizes`` is the exception: the number of items each round released is
+       post-processing of the release.
     """
+
+    private = False  #: a reminder for code that handles it: these values are not DP
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._keys():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    @classmethod
+    def _keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def describe(self) -> str:
+        """One line for logs, labelled as not private."""
+        body = ", ".join(f"{k}={v}" for k, v in self.items())
+        return f"NOT PRIVATE (exact, for the operator only): {body}"
 
     n_users: int
     n_pairs: int
@@ -50,7 +73,8 @@ class SelectionResult:
     dp_event : dp_accounting.DpEvent
         The composed event of all rounds, for use in a larger accountant.
     diagnostics : SelectionDiagnostics
-        Exact, non-private statistics for the curator (see its warning).
+        A mapping of exact, NON-PRIVATE statistics for the curator (see its warning); never in
+        :meth:`summary`.
 
     Noisy weights are never stored here.
     """
@@ -75,14 +99,15 @@ class SelectionResult:
         return len(self.item_array)
 
     def summary(self) -> str:
-        """One line: items, users, pairs, budget and seconds (users/pairs are exact counts)."""
-        return _summary(self.algorithm, len(self), self.budget, self.diagnostics)
+        """One line of released facts only: algorithm, number of items, budget."""
+        return _summary(self.algorithm, len(self), self.budget)
 
 
-def _summary(algorithm: str, n: int, budget: PrivacyBudget, d: SelectionDiagnostics) -> str:
+def _summary(algorithm: str, n: int, budget: PrivacyBudget) -> str:
+    # Only the release and its cost: the exact input counts are in ``diagnostics``.
     return (
-        f"{algorithm}: selected {n} items from {d.n_users} users / {d.n_pairs} "
-        f"pairs at epsilon={budget.epsilon:g}, delta={budget.delta:g} in {d.seconds:.2f} s"
+        f"{algorithm}: selected {n} item{'' if n == 1 else 's'} at "
+        f"epsilon={budget.epsilon:g}, delta={budget.delta:g}"
     )
 
 
@@ -124,5 +149,5 @@ class SparkSelectionResult:
         return sum(self.diagnostics.round_sizes)
 
     def summary(self) -> str:
-        """One line: items, users, pairs, budget and seconds (users/pairs are exact counts)."""
-        return _summary(self.algorithm, len(self), self.budget, self.diagnostics)
+        """One line of released facts only: algorithm, number of items, budget."""
+        return _summary(self.algorithm, len(self), self.budget)

@@ -1,8 +1,10 @@
-"""Partition selection on Apache Spark: Basic, DP-SIPS, MAD and MAD2R on DataFrames.
+"""The Spark runner of partition selection (and :func:`read`); no algorithms of its own.
 
-Same algorithms, parameters and guarantees as the local engine (:mod:`userdp.partition`), with
-the same weights: for a given seed both engines cap every user to the same items (keyed hash of
-(salt, user, item), Spark's ``xxhash64``), so their pre-noise weights agree to float round-off.
+:func:`userdp.partition.select_partitions` runs the algorithms of
+:mod:`userdp.partition.algorithms` on a :class:`SparkRunner` for a Spark DataFrame, with the
+same parameters, guarantees and weights as the local runner: for a given seed both engines cap
+every user to the same items (keyed hash of (salt, user, item), Spark's ``xxhash64``), so their
+pre-noise weights agree to float round-off.
 
 Every step is a DataFrame operation except two pandas UDFs that run on the executors:
 biased UserWeights for the users that have a biased item (MAD2R round 2), vectorized over a
@@ -33,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 import dp_accounting
 import numpy as np
 
-from userdp._validation import check_fractions, check_int
+from userdp._validation import check_int
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.partition import _probe
 from userdp.partition._hashing import canonical_column
 from userdp.partition.result import SelectionDiagnostics, SparkSelectionResult
-from userdp.partition.select import _budget, _check_mad, _check_mad2r, _mad2r_parameters, _Round
+from userdp.partition.rounds import Plan, Round
+from userdp.partition.runner import Basic, Decide, Mad, Tap
 from userdp.partition.weights import user_weights
 from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
 from userdp.privacy.noise import spawn_generator
@@ -48,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from pyspark.sql import DataFrame
 
-__all__ = ["basic", "dp_sips", "mad", "mad2r", "read", "select_partitions"]
+__all__ = ["SparkRunner", "read"]
 
 logger = logging.getLogger("userdp.spark")
 
@@ -85,10 +87,10 @@ class _ExecutorNoise:
         return spawn_generator(self.entropy, (round_index, bucket)).normal(0.0, sigma, len(items))
 
 
-class _ProbeNoise:
-    """Noise from a test probe's per-item function (see :mod:`userdp.partition._probe`)."""
+class _TapNoise:
+    """Noise from a test tap's per-item function (see :class:`userdp.partition.runner.Tap`)."""
 
-    def __init__(self, noise: _probe.NoiseFunction) -> None:
+    def __init__(self, noise: Any) -> None:
         self.noise = noise
 
     def __call__(self, round_index: int, bucket: int, items: pd.Series, sigma: float) -> np.ndarray:
@@ -147,6 +149,7 @@ class _SparkRun:
         self.salt = source.salt
         self.entropy = source.entropy
         self.accountant = PrivacyAccountant()
+        self.tap: Tap | None = None
         self.dropped: list[int] = []
         self.round_sizes: list[int] = []
         self._cached: list[DataFrame] = []
@@ -273,7 +276,7 @@ class _SparkRun:
 
     # -- release (Alg. 1 lines 6-9) -------------------------------------------------------------
     def release(
-        self, rnd: _Round, weights: DataFrame, all_items: DataFrame | None = None
+        self, rnd: Round, weights: DataFrame, all_items: DataFrame | None = None
     ) -> tuple[DataFrame, DataFrame]:
         """Noisy weights (``_noisy``) and the released items of one round.
 
@@ -285,12 +288,12 @@ class _SparkRun:
         from pyspark.sql.types import BooleanType, DoubleType, StructField, StructType
 
         round_index = len(self.round_sizes)
-        probe = _probe.current()
+        tap = self.tap
         noise: Any = _ExecutorNoise(self.entropy)
-        if probe is not None:  # tests only
-            probe.weights.append(weights.select(_I, "_w"))
-            if probe.noise is not None:
-                noise = _ProbeNoise(probe.noise)
+        if tap is not None:  # tests only
+            tap.weights.append(weights.select(_I, "_w"))
+            if tap.noise is not None:
+                noise = _TapNoise(tap.noise)
         if all_items is None:
             frame = weights.select(*_ITEM, "_w", F.lit(True).alias("_present"))
         else:
@@ -327,9 +330,10 @@ class _SparkRun:
         algorithm: str,
         parameters: dict[str, Any],
         total: PrivacyBudget,
+        gaussian_delta: float = 0.0,
     ) -> SparkSelectionResult:
         F = _functions()
-        spent = self.accountant.spent()
+        spent = self.accountant.spent(gaussian_delta)
         if not total.covers(spent):  # pragma: no cover - a bug, never user input
             raise RuntimeError(f"{algorithm} spent {spent}, more than its budget {total}.")
         union = functools.reduce(lambda a, b: a.unionByName(b), released)
@@ -445,209 +449,112 @@ def _without(run: _SparkRun, pairs: DataFrame, items: DataFrame) -> DataFrame:
     return run.join_items(pairs, items.select(_I), "left_anti")
 
 
-def _guarded(run: _SparkRun, fn: Any) -> Any:
-    try:
-        return fn()
-    except BaseException:
-        run.abort()
-        raise
+# -- the runner ---------------------------------------------------------------------------------
+class _ColumnOps:
+    """What a between-rounds ``decide`` may call, on Spark columns (NumPy's names)."""
 
-
-# -- algorithms ---------------------------------------------------------------------------------
-def basic(
-    data: DataFrame,
-    *,
-    epsilon: float,
-    delta: float,
-    max_items_per_user: int = 100,
-    seed: int | None = None,
-    user_column: str = "user",
-    item_column: str = "item",
-) -> SparkSelectionResult:
-    """Basic weighting on Spark; see :func:`userdp.partition.basic` (same parameters).
-
-    Returns a :class:`SparkSelectionResult` whose ``dataframe`` holds the selected items.
-    """
-    total = _budget(epsilon, delta, "basic")
-    run = _SparkRun(data, "basic", user_column, item_column, max_items_per_user, seed)
-
-    def go() -> SparkSelectionResult:
-        rnd = _Round.calibrate(total, run.cap)
-        _, released = run.release(rnd, _basic_weights(run.capped(run.pairs)))
-        params = {"max_items_per_user": run.cap, "sigma": rnd.sigma, "rho": rnd.rho}
-        return run.finish([released], "basic", params, total)
-
-    return _guarded(run, go)
-
-
-def dp_sips(
-    data: DataFrame,
-    *,
-    epsilon: float,
-    delta: float,
-    fractions: Sequence[float] = (0.1, 0.9),
-    max_items_per_user: int = 100,
-    recap: bool = True,
-    seed: int | None = None,
-    user_column: str = "user",
-    item_column: str = "item",
-) -> SparkSelectionResult:
-    """DP-SIPS on Spark; see :func:`userdp.partition.dp_sips` (same parameters)."""
-    total = _budget(epsilon, delta, "dp_sips")
-    parts = total.split(check_fractions(fractions, "fractions", "dp_sips"))
-    run = _SparkRun(data, "dp_sips", user_column, item_column, max_items_per_user, seed)
-
-    def go() -> SparkSelectionResult:
-        released: list[DataFrame] = []
-        rounds = []
-        capped = run.capped(run.pairs)
-        for r, part in enumerate(parts):
-            if r > 0:
-                if recap:  # re-cap what is left of every user's set
-                    found = functools.reduce(lambda a, b: a.unionByName(b), released)
-                    run.uncache(capped)
-                    capped = run.capped(_without(run, run.pairs, found))
-                else:  # only remove the new items from the capped sets
-                    capped = run.capped(
-                        _without(run, capped.select(*_BASE), released[-1]), rank=False
-                    )
-            rnd = _Round.calibrate(part, run.cap)
-            _, rel = run.release(rnd, _basic_weights(capped))
-            released.append(rel)
-            rounds.append({"sigma": rnd.sigma, "rho": rnd.rho})
-        params = {
-            "max_items_per_user": run.cap,
-            "fractions": tuple(fractions),
-            "recap": recap,
-            "rounds": rounds,
-        }
-        return run.finish(released, "dp-sips", params, total)
-
-    return _guarded(run, go)
-
-
-def mad(
-    data: DataFrame,
-    *,
-    epsilon: float,
-    delta: float,
-    max_items_per_user: int = 100,
-    d_max: int | None = None,
-    beta: float = 2.0,
-    seed: int | None = None,
-    user_column: str = "user",
-    item_column: str = "item",
-) -> SparkSelectionResult:
-    """MaxAdaptiveDegree on Spark; see :func:`userdp.partition.mad` (same parameters)."""
-    total = _budget(epsilon, delta, "mad")
-    d_max = _check_mad("mad", d_max, beta, max_items_per_user)
-    run = _SparkRun(data, "mad", user_column, item_column, max_items_per_user, seed)
-
-    def go() -> SparkSelectionResult:
-        rnd = _Round.calibrate(total, run.cap)
-        tau = rnd.rho + beta * rnd.sigma
-        weights = _mad_weights(run, run.capped(run.pairs), tau=tau, d_max=d_max)
-        _, released = run.release(rnd, weights)
-        params = {
-            "max_items_per_user": run.cap,
-            "d_max": d_max,
-            "beta": beta,
-            "sigma": rnd.sigma,
-            "rho": rnd.rho,
-            "tau": tau,
-        }
-        return run.finish([released], "mad", params, total)
-
-    return _guarded(run, go)
-
-
-def mad2r(
-    data: DataFrame,
-    *,
-    epsilon: float,
-    delta: float,
-    fractions: Sequence[float] = (0.1, 0.9),
-    max_items_per_user: int = 100,
-    d_max: int | None = None,
-    beta: float = 2.0,
-    c_lb: float = 1.0,
-    c_ub: float = 3.0,
-    b_min: float = 0.5,
-    b_max: float = 2.0,
-    recap: bool = True,
-    seed: int | None = None,
-    user_column: str = "user",
-    item_column: str = "item",
-) -> SparkSelectionResult:
-    """MAD2R on Spark; see :func:`userdp.partition.mad2r` (same parameters and privacy).
-
-    Round 1's noisy weights stay on the executors: they only decide, per item, whether it is
-    removed from round 2 and its bias b(i), and are dropped when the run ends.
-    """
-    caller = "mad2r"
-    total, frac, d_max = _check_mad2r(
-        caller, epsilon, delta, fractions, max_items_per_user, d_max, beta, c_lb, c_ub, b_min, b_max
-    )
-    run = _SparkRun(data, caller, user_column, item_column, max_items_per_user, seed)
-    b1, b2 = total.split(frac)
-
-    def go() -> SparkSelectionResult:
+    @staticmethod
+    def maximum(a: Any, b: Any) -> Any:
         F = _functions()
-        # Round 1: unbiased MAD over every item of the input (lines 1-7).
-        capped = run.capped(run.pairs)
-        r1 = _Round.calibrate(b1, run.cap)
-        tau1 = r1.rho + beta * r1.sigma
-        w1 = _mad_weights(run, capped, tau=tau1, d_max=d_max)
-        all_items = run.pairs.select(*_ITEM).distinct()
-        noisy1, released1 = run.release(r1, w1, all_items)
-        if recap:  # round 2 re-caps from the pairs; round 1's capped sets are done
-            run.uncache(capped)
+        return F.greatest(*(x if hasattr(x, "alias") else F.lit(x) for x in (a, b)))
 
-        # Round 2: biased MAD on what is left (lines 8-17).
-        r2 = _Round.calibrate(b2, run.cap, h_scale=b_max)
-        noisy = F.col("_noisy")
-        found = F.col("_present") & (noisy >= r1.rho)
-        low = noisy + c_ub * r1.sigma < r2.rho  # lines 11-12
-        w_lb = F.greatest(F.lit(0.0), noisy - c_lb * r1.sigma)  # line 10
-        info = (
-            noisy1.select(_I, (found | low).alias("_removed"), w_lb.alias("_wlb"))
-            .withColumn(  # line 14: b = min(1, rho_2 / w_lb)
-                "_b", F.when(F.col("_wlb") > r2.rho, r2.rho / F.col("_wlb")).otherwise(1.0)
+
+class SparkRunner:
+    """:class:`~userdp.partition.runner.Runner` on Spark DataFrames.
+
+    Same steps and weights as the local runner: for a given seed both cap every user to the
+    same items, so their pre-noise weights agree to float round-off. Items removed so far and
+    the next round's biases are one small item frame (``_i, _removed, _b``), broadcast to the
+    pairs when small.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        *,
+        caller: str,
+        max_items_per_user: int,
+        seed: int | None = None,
+        user_column: str = "user",
+        item_column: str = "item",
+        _tap: Tap | None = None,
+    ) -> None:
+        self.run = _SparkRun(data, caller, user_column, item_column, max_items_per_user, seed)
+        self.run.tap = _tap
+        self.max_items_per_user = self.run.cap
+        self.capped_pairs: DataFrame | None = None
+        self.info: DataFrame | None = None  # items removed (_removed) or biased (_b < 1)
+        self._all_items: DataFrame | None = None
+
+    def cap(self, *, recap: bool = True) -> None:
+        run, F = self.run, _functions()
+        if self.capped_pairs is None:
+            self.capped_pairs = run.capped(run.pairs)
+            return
+        base = run.pairs if recap else self.capped_pairs.select(*_BASE)
+        left = base
+        if self.info is not None:
+            left = (
+                run.join_items(base, self.info, "left")
+                .where(~F.coalesce(F.col("_removed"), F.lit(False)))  # Alg. 4 line 13
+                .withColumn("_b", F.coalesce(F.col("_b"), F.lit(1.0)))
+                .drop("_removed")
             )
-            .where(F.col("_removed") | (F.col("_b") < 1.0))
-            .select(_I, "_removed", "_b")
+        if recap:  # the previous capped sets are done (their weights are computed and cached)
+            run.uncache(self.capped_pairs)
+        self.capped_pairs = run.capped(left, rank=recap)
+
+    def weights(self, rule: Basic | Mad) -> DataFrame:
+        F = _functions()
+        capped = self.capped_pairs
+        if isinstance(rule, Basic):
+            return _basic_weights(capped)
+        if rule.biased and "_b" not in capped.columns:
+            capped = capped.withColumn("_b", F.lit(1.0))
+        return _mad_weights(
+            self.run,
+            capped,
+            tau=rule.tau,
+            d_max=rule.d_max,
+            biased=rule.biased,
+            b_min=rule.b_min,
+            b_max=rule.b_max,
         )
-        base = run.pairs if recap else capped.select(*_BASE)
-        left = (
-            run.join_items(base, info, "left")
-            .where(~F.coalesce(F.col("_removed"), F.lit(False)))  # line 13
-            .withColumn("_b", F.coalesce(F.col("_b"), F.lit(1.0)))
-            .drop("_removed")
+
+    def release(
+        self, weights: DataFrame, rnd: Round, *, every_item: bool = False
+    ) -> tuple[DataFrame, DataFrame]:
+        all_items = None
+        if every_item:
+            if self._all_items is None:
+                self._all_items = self.run.pairs.select(*_ITEM).distinct()
+            all_items = self._all_items
+        return self.run.release(rnd, weights, all_items)
+
+    def remove(self, noisy: DataFrame, decide: Decide) -> None:
+        F = _functions()
+        removed, bias = decide(F.col("_noisy"), F.col("_present"), _ColumnOps)
+        bias = F.lit(1.0) if bias is None else bias
+        info = noisy.select(_I, removed.alias("_removed"), bias.alias("_b")).where(
+            F.col("_removed") | (F.col("_b") < 1.0)
         )
-        capped2 = run.capped(left, rank=recap)
-        tau2 = r2.rho + beta * r2.sigma
-        w2 = _mad_weights(
-            run, capped2, tau=tau2, d_max=d_max, biased=True, b_min=b_min, b_max=b_max
-        )
-        _, released2 = run.release(r2, w2)
-        params = _mad2r_parameters(
-            run.cap, frac, d_max, beta, c_lb, c_ub, b_min, b_max, recap, (r1, tau1), (r2, tau2)
-        )
-        return run.finish([released1, released2], caller, params, total)
+        if self.info is not None:  # items removed in earlier rounds stay removed
+            info = (
+                self.info.where(F.col("_removed"))
+                .unionByName(info)
+                .groupBy(_I)
+                .agg(F.max("_removed").alias("_removed"), F.min("_b").alias("_b"))
+            )
+        info = info.withColumn("_b", F.when(F.col("_removed"), 1.0).otherwise(F.col("_b")))
+        self.info = info
 
-    return _guarded(run, go)
+    def finish(
+        self, released: Sequence[DataFrame], algorithm: str, parameters: dict[str, Any], plan: Plan
+    ) -> SparkSelectionResult:
+        return self.run.finish(released, algorithm, parameters, plan.budget, plan.gaussian_delta)
 
-
-ALGORITHMS = {"mad2r": mad2r, "mad": mad, "basic": basic, "dp-sips": dp_sips}
-
-
-def select_partitions(
-    data: DataFrame, *, epsilon: float, delta: float, algorithm: str = "mad2r", **options: Any
-) -> SparkSelectionResult:
-    """Spark counterpart of :func:`userdp.partition.select_partitions` (parallel algorithms)."""
-    from userdp.partition.api import _dispatch
-
-    return _dispatch(ALGORITHMS, data, epsilon, delta, algorithm, options, "spark")
+    def abort(self) -> None:
+        self.run.abort()
 
 
 def read(

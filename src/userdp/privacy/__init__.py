@@ -13,6 +13,7 @@ from userdp.privacy.calibrate import (
 from userdp.privacy.events import (
     ExponentialMechanismDpEvent,
     LaplaceThresholdDpEvent,
+    ThresholdedGaussianDpEvent,
     WeightAndThresholdDpEvent,
 )
 from userdp.privacy.noise import NoiseSource
@@ -23,6 +24,7 @@ __all__ = [
     "NoiseSource",
     "PrivacyAccountant",
     "PrivacyBudget",
+    "ThresholdedGaussianDpEvent",
     "WeightAndThresholdDpEvent",
     "calibrate_noise_scale",
     "gaussian_delta",

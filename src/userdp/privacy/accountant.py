@@ -19,6 +19,7 @@ from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.events import (
     ExponentialMechanismDpEvent,
     LaplaceThresholdDpEvent,
+    ThresholdedGaussianDpEvent,
     WeightAndThresholdDpEvent,
 )
 
@@ -57,6 +58,9 @@ def _cost_of(event: dp_accounting.DpEvent) -> _Cost:
         case dp_accounting.LaplaceDpEvent(noise_multiplier=b):
             # Laplace noise of scale b on a query of l1 sensitivity 1 is (1/b)-DP.
             return _Cost(math.inf if b == 0 else 1.0 / b)
+        case ThresholdedGaussianDpEvent(noise_multiplier=z, threshold_delta=dt):
+            # Gaussian part joins the one composed Gaussian; the threshold failure adds to delta.
+            return _Cost(delta=dt, gaussian_precision=math.inf if z == 0 else 1.0 / z**2)
         case dp_accounting.GaussianDpEvent(noise_multiplier=z):
             return _Cost(gaussian_precision=math.inf if z == 0 else 1.0 / z**2)
         case dp_accounting.SelfComposedDpEvent(event=inner, count=count):

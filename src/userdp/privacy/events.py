@@ -9,7 +9,12 @@ from __future__ import annotations
 import attr
 import dp_accounting
 
-__all__ = ["ExponentialMechanismDpEvent", "LaplaceThresholdDpEvent", "WeightAndThresholdDpEvent"]
+__all__ = [
+    "ExponentialMechanismDpEvent",
+    "LaplaceThresholdDpEvent",
+    "ThresholdedGaussianDpEvent",
+    "WeightAndThresholdDpEvent",
+]
 
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
@@ -57,3 +62,29 @@ class ExponentialMechanismDpEvent(dp_accounting.DpEvent):
     """
 
     epsilon: float
+
+
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class ThresholdedGaussianDpEvent(dp_accounting.DpEvent):
+    """A Gaussian release that is thresholded, failing with probability ``threshold_delta``.
+
+    One round of weight-and-threshold analysed as in "Tight composition across rounds"
+    (userdp DESIGN.md): the round releases (as far as the analysis is concerned) the noisy
+    vector ``X = w + N(0, noise_multiplier^2 I)`` of weights with l2 sensitivity <= 1, so X is a
+    Gaussian mechanism with noise multiplier ``noise_multiplier``; the released item set is a
+    function of X that agrees on neighbouring inputs except on an event (a novel item of the
+    added user crossing the threshold) of probability <= ``threshold_delta``.
+
+    Accounting (exact, not basic composition): the Gaussian parts of all events compose as ONE
+    Gaussian with ``sigma^-2 = sum_r noise_multiplier_r^-2`` (adaptive composition of Gaussian
+    mechanisms is exact, Dong, Roth & Su 2019, Cor. 3.3), converted to (epsilon, delta_g) by the
+    analytic Gaussian; the threshold deltas add: the whole is (epsilon, delta_g + sum_r
+    threshold_delta_r)-DP. Proof: with B the event that no novel item crosses its threshold in
+    any round, P(not B) <= sum_r threshold_delta_r under both neighbours, and the released sets
+    are the same function F of X on B, so for every set S of outputs
+    ``P[M(D') in S] <= P_D'[X in F^-1(S)] + sum dt_r <= e^eps P[M(D) in S] + delta_g + sum dt_r``
+    and symmetrically.
+    """
+
+    noise_multiplier: float
+    threshold_delta: float

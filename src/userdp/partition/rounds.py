@@ -1,0 +1,196 @@
+"""Noise scales, thresholds and privacy events of the weight-and-threshold rounds of a run.
+
+A run of k rounds is planned before any data is read, from the budget alone: each round's
+sigma_r, rho_r and DP event. Two compositions:
+
+``"basic"`` (the papers'): round r gets ``fractions[r]`` of epsilon and ``delta_fractions[r]``
+of delta and is calibrated as Alg. 1 (sigma_r for (eps_r, delta_r/2), rho_r with delta_r/2);
+the rounds compose by basic composition (Thm. 5.1).
+
+``"gaussian"`` (tight): the rounds' noisy weight vectors compose as ONE Gaussian mechanism, and
+the chances that a novel item crosses a threshold add up. With delta_g = (1 - threshold_share)
+delta, sigma_tot is the analytic-Gaussian sigma for (epsilon, delta_g) and l2 sensitivity 1;
+round r gets ``sigma_r = sigma_tot / sqrt(p_r)`` with ``p = fractions`` (a split of precision,
+sum_r sigma_r^-2 = sigma_tot^-2) and threshold failure probability
+``dt_r = threshold_share * delta * delta_fractions[r]``, with
+``rho_r = max_{t <= Delta_0} h_r(t) + sigma_r Phi^-1((1 - dt_r)^(1/t))``.
+
+Privacy of ``"gaussian"`` (adding or removing one user v with novel items T; DESIGN.md "Tight
+composition across rounds"). Analyse each round as releasing its whole extended noisy vector
+X_r = w_r + N(0, sigma_r^2 I) (Alg. 1, Thm. 3.3's proof).
+1. For every fixed history X_<r, round r's input is {Cap(S_u minus R_r)} with R_r and the biases
+   functions of X_<r only, so neighbours stay neighbours with degrees <= Delta_0, and round r's
+   weights differ by l2 <= 1 (Lemmas 5.3-5.6, tested in tests/property). Hence X = (X_1..X_k)
+   is an adaptive composition of Gaussian mechanisms, i.e. mu-GDP with mu^2 = sum_r sigma_r^-2
+   = sigma_tot^-2 (Dong, Roth & Su 2019, Cor. 3.3), hence (epsilon, delta_g)-DP.
+2. The release is F_E(X) = union_r {i in U_E,r : X_r(i) >= rho_r}, where the round supports U_r
+   differ between E = D and E = D' only by v's novel items T (removals and biases are the same
+   functions of X_<r on both sides). Let B = {no item of T crosses rho_r in a round where it is
+   in play}; on B, F_D(X) = F_D'(X). Under D' an item of T has weight <= h_r(t) (t = |T| <=
+   Delta_0), under D it has weight 0 (pure noise); either way P_E(not B) <= sum_r dt_r by the
+   choice of rho_r (union bound over the t items, as in Thm. 3.3).
+3. For every set S of outputs, with delta_g from step 1:
+   P[M(D') in S] <= P_D'[F_D(X) in S] + P_D'(not B) <= e^eps P_D[F_D(X) in S] + delta_g + sum dt_r;
+   P[M(D) in S] <= P_D[F_D'(X) in S] + P_D(not B) <= e^eps P_D'[F_D'(X) in S] + delta_g + sum dt_r.
+   So the run is (epsilon, delta_g + sum_r dt_r) = (epsilon, delta)-DP.
+The accountant composes the rounds' :class:`~userdp.privacy.ThresholdedGaussianDpEvent` exactly
+this way, so a selection composes with other Gaussian releases in one accountant.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import dp_accounting
+
+from userdp._validation import check_choice, check_fractions, check_real
+from userdp.exceptions import InvalidParameterError
+from userdp.privacy import (
+    PrivacyAccountant,
+    PrivacyBudget,
+    ThresholdedGaussianDpEvent,
+    WeightAndThresholdDpEvent,
+    gaussian_sigma,
+    partition_threshold,
+)
+
+__all__ = ["COMPOSITIONS", "Plan", "Round", "default_fractions", "plan_rounds"]
+
+COMPOSITIONS = ("gaussian", "basic")
+
+#: Default per-round shares, chosen on a pilot draw of the Zipf generator (seed 0); see
+#: benchmarks/partition_selection.py --pilot. ``gaussian``: precision shares p_r and threshold
+#: delta shares; ``basic``: epsilon (and delta) shares.
+_DEFAULT_FRACTIONS = {
+    ("gaussian", 1): ((1.0,), (1.0,)),
+    ("gaussian", 2): ((0.03, 0.97), (0.1, 0.9)),
+    ("gaussian", 3): ((0.01, 0.04, 0.95), (0.1, 0.2, 0.7)),
+    ("basic", 1): ((1.0,), (1.0,)),
+    ("basic", 2): ((0.1, 0.9), (0.1, 0.9)),
+    ("basic", 3): ((0.05, 0.15, 0.8), (0.05, 0.15, 0.8)),
+}
+#: Share of delta that pays for thresholds under ``"gaussian"`` (the rest is delta_g).
+DEFAULT_THRESHOLD_SHARE = 0.5
+
+
+def default_fractions(composition: str, rounds: int) -> tuple[tuple[float, ...], ...]:
+    """(fractions, delta_fractions) for ``rounds`` rounds: the table, else 5% spread over the
+    early rounds (each 4x the one before) and 95% in the last."""
+    if (composition, rounds) in _DEFAULT_FRACTIONS:
+        return _DEFAULT_FRACTIONS[(composition, rounds)]
+    early = [4.0**r for r in range(rounds - 1)]
+    parts = tuple([0.05 * e / sum(early) for e in early] + [0.95])
+    return parts, parts
+
+
+@dataclass(frozen=True)
+class Round:
+    """Noise scale, threshold and event of one weight-and-threshold round (Alg. 1 lines 1-2)."""
+
+    sigma: float
+    rho: float
+    h_scale: float
+    cap: int
+    event: dp_accounting.DpEvent
+
+    @classmethod
+    def calibrate(cls, budget: PrivacyBudget, cap: int, h_scale: float = 1.0) -> Round:
+        """A round with its own (epsilon, delta), basic composition (Alg. 1)."""
+        # line 1: sigma for (eps, delta/2) with l2 sensitivity 1 (Prop. 2.4)
+        sigma = gaussian_sigma(budget.epsilon, budget.delta / 2)
+        # line 2: rho = max_t h(t) + sigma Phi^-1((1 - delta/2)^(1/t))
+        rho = partition_threshold(sigma, budget.delta, cap, h_scale)
+        event = WeightAndThresholdDpEvent(budget.epsilon, budget.delta, sigma, rho, cap)
+        return cls(sigma, rho, h_scale, cap, event)
+
+    @classmethod
+    def gaussian(cls, sigma: float, threshold_delta: float, cap: int, h_scale: float) -> Round:
+        """A round with noise ``sigma`` whose threshold fails with probability <= dt."""
+        # partition_threshold spends half its delta argument on the threshold: pass 2 dt.
+        rho = partition_threshold(sigma, 2.0 * threshold_delta, cap, h_scale)
+        return cls(sigma, rho, h_scale, cap, ThresholdedGaussianDpEvent(sigma, threshold_delta))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every round of a run, fixed before the data is read."""
+
+    budget: PrivacyBudget
+    composition: str
+    rounds: tuple[Round, ...]
+    fractions: tuple[float, ...]
+    delta_fractions: tuple[float, ...]
+    gaussian_delta: float  # delta_g (0.0 under basic composition)
+
+    @property
+    def event(self) -> dp_accounting.DpEvent:
+        return dp_accounting.ComposedDpEvent([r.event for r in self.rounds])
+
+    def spent(self) -> PrivacyBudget:
+        """(epsilon, delta) of the whole run, from the accountant."""
+        return PrivacyAccountant().compose(self.event).spent(self.gaussian_delta)
+
+    def describe(self) -> dict[str, object]:
+        """The plan's parameters, for a result's ``parameters``."""
+        return {
+            "composition": self.composition,
+            "fractions": self.fractions,
+            "delta_fractions": self.delta_fractions,
+            "gaussian_delta": self.gaussian_delta,
+        }
+
+
+def check_composition(
+    caller: str,
+    composition: str,
+    rounds: int,
+    fractions: Sequence[float] | None,
+    delta_fractions: Sequence[float] | None,
+    threshold_share: float,
+) -> tuple[str, tuple[float, ...], tuple[float, ...]]:
+    """Validate the composition options; returns (composition, fractions, delta_fractions)."""
+    composition = check_choice(composition, "composition", caller, list(COMPOSITIONS))
+    check_real(
+        threshold_share, "threshold_share", caller, low=0.0, high=1.0, low_open=True, high_open=True
+    )
+    dflt_f, dflt_d = default_fractions(composition, rounds)
+    frac = dflt_f if fractions is None else check_fractions(fractions, "fractions", caller)
+    if delta_fractions is None:
+        dfrac = frac if (composition == "basic" and fractions is not None) else dflt_d
+    else:
+        dfrac = check_fractions(delta_fractions, "delta_fractions", caller)
+    for name, parts in (("fractions", frac), ("delta_fractions", dfrac)):
+        if len(parts) != rounds:
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {caller} must have exactly {rounds} parts (one per "
+                f"round, rounds={rounds}). Got {parts!r} instead."
+            )
+    return composition, frac, dfrac
+
+
+def plan_rounds(
+    budget: PrivacyBudget,
+    *,
+    cap: int,
+    h_scales: Sequence[float],
+    composition: str,
+    fractions: Sequence[float],
+    delta_fractions: Sequence[float],
+    threshold_share: float = DEFAULT_THRESHOLD_SHARE,
+) -> Plan:
+    """Calibrate every round of a run (see the module docstring for both compositions)."""
+    if composition == "basic":
+        parts = budget.split(fractions, delta_fractions)
+        rounds = tuple(Round.calibrate(b, cap, h) for b, h in zip(parts, h_scales, strict=True))
+        return Plan(budget, composition, rounds, tuple(fractions), tuple(delta_fractions), 0.0)
+    delta_g = budget.delta * (1.0 - threshold_share)
+    sigma_tot = gaussian_sigma(budget.epsilon, delta_g)
+    dt_total = budget.delta - delta_g
+    rounds = tuple(
+        # sigma_r = sigma_tot / sqrt(p_r), so sum_r sigma_r^-2 = sigma_tot^-2
+        Round.gaussian(sigma_tot / math.sqrt(p) * (1 + 1e-12), dt_total * q, cap, h)
+        for p, q, h in zip(fractions, delta_fractions, h_scales, strict=True)
+    )
+    return Plan(budget, composition, rounds, tuple(fractions), tuple(delta_fractions), delta_g)

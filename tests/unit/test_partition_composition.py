@@ -1,0 +1,231 @@
+"""Tight composition of weight-and-threshold rounds (issue 13): the thresholded-Gaussian event,
+calibration, one accountant for a selection and other releases, and an empirical privacy check.
+"""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+from scipy import stats
+
+from userdp.exceptions import BudgetExceededError
+from userdp.partition import select_partitions
+from userdp.partition.rounds import plan_rounds
+from userdp.partition.runner import Tap
+from userdp.privacy import PrivacyAccountant, PrivacyBudget, ThresholdedGaussianDpEvent
+
+mpmath = pytest.importorskip("mpmath")
+
+
+# -- independent reference: analytic Gaussian in mpmath -----------------------------------------
+def _mp_delta(eps, mu):
+    """Balle & Wang (2018) Thm. 8 for mu = 1/sigma (l2 sensitivity 1), in mpmath."""
+    phi = mpmath.ncdf
+    return phi(mu / 2 - eps / mu) - mpmath.exp(eps) * phi(-mu / 2 - eps / mu)
+
+
+def _mp_epsilon(mu: float, delta: float) -> float:
+    """The epsilon at which the analytic Gaussian's delta equals ``delta``: bisection in
+    40-digit arithmetic (delta(eps) decreases in eps)."""
+    mpmath.mp.dps = 40
+    mu, target = mpmath.mpf(mu), mpmath.mpf(delta)
+    lo, hi = mpmath.mpf(0), mpmath.mpf(100)
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _mp_delta(mid, mu) > target:
+            lo = mid
+        else:
+            hi = mid
+    return float(hi)
+
+
+def _mu(sigmas) -> float:
+    return math.sqrt(sum(1.0 / s**2 for s in sigmas))
+
+
+# -- the event ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("sigmas", "dts", "delta_g"),
+    [
+        ((3.0,), (1e-6,), 1e-6),
+        ((20.0, 4.0), (1e-7, 2e-6), 5e-6),
+        ((40.0, 10.0, 4.5), (0, 1e-8, 1e-6), 1e-5),
+    ],
+)
+def test_thresholded_gaussian_rounds_compose_as_one_gaussian_plus_the_threshold_deltas(
+    sigmas, dts, delta_g
+):
+    acc = PrivacyAccountant()
+    for s, dt in zip(sigmas, dts, strict=True):
+        acc.compose(ThresholdedGaussianDpEvent(noise_multiplier=s, threshold_delta=dt))
+    spent = acc.spent(delta_g)
+    assert spent.delta == pytest.approx(delta_g + sum(dts), rel=1e-12)
+    assert spent.epsilon == pytest.approx(_mp_epsilon(_mu(sigmas), delta_g), rel=1e-7)
+
+
+@pytest.mark.parametrize("rounds", [1, 2, 3])
+@pytest.mark.parametrize(("eps", "delta"), [(1.0, 1e-5), (0.25, 1e-8), (4.0, 1e-6)])
+def test_gaussian_calibration_round_trips_to_the_requested_budget(rounds, eps, delta):
+    fractions = {1: (1.0,), 2: (0.03, 0.97), 3: (0.01, 0.04, 0.95)}[rounds]
+    dfrac = {1: (1.0,), 2: (0.1, 0.9), 3: (0.1, 0.2, 0.7)}[rounds]
+    plan = plan_rounds(
+        PrivacyBudget.derived(eps, delta),
+        cap=100,
+        h_scales=[1.0] + [2.0] * (rounds - 1),
+        composition="gaussian",
+        fractions=fractions,
+        delta_fractions=dfrac,
+        threshold_share=0.5,
+    )
+    spent = plan.spent()
+    assert spent.epsilon <= eps
+    assert spent.epsilon == pytest.approx(eps, rel=1e-9)
+    assert spent.delta == pytest.approx(delta, rel=1e-12)
+    # precision split: sigma_r = sigma_tot / sqrt(p_r)
+    mu = _mu(r.sigma for r in plan.rounds)
+    assert _mp_epsilon(mu, delta / 2) == pytest.approx(eps, rel=1e-7)
+    for r, p in zip(plan.rounds, fractions, strict=True):
+        assert r.sigma**-2 / mu**2 == pytest.approx(p, rel=1e-9)
+
+
+def test_one_gaussian_round_has_the_papers_sigma_and_threshold():
+    basic = plan_rounds(
+        PrivacyBudget(1.0, 1e-5),
+        cap=100,
+        h_scales=[1.0],
+        composition="basic",
+        fractions=(1.0,),
+        delta_fractions=(1.0,),
+    )
+    tight = plan_rounds(
+        PrivacyBudget(1.0, 1e-5),
+        cap=100,
+        h_scales=[1.0],
+        composition="gaussian",
+        fractions=(1.0,),
+        delta_fractions=(1.0,),
+        threshold_share=0.5,
+    )
+    assert tight.rounds[0].sigma == pytest.approx(basic.rounds[0].sigma, rel=1e-9)
+    assert tight.rounds[0].rho == pytest.approx(20.7897, abs=1e-4)  # DESIGN.md reference
+
+
+# -- one accountant -----------------------------------------------------------------------------
+PAIRS = [(u, w) for u in range(3000) for w in ("the", "a", f"rare{u}")]
+
+
+def test_a_selection_composes_with_a_gaussian_release_in_one_accountant():
+    acc = PrivacyAccountant()
+    res = select_partitions(PAIRS, epsilon=1.0, delta=1e-5, seed=1, accountant=acc)
+    assert sorted(res.items) == ["a", "the"]
+    acc.compose(dp_accounting.GaussianDpEvent(noise_multiplier=5.0))
+    sigmas = [r["sigma"] for r in res.parameters["rounds"]]
+    (selection, _) = acc.ledger
+    dts = [e.threshold_delta for e in selection.events]
+    assert sum(dts) == pytest.approx(5e-6, rel=1e-12)
+    spent = acc.spent(1e-6)
+    mu = math.sqrt(_mu(sigmas) ** 2 + 1 / 25.0)
+    assert spent.epsilon == pytest.approx(_mp_epsilon(mu, 1e-6), rel=1e-7)
+    assert spent.delta == pytest.approx(1e-6 + 5e-6, rel=1e-12)
+
+
+def test_a_selection_that_would_exceed_the_accountants_budget_is_refused_before_any_work():
+    acc = PrivacyAccountant(PrivacyBudget(1.0, 1e-5))
+    unreadable = object()  # reading it would raise DataError: the refusal must come first
+    with pytest.raises(BudgetExceededError, match="nothing was run"):
+        select_partitions(unreadable, epsilon=2.0, delta=1e-6, accountant=acc)
+    assert acc.ledger == ()
+    # three selections at epsilon 0.5 fit in epsilon 1 (their Gaussian parts compose as one;
+    # basic composition would allow two) ...
+    for seed in range(3):
+        select_partitions(PAIRS, epsilon=0.5, delta=4e-6, seed=seed, accountant=acc)
+    # ... a fourth does not: refused, and the ledger is unchanged
+    n = len(acc.ledger)
+    with pytest.raises(BudgetExceededError):
+        select_partitions(unreadable, epsilon=0.5, delta=4e-6, accountant=acc)
+    assert len(acc.ledger) == n
+
+
+# -- empirical privacy check --------------------------------------------------------------------
+def _simulate(weight, rounds, c_ub, n_runs, rng):
+    """P(item released) for an item of fixed pre-noise weight in every round it is in play,
+    vectorised over runs: released in round r if noisy >= rho_r; ruled out for later rounds if
+    noisy + c_ub sigma_r < rho_{r+1} (MAD2R's removal, Alg. 4 lines 11-13)."""
+    in_play = np.ones(n_runs, dtype=bool)
+    released = np.zeros(n_runs, dtype=bool)
+    for r, rnd in enumerate(rounds):
+        noisy = weight + rng.normal(0.0, rnd["sigma"], n_runs)
+        hit = in_play & (noisy >= rnd["rho"])
+        released |= hit
+        in_play &= ~hit
+        if r + 1 < len(rounds):
+            in_play &= ~(noisy + c_ub * rnd["sigma"] < rounds[r + 1]["rho"])
+    return released
+
+
+def _epsilon_lower_bound(k1, k0, n, delta, alpha=0.05):
+    """Clopper-Pearson lower bound on epsilon from P[S | D'] >= e^-eps... (one event S)."""
+    p1_lo = stats.beta.ppf(alpha / 2, k1, n - k1 + 1) if k1 > 0 else 0.0
+    p0_hi = stats.beta.ppf(1 - alpha / 2, k0 + 1, n - k0) if k0 < n else 1.0
+    return math.log(max(p1_lo - delta, 1e-300) / p0_hi)
+
+
+def _tiny(n):
+    return [(f"u{u}", "a") for u in range(n)]
+
+
+@pytest.mark.parametrize("rounds", [2, 3])
+def test_the_simulation_matches_the_local_runner_given_the_same_noise(rounds):
+    """The vectorised simulation below is the algorithm: same releases for the same noise."""
+    rng = np.random.default_rng(rounds)
+    n = 22
+    base = select_partitions(_tiny(n), epsilon=1.0, delta=1e-5, rounds=rounds, seed=0)
+    params = base.parameters["rounds"]
+    for _ in range(60):
+        z = rng.normal(size=rounds)
+        # items in play get noise z_r sigma_r in round r (a pure function of the item)
+        tap = Tap(noise=lambda r, labels, sigma, z=z: np.full(len(labels), z[r] * sigma))
+        res = select_partitions(_tiny(n), epsilon=1.0, delta=1e-5, rounds=rounds, seed=0, _tap=tap)
+        # weight n in every round where "a" is in play (an empty round once it is not)
+        for w in tap.weights:
+            assert w == {} or w == {"a": pytest.approx(n, rel=1e-12)}
+        sim = _simulate_fixed(n, params, 3.0, z)
+        assert (res.items == ["a"]) == sim
+
+
+def _simulate_fixed(weight, rounds, c_ub, z):
+    for r, rnd in enumerate(rounds):
+        noisy = weight + z[r] * rnd["sigma"]
+        if noisy >= rnd["rho"]:
+            return True
+        if r + 1 < len(rounds) and noisy + c_ub * rnd["sigma"] < rounds[r + 1]["rho"]:
+            return False
+    return False
+
+
+@pytest.mark.parametrize("rounds", [2, 3])
+def test_empirical_epsilon_stays_below_the_claimed_epsilon(rounds):
+    """D: n users holding only "a"; D' adds one more. The target's weight (n or n + 1 in every
+    round) sits at the last round's threshold, or 2 sigma below it (where the ratio of release
+    probabilities is largest). 10^5 runs per side; Clopper-Pearson 95%."""
+    eps, delta, n_runs = 1.0, 1e-5, 100_000
+    probe = select_partitions(_tiny(20), epsilon=eps, delta=delta, rounds=rounds, seed=0)
+    params = probe.parameters["rounds"]
+    last = params[-1]
+    rng = np.random.default_rng(100 + rounds)
+    for n in (round(last["rho"]), round(last["rho"] - 2 * last["sigma"])):
+        d0 = _simulate(float(n), params, 3.0, n_runs, rng)
+        d1 = _simulate(float(n + 1), params, 3.0, n_runs, rng)
+        k0, k1 = int(d0.sum()), int(d1.sum())
+        assert 0 < k0 < k1 < n_runs
+        for a, b in ((k1, k0), (n_runs - k0, n_runs - k1)):  # S = {released}, {not released}
+            assert _epsilon_lower_bound(a, b, n_runs, delta) <= eps
+    # the check has power: a tenth of the noise in the last round breaks the claim
+    weak = [*params[:-1], {**last, "sigma": last["sigma"] / 10}]
+    n = round(last["rho"] - 2 * last["sigma"] / 10)
+    k0 = int(_simulate(float(n), weak, 3.0, n_runs, rng).sum())
+    k1 = int(_simulate(float(n + 1), weak, 3.0, n_runs, rng).sum())
+    assert _epsilon_lower_bound(k1, k0, n_runs, delta) > eps

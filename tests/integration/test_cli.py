@@ -144,6 +144,13 @@ def test_composition_rounds_and_split_reach_the_algorithm(csv_path, capsys, monk
     assert "--rounds does not apply to mad" in capsys.readouterr().err
 
 
+def test_max_items_per_user_auto(csv_path, capsys):
+    assert _select(csv_path, *EPS_DELTA, "--seed", "1", "--max-items-per-user", "auto") == 0
+    out, err = capsys.readouterr()
+    assert out == "a\nthe\n"
+    assert _select(csv_path, *EPS_DELTA, "--max-items-per-user", "many") == ExitCode.USAGE
+
+
 def test_same_seed_same_output_on_generated_data(tmp_path, capsys):
     pairs = str(tmp_path / "pairs.csv")
     assert main(["generate", "zipf", pairs, "--users", "5000", "--seed", "3"]) == 0

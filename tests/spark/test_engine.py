@@ -106,6 +106,7 @@ CASES = {
     "mad2r-3-rounds": ("mad2r", {"d_max": 4, "rounds": 3}),
     "mad2r-no-recap": ("mad2r", {"d_max": 5, "recap": False}),
     "mad2r-3-rounds-no-recap": ("mad2r", {"d_max": 5, "recap": False, "rounds": 3}),
+    "mad2r-auto-cap": ("mad2r", {"max_items_per_user": "auto"}),
 }
 
 

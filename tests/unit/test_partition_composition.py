@@ -229,3 +229,53 @@ def test_empirical_epsilon_stays_below_the_claimed_epsilon(rounds):
     k0 = int(_simulate(float(n), weak, 3.0, n_runs, rng).sum())
     k1 = int(_simulate(float(n + 1), weak, 3.0, n_runs, rng).sum())
     assert _epsilon_lower_bound(k1, k0, n_runs, delta) > eps
+
+
+# -- max_items_per_user="auto" ------------------------------------------------------------------
+@pytest.mark.parametrize("composition", ["gaussian", "basic"])
+@pytest.mark.parametrize("algorithm", ["mad2r", "basic", "mad", "dp-sips"])
+def test_auto_cap_is_charged_and_the_budget_is_spent_exactly(algorithm, composition):
+    from userdp.partition.cap import CANDIDATES
+
+    rng = np.random.default_rng(0)
+    pairs = [(u, f"w{int(w)}") for u in range(2000) for w in rng.zipf(1.3, size=1 + u % 40)]
+    res = select_partitions(
+        pairs,
+        epsilon=1.0,
+        delta=1e-5,
+        algorithm=algorithm,
+        composition=composition,
+        max_items_per_user="auto",
+        seed=2,
+    )
+    cap = res.parameters["max_items_per_user"]
+    assert cap in CANDIDATES
+    assert res.budget.epsilon == pytest.approx(1.0, rel=1e-9)  # (sums round off by ~1e-16)
+    assert res.budget.delta == pytest.approx(1e-5, rel=1e-9)
+    histogram = res.dp_event.events[0]
+    assert isinstance(histogram, dp_accounting.GaussianDpEvent)
+    again = select_partitions(
+        pairs,
+        epsilon=1.0,
+        delta=1e-5,
+        algorithm=algorithm,
+        composition=composition,
+        max_items_per_user="auto",
+        seed=2,
+    )
+    assert again.items == res.items and again.parameters["max_items_per_user"] == cap
+
+
+def test_auto_cap_follows_the_degrees():
+    from userdp.partition.cap import choose_cap, degree_counts
+
+    def rho(c):  # a threshold that grows with the cap like the real one
+        return 20.0 + math.log(c)
+
+    small = degree_counts(np.full(100_000, 5))
+    large = degree_counts(np.full(100_000, 300))
+    assert choose_cap(small, 1.0, rho) <= 8
+    assert choose_cap(large, 1.0, rho) >= 256
+    # bins that are pure noise (below 3 sigma) do not pull the cap up
+    noise_only = small + np.where(np.arange(small.size) > 30, 2.9, 0.0)
+    assert choose_cap(noise_only, 1.0, rho) == choose_cap(small, 1.0, rho)

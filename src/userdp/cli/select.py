@@ -141,11 +141,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     algo.add_argument(
         "--max-items-per-user",
-        type=positive_int,
+        type=_cap,
         default=100,
         metavar="K",
         help="Keep at most K random items of each user (ignored by greedy-update, which needs "
-        "no cap). Default: %(default)s.",
+        "no cap), or 'auto': choose K from a noisy histogram of user degrees that costs 2%% "
+        "of the budget (parallel algorithms). Default: %(default)s.",
     )
     algo.add_argument(
         "--composition",
@@ -203,6 +204,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.set_defaults(handler=lambda args: run_guarded(PROG, run, args), parser=parser)
     return parser
+
+
+def _cap(text: str) -> int | str:
+    return "auto" if text == "auto" else positive_int(text)
 
 
 def _fractions(text: str) -> list[float]:

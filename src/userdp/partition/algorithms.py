@@ -20,6 +20,7 @@ from typing import Any
 
 from userdp._validation import check_int, check_real
 from userdp.exceptions import InvalidParameterError
+from userdp.partition.cap import AUTO_CAP_SHARE, CANDIDATES
 from userdp.partition.rounds import (
     DEFAULT_THRESHOLD_SHARE,
     Plan,
@@ -61,6 +62,9 @@ class AlgorithmSpec:
 
 # -- validation ---------------------------------------------------------------------------------
 def _check_cap(caller: str, o: dict[str, Any]) -> int:
+    """The cap, or for ``"auto"`` the largest cap the choice may make (for validation)."""
+    if o["max_items_per_user"] == "auto":
+        return max(CANDIDATES)
     return check_int(o["max_items_per_user"], "max_items_per_user", caller, low=1)
 
 
@@ -74,8 +78,8 @@ def _check_mad(caller: str, o: dict[str, Any]) -> dict[str, Any]:
             "smaller caps."
         )
     check_real(o["beta"], "beta", caller, low=0.0)
-    if o["d_max"] is None:
-        return {**o, "d_max": min(50, cap)}
+    if o["d_max"] is None:  # with an automatic cap, d_max follows the chosen cap
+        return o if o["max_items_per_user"] == "auto" else {**o, "d_max": min(50, cap)}
     check_int(o["d_max"], "d_max", caller, low=4)
     if o["d_max"] > cap:
         raise InvalidParameterError(
@@ -127,9 +131,11 @@ def _check_mad2r(caller: str, o: dict[str, Any]) -> dict[str, Any]:
 
 def _plan(h_scales: Callable[[dict[str, Any]], list[float]]) -> Callable[..., Plan]:
     def plan(budget: Any, o: dict[str, Any]) -> Plan:
+        cap = o["max_items_per_user"]
         return plan_rounds(
             budget,
-            cap=o["max_items_per_user"],
+            cap=100 if cap == "auto" else cap,  # the cost does not depend on the cap
+            histogram_share=AUTO_CAP_SHARE if o["auto_cap"] else 0.0,
             h_scales=h_scales(o),
             composition=o["composition"],
             fractions=o["fractions"],

@@ -11,6 +11,7 @@ from userdp._validation import check_choice
 from userdp.exceptions import BudgetExceededError, InvalidParameterError
 from userdp.partition.algorithms import COMMON, SPECS, AlgorithmSpec
 from userdp.partition.baselines import greedy_update, policy_gaussian
+from userdp.partition.cap import choose_cap
 from userdp.partition.result import SelectionResult, SparkSelectionResult
 from userdp.partition.runner import Tap
 from userdp.partition.select import LocalRunner, _budget
@@ -148,11 +149,14 @@ or pyspark.sql.DataFrame
         result = spec.function(data, epsilon=epsilon, delta=delta, **options)
     else:
         o = spec.check(spec.caller, {**spec.options, **options})
+        o["auto_cap"] = o["max_items_per_user"] == "auto"
         plan = spec.plan(total, o)
         if accountant is not None:
             _check_fits(accountant, plan.event)
         runner = _runner(engine, data, spec, o, _tap)
         try:
+            if o["auto_cap"]:
+                o, plan = _auto_cap(runner, spec, total, o, plan)
             result = spec.steps(runner, plan, o)
         except BaseException:
             runner.abort()
@@ -162,10 +166,29 @@ or pyspark.sql.DataFrame
     return result
 
 
+def _auto_cap(
+    runner: Any, spec: AlgorithmSpec, total: Any, o: dict[str, Any], plan: Any
+) -> tuple[dict[str, Any], Any]:
+    """Release the degree histogram, choose the cap from it, and re-plan with that cap."""
+    noisy = runner.release_degree_histogram(plan.histogram_sigma)
+
+    def rho_of(c: int) -> float:
+        return spec.plan(total, {**o, "max_items_per_user": c}).rounds[-1].rho
+
+    cap = choose_cap(noisy, plan.histogram_sigma, rho_of)
+    if "d_max" in o:  # MAD: d_max <= cap; default min(50, cap)
+        cap = max(cap, o["d_max"] or 0)
+        o = {**o, "d_max": o["d_max"] or min(50, cap)}
+    o = {**o, "max_items_per_user": cap}
+    runner.set_cap(cap)
+    return o, spec.plan(total, o)
+
+
 def _runner(engine: str, data: Any, spec: AlgorithmSpec, o: Mapping[str, Any], tap: Any) -> Any:
+    cap = o["max_items_per_user"]
     kw = {
         "caller": spec.caller,
-        "max_items_per_user": o["max_items_per_user"],
+        "max_items_per_user": 1 if cap == "auto" else cap,  # set once chosen
         "seed": o["seed"],
         "user_column": o["user_column"],
         "item_column": o["item_column"],

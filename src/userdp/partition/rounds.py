@@ -122,11 +122,19 @@ class Plan:
     rounds: tuple[Round, ...]
     fractions: tuple[float, ...]
     delta_fractions: tuple[float, ...]
-    gaussian_delta: float  # delta_g (0.0 under basic composition)
+    gaussian_delta: float  # delta_g (0.0 under basic composition without a histogram)
+    histogram_sigma: float | None = None  # noise of the degree histogram (auto cap)
+
+    @property
+    def histogram_event(self) -> dp_accounting.DpEvent | None:
+        if self.histogram_sigma is None:
+            return None
+        return dp_accounting.GaussianDpEvent(self.histogram_sigma)
 
     @property
     def event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.ComposedDpEvent([r.event for r in self.rounds])
+        events = [] if self.histogram_sigma is None else [self.histogram_event]
+        return dp_accounting.ComposedDpEvent(events + [r.event for r in self.rounds])
 
     def spent(self) -> PrivacyBudget:
         """(epsilon, delta) of the whole run, from the accountant."""
@@ -179,18 +187,35 @@ def plan_rounds(
     fractions: Sequence[float],
     delta_fractions: Sequence[float],
     threshold_share: float = DEFAULT_THRESHOLD_SHARE,
+    histogram_share: float = 0.0,
 ) -> Plan:
-    """Calibrate every round of a run (see the module docstring for both compositions)."""
+    """Calibrate every round of a run (see the module docstring for both compositions).
+
+    ``histogram_share > 0`` reserves that share of the budget for a Gaussian histogram of user
+    degrees (l2 sensitivity 1: one user changes one bin by 1) released before the rounds, from
+    which ``max_items_per_user="auto"`` picks the cap: under ``"gaussian"`` it joins the one
+    composed Gaussian with precision share ``histogram_share`` (the rounds' shares shrink by
+    1 - histogram_share); under ``"basic"`` it is (histogram_share epsilon, histogram_share
+    delta)-DP by the analytic Gaussian and the rounds split the rest.
+    """
+    h = histogram_share
+    frac, dfrac = tuple(fractions), tuple(delta_fractions)
     if composition == "basic":
-        parts = budget.split(fractions, delta_fractions)
-        rounds = tuple(Round.calibrate(b, cap, h) for b, h in zip(parts, h_scales, strict=True))
-        return Plan(budget, composition, rounds, tuple(fractions), tuple(delta_fractions), 0.0)
+        rest = 1.0 - h
+        parts = tuple(
+            PrivacyBudget.derived(b.epsilon * rest, b.delta * rest, budget.unit)
+            for b in budget.split(frac, dfrac)
+        )
+        rounds = tuple(Round.calibrate(b, cap, hs) for b, hs in zip(parts, h_scales, strict=True))
+        sigma_h = gaussian_sigma(budget.epsilon * h, budget.delta * h) if h else None
+        return Plan(budget, composition, rounds, frac, dfrac, budget.delta * h, sigma_h)
     delta_g = budget.delta * (1.0 - threshold_share)
     sigma_tot = gaussian_sigma(budget.epsilon, delta_g)
     dt_total = budget.delta - delta_g
     rounds = tuple(
         # sigma_r = sigma_tot / sqrt(p_r), so sum_r sigma_r^-2 = sigma_tot^-2
-        Round.gaussian(sigma_tot / math.sqrt(p) * (1 + 1e-12), dt_total * q, cap, h)
-        for p, q, h in zip(fractions, delta_fractions, h_scales, strict=True)
+        Round.gaussian(sigma_tot / math.sqrt(p * (1 - h)) * (1 + 1e-12), dt_total * q, cap, hs)
+        for p, q, hs in zip(frac, dfrac, h_scales, strict=True)
     )
-    return Plan(budget, composition, rounds, tuple(fractions), tuple(delta_fractions), delta_g)
+    sigma_h = sigma_tot / math.sqrt(h) * (1 + 1e-12) if h else None
+    return Plan(budget, composition, rounds, frac, dfrac, delta_g, sigma_h)

@@ -20,6 +20,7 @@ from userdp._validation import check_int, check_real
 from userdp.data import Contributions, as_contributions
 from userdp.partition._hashing import salted_hash
 from userdp.partition._local import cap_degrees, filter_pairs
+from userdp.partition.cap import HISTOGRAM_STREAM, degree_counts
 from userdp.partition.result import SelectionDiagnostics, SelectionResult
 from userdp.partition.rounds import Plan, Round
 from userdp.partition.runner import Basic, Decide, Mad, Tap
@@ -178,6 +179,20 @@ class LocalRunner:
     @property
     def data(self) -> Contributions:
         return self.run.data
+
+    def release_degree_histogram(self, sigma: float) -> np.ndarray:
+        """Noisy number of users per degree bin (before capping), composed as a Gaussian
+        release of l2 sensitivity 1 (one user changes one bin by 1)."""
+        d = self.run.data
+        # TODO(noise-audit): NoiseSource.add_gaussian(..., statistic="user degree histogram",
+        # l2=1.0) once merged.
+        exact = degree_counts(np.bincount(d.users, minlength=d.n_users))
+        rng = self.run.noise.stream(*HISTOGRAM_STREAM)
+        self.run.accountant.compose(dp_accounting.GaussianDpEvent(sigma))
+        return exact + rng.normal(0.0, sigma, exact.size)
+
+    def set_cap(self, cap: int) -> None:
+        self.run.cap = self.max_items_per_user = cap
 
     def cap(self, *, recap: bool = True) -> None:
         d = self.run.data

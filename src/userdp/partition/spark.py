@@ -38,6 +38,7 @@ import numpy as np
 from userdp._validation import check_int
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.partition._hashing import canonical_column
+from userdp.partition.cap import HISTOGRAM_STREAM, degree_counts
 from userdp.partition.result import SelectionDiagnostics, SparkSelectionResult
 from userdp.partition.rounds import Plan, Round
 from userdp.partition.runner import Basic, Decide, Mad, Tap
@@ -485,6 +486,28 @@ class SparkRunner:
         self.capped_pairs: DataFrame | None = None
         self.info: DataFrame | None = None  # items removed (_removed) or biased (_b < 1)
         self._all_items: DataFrame | None = None
+
+    def release_degree_histogram(self, sigma: float) -> np.ndarray:
+        """As the local runner's: the driver collects (degree, number of users) only."""
+        F = _functions()
+        with self.run.timed("degree histogram"):
+            rows = (
+                self.run.pairs.groupBy(_U)
+                .count()
+                .groupBy("count")
+                .agg(F.count(F.lit(1)).alias("n"))
+            ).collect()
+        degrees = np.repeat(
+            np.array([r["count"] for r in rows], dtype=np.int64),
+            np.array([r["n"] for r in rows], dtype=np.int64),
+        )
+        exact = degree_counts(degrees)
+        rng = spawn_generator(self.run.entropy, HISTOGRAM_STREAM)
+        self.run.accountant.compose(dp_accounting.GaussianDpEvent(sigma))
+        return exact + rng.normal(0.0, sigma, exact.size)
+
+    def set_cap(self, cap: int) -> None:
+        self.run.cap = self.max_items_per_user = cap
 
     def cap(self, *, recap: bool = True) -> None:
         run, F = self.run, _functions()

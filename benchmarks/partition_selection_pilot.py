@@ -1,0 +1,94 @@
+"""Pilot for the defaults of tight composition (issue 13), on a pilot draw only.
+
+Every default (precision split, threshold-delta split, share of delta paid for thresholds,
+b_max, number of rounds) is chosen here on ONE draw of the Zipf generator (seed 0, 200,000 users,
+item exponent 1.1), never on the datasets the benchmark reports. Run from the repository root::
+
+    nice -n 10 python benchmarks/partition_selection_pilot.py [--seeds 3] [--out FILE]
+
+Prints mean +- sd output sizes of MAD2R (and DP-SIPS) per setting, and writes them as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from userdp.data import zipf_contributions
+from userdp.partition import select_partitions
+
+EPS, DELTA = 1.0, 1e-5
+HERE = Path(__file__).resolve().parent
+
+
+def sizes(c: Any, seeds: int, **options: Any) -> dict[str, Any]:
+    out = [
+        len(select_partitions(c, epsilon=EPS, delta=DELTA, seed=s, **options)) for s in range(seeds)
+    ]
+    a = np.asarray(out, float)
+    return {"options": options, "sizes": out, "mean": a.mean(), "sd": a.std(ddof=1)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--users", type=int, default=200_000)
+    p.add_argument("--out", type=Path, default=HERE / "results" / "partition_pilot.json")
+    args = p.parse_args()
+    c = zipf_contributions(args.users, item_exponent=1.1, seed=0)  # the pilot draw
+    print(f"pilot draw: {c}", flush=True)
+    rows: list[dict[str, Any]] = []
+
+    def show(tag: str, r: dict[str, Any]) -> None:
+        r["tag"] = tag
+        rows.append(r)
+        print(f"{tag:60s} {r['mean']:8.1f} +- {r['sd']:5.1f}", flush=True)
+
+    t0 = time.perf_counter()
+    show("mad2r basic (old default)", sizes(c, args.seeds, composition="basic"))
+    # 2 rounds: precision split x threshold split x threshold share
+    for p1, q1, share in itertools.product(
+        (0.01, 0.02, 0.03, 0.05, 0.1), (0.05, 0.1, 0.25), (0.25, 0.5, 0.75)
+    ):
+        show(
+            f"mad2r gaussian p=({p1}, {1 - p1:g}) dt=({q1}, {1 - q1:g}) share={share}",
+            sizes(
+                c,
+                args.seeds,
+                fractions=(p1, 1 - p1),
+                delta_fractions=(q1, 1 - q1),
+                threshold_share=share,
+            ),
+        )
+    # 3 rounds
+    for p1, p2 in ((0.01, 0.04), (0.01, 0.02), (0.005, 0.025), (0.02, 0.05)):
+        for alg in ("mad2r", "dp-sips"):
+            show(
+                f"{alg} gaussian 3 rounds p=({p1}, {p2}, {1 - p1 - p2:g}) dt=(0.1, 0.2, 0.7)",
+                sizes(
+                    c,
+                    args.seeds,
+                    algorithm=alg,
+                    rounds=3,
+                    fractions=(p1, p2, 1 - p1 - p2),
+                    delta_fractions=(0.1, 0.2, 0.7),
+                ),
+            )
+    show("dp-sips gaussian 2 rounds (default)", sizes(c, args.seeds, algorithm="dp-sips"))
+    # b_max: 10 seeds each, at the default composition
+    for b_max in (1.25, 2.0):
+        show(f"mad2r gaussian b_max={b_max} (10 seeds)", sizes(c, 10, b_max=b_max))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"draw": str(c), "rows": rows}, indent=2, default=float))
+    print(f"{time.perf_counter() - t0:.0f} s; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -146,7 +146,7 @@ def test_composition_rounds_and_split_reach_the_algorithm(csv_path, capsys, monk
 
 def test_max_items_per_user_auto(csv_path, capsys):
     assert _select(csv_path, *EPS_DELTA, "--seed", "1", "--max-items-per-user", "auto") == 0
-    out, err = capsys.readouterr()
+    out = capsys.readouterr().out
     assert out == "a\nthe\n"
     assert _select(csv_path, *EPS_DELTA, "--max-items-per-user", "many") == ExitCode.USAGE
 

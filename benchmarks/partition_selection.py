@@ -70,26 +70,37 @@ def log(msg: str) -> None:
 
 # -- algorithm variants --------------------------------------------------------------------------
 def variants(cap: int, d_max: int | None = None) -> list[tuple[str, str, dict[str, Any]]]:
-    """(label, algorithm, options) for every configuration we compare."""
+    """(label, algorithm, options) for every configuration we compare.
+
+    "mad2r" is today's default (gaussian composition, 2 rounds); "mad2r basic" is the default
+    before issue 13 (the papers' basic composition), the baseline of its +10% target.
+    """
     c = {"max_items_per_user": cap}
     m = dict(c, d_max=d_max) if d_max is not None else c
-    return [
+    basic = {"composition": "basic"}
+    auto = {"max_items_per_user": "auto"} if d_max is None else {}
+    out = [
         ("basic", "basic", c),
         ("mad", "mad", m),
-        ("mad2r", "mad2r", dict(m, recap=True)),
-        ("mad2r (no recap)", "mad2r", dict(m, recap=False)),
-        ("dp-sips", "dp-sips", dict(c, recap=True)),
-        ("dp-sips (no recap)", "dp-sips", dict(c, recap=False)),
-        ("dp-sips 3r", "dp-sips", dict(c, recap=True, fractions=(0.05, 0.15, 0.8))),
-        ("dp-sips 3r (no recap)", "dp-sips", dict(c, recap=False, fractions=(0.05, 0.15, 0.8))),
+        ("dp-sips basic", "dp-sips", dict(c, **basic)),
+        ("dp-sips", "dp-sips", c),
+        ("dp-sips 3r basic", "dp-sips", dict(c, rounds=3, **basic)),
+        ("dp-sips 3r", "dp-sips", dict(c, rounds=3)),
+        ("mad2r basic", "mad2r", dict(m, **basic)),
+        ("mad2r", "mad2r", m),
+        ("mad2r 3r basic", "mad2r", dict(m, rounds=3, **basic)),
+        ("mad2r 3r", "mad2r", dict(m, rounds=3)),
         ("policy-gaussian", "policy-gaussian", c),
         ("greedy-update", "greedy-update", {}),
     ]
+    if auto:
+        out.insert(8, ("mad2r auto cap", "mad2r", dict(m, **auto)))
+    return out
 
 
 # -- datasets ------------------------------------------------------------------------------------
-def npm_contributions(path: Path) -> Contributions:
-    """One package summary = one user; distinct lower-cased words and word bigrams = items."""
+def npm_contributions(path: Path, bigrams: bool = True) -> Contributions:
+    """One package summary = one user; distinct lower-cased words (and word bigrams) = items."""
     token = re.compile(r"[a-z0-9]+")
     users: list[int] = []
     items: list[str] = []
@@ -102,7 +113,8 @@ def npm_contributions(path: Path) -> Contributions:
                 continue
             words = token.findall(parts[col].lower())
             toks = set(words)
-            toks.update(f"{a} {b}" for a, b in itertools.pairwise(words))
+            if bigrams:
+                toks.update(f"{a} {b}" for a, b in itertools.pairwise(words))
             users.extend([row] * len(toks))
             items.extend(toks)
     # Items are strings, always: "null", "none", "true" stay tokens.
@@ -170,13 +182,17 @@ def pipelinedp_sizes(c: Contributions, seeds: int) -> dict[str, dict[str, Any]] 
     return out
 
 
-def summarize(sizes: list[int], secs: list[float]) -> dict[str, Any]:
+def summarize(sizes: list[int], secs: list[float], missing: list[float]) -> dict[str, Any]:
     a = np.asarray(sizes, dtype=float)
     return {
         "sizes": [int(s) for s in sizes],
         "mean": float(a.mean()),
         "sd": float(a.std(ddof=1)) if a.size > 1 else 0.0,
         "seconds_mean": float(np.mean(secs)),
+        # share of all distinct (user, item) pairs whose item was not released (Dick, Joseph &
+        # Raman, ICLR 2026): exact, for benchmarking only
+        "missing_mass_mean": float(np.mean(missing)),
+        "missing_mass_sd": float(np.std(missing, ddof=1)) if len(missing) > 1 else 0.0,
     }
 
 
@@ -187,6 +203,7 @@ def output_sizes(
     cap: int,
     d_max: int | None,
     buckets: bool,
+    only: set[str] | None = None,
 ) -> dict[str, Any]:
     log(f"dataset {name}: {c.n_users} users, {c.n_items} items, {c.n_pairs} pairs")
     freq = item_frequencies(c)
@@ -205,18 +222,28 @@ def output_sizes(
             "output_mean": {},
         }
     for label, algo, opts in variants(cap, d_max):
-        sizes, secs, bk = [], [], []
+        if only and label not in only:
+            continue
+        sizes, secs, bk, missing, caps = [], [], [], [], []
         for seed in range(seeds):
             r = select_partitions(c, epsilon=EPS, delta=DELTA, algorithm=algo, seed=seed, **opts)
             sizes.append(len(r))
             secs.append(r.diagnostics.seconds)
+            codes = codes_of(c, r.to_arrow())
+            missing.append(1.0 - float(freq[codes].sum()) / c.n_pairs)
+            caps.append(r.parameters.get("max_items_per_user"))
             if buckets:
-                bk.append(bucket_counts(freq[codes_of(c, r.to_arrow())]))
-        entry["algorithms"][label] = summarize(sizes, secs)
+                bk.append(bucket_counts(freq[codes]))
+        entry["algorithms"][label] = summarize(sizes, secs, missing)
+        if opts.get("max_items_per_user") == "auto":
+            entry["algorithms"][label]["caps_chosen"] = caps
         if buckets:
             entry["buckets"]["output_mean"][label] = np.mean(bk, axis=0).tolist()
         s = entry["algorithms"][label]
-        log(f"    {label:24s} {s['mean']:10.1f} +- {s['sd']:6.1f}   {s['seconds_mean']:7.2f} s")
+        log(
+            f"    {label:24s} {s['mean']:10.1f} +- {s['sd']:6.1f}   missing mass "
+            f"{s['missing_mass_mean']:.4f}   {s['seconds_mean']:7.2f} s"
+        )
     return entry
 
 
@@ -354,6 +381,9 @@ def timing_worker(kind: str, n_pairs: int, algo: str) -> dict[str, Any]:
         del users, items
     out["n_pairs_distinct"] = c.n_pairs
     out["n_users"] = c.n_users
+    import userdp
+
+    out["userdp_file"] = userdp.__file__
     t = time.perf_counter()
     r = select_partitions(c, epsilon=EPS, delta=DELTA, algorithm=algo, seed=0)
     out["algorithm_seconds"] = time.perf_counter() - t
@@ -368,10 +398,16 @@ def timing_worker(kind: str, n_pairs: int, algo: str) -> dict[str, Any]:
     return out
 
 
-def run_worker(kind: str, n_pairs: int, algo: str, timeout: float = 1800) -> dict[str, Any]:
+def run_worker(
+    kind: str, n_pairs: int, algo: str, timeout: float = 1800, src: Path | None = None
+) -> dict[str, Any]:
+    """One measurement in a fresh process; ``src`` puts another userdp source tree first."""
     cmd = [sys.executable, __file__, "--_worker", kind, str(n_pairs), algo]
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"kind": kind, "n_pairs_target": n_pairs, "algorithm": algo, "error": "timeout"}
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
@@ -411,6 +447,22 @@ def timings(sizes: list[int], quick: bool) -> list[dict[str, Any]]:
         r["label"] = f"mad2r-{kind}-26M" if not quick else f"mad2r-{kind}-quick"
         rows.append(r)
         log("    " + _fmt_timing(r))
+    return rows
+
+
+def before_after(sizes: list[int], before: Path, repeats: int = 2) -> list[dict[str, Any]]:
+    """MAD2R (each tree's default) at each size with the old and the new code, alternating in
+    the same run so both see the same machine load; ``repeats`` fresh processes each."""
+    rows = []
+    here = Path(__file__).resolve().parent.parent / "src"
+    for n in sizes:
+        for rep in range(repeats):
+            for label, src in (("before", before), ("after", here)):
+                log(f"timing mad2r on {n:,} pairs, {label} ({src}), repeat {rep + 1} ...")
+                r = run_worker("codes", n, "mad2r", src=src)
+                r["label"], r["src"] = label, str(src)
+                rows.append(r)
+                log("    " + _fmt_timing(r))
     return rows
 
 
@@ -467,7 +519,7 @@ def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
     if bname and "buckets" in ds.get(bname, {}):
         b = ds[bname]["buckets"]
         x = np.arange(len(b["labels"]))
-        shown = ["mad2r", "mad", "basic", "dp-sips"]
+        shown = [k for k in ("mad2r", "mad", "basic", "dp-sips") if k in b["output_mean"]]
         width = 0.8 / (len(shown) + 1)
         fig, ax = plt.subplots(figsize=(10, 5))
         ax.bar(x, b["total"], width, label="total items", color="lightgray")
@@ -503,12 +555,17 @@ def print_summary(results: dict[str, Any]) -> None:
             f"Delta_0={e['max_items_per_user']}, d_max={e['d_max']})"
         )
         for lab, s in e["algorithms"].items():
-            print(f"  {lab:24s} {s['mean']:10.1f} +- {s['sd']:7.1f}   {s['seconds_mean']:8.2f} s")
+            mm = s.get("missing_mass_mean", float("nan"))
+            print(
+                f"  {lab:24s} {s['mean']:10.1f} +- {s['sd']:7.1f}   missing mass {mm:.4f}   "
+                f"{s['seconds_mean']:8.2f} s"
+            )
         print(
             f"  ratios: MAD/Basic {_ratio(e, 'mad', 'basic')}  "
             f"MAD2R/DP-SIPS {_ratio(e, 'mad2r', 'dp-sips')}  "
             f"MAD2R/PolicyGaussian {_ratio(e, 'mad2r', 'policy-gaussian')}  "
-            f"MAD2R/MAD2R(no recap) {_ratio(e, 'mad2r', 'mad2r (no recap)')}"
+            f"MAD2R/MAD2R basic {_ratio(e, 'mad2r', 'mad2r basic')}  "
+            f"MAD2R auto cap/MAD2R {_ratio(e, 'mad2r auto cap', 'mad2r')}"
         )
         pg, gu, m2 = (e["algorithms"].get(k) for k in ("policy-gaussian", "greedy-update", "mad2r"))
         if pg and gu and m2:
@@ -586,7 +643,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out-dir", type=Path, default=HERE / "results")
     p.add_argument("--quick", action="store_true", help="2 seeds, sizes 1e5,1e6, no npm")
     p.add_argument("--skip-timing", action="store_true")
+    p.add_argument("--skip-sizes", action="store_true", help="no output sizes (timing only)")
     p.add_argument("--skip-pipelinedp", action="store_true")
+    p.add_argument(
+        "--only", default=None, help="comma-separated variant labels to run (default: all)"
+    )
+    p.add_argument(
+        "--before-src",
+        type=Path,
+        default=None,
+        help="a src/ directory of an older userdp (e.g. `git archive 17bb0fb src`): time mad2r "
+        "at 26M and 100M pairs with it and with this checkout, alternating, same run",
+    )
+    p.add_argument("--before-after-sizes", default="26e6,100e6")
     return p.parse_args(argv)
 
 
@@ -622,6 +691,9 @@ def main(argv: list[str] | None = None) -> int:
         pdp = False
     seeds = args.seeds
     pdp_data: dict[str, Contributions] = {}
+    only = set(args.only.split(",")) if args.only else None
+    if args.skip_sizes:
+        args.zipf_path = args.npm_path = Path("--skip-sizes")
 
     # 1. Output sizes.
     bucket_ds = None
@@ -638,32 +710,36 @@ def main(argv: list[str] | None = None) -> int:
             )
             bucket_ds = "synth_zipf_200k (first 20,000 users, --quick)"
         pdp_data[bucket_ds] = c
-        results["output_sizes"][bucket_ds] = output_sizes(bucket_ds, c, seeds, CAP, None, True)
+        results["output_sizes"][bucket_ds] = output_sizes(
+            bucket_ds, c, seeds, CAP, None, True, only
+        )
     else:
         msg = f"{args.zipf_path} not found: skipping the shared Zipf set"
         log(msg)
         results["notes"].append(msg)
 
     c = section62_instance()
-    pdp_data["section62 (Delta_0=100)"] = c
-    results["output_sizes"]["section62 (Delta_0=100)"] = output_sizes(
-        "section62 (Delta_0=100)", c, seeds, CAP, None, False
-    )
-    results["output_sizes"]["section62 (Delta_0=4, d_max=4)"] = output_sizes(
-        "section62 (Delta_0=4, d_max=4)", c, seeds, 4, 4, False
-    )
+    if not args.skip_sizes:
+        pdp_data["section62 (Delta_0=100)"] = c
+        results["output_sizes"]["section62 (Delta_0=100)"] = output_sizes(
+            "section62 (Delta_0=100)", c, seeds, CAP, None, False, only
+        )
+        results["output_sizes"]["section62 (Delta_0=4, d_max=4)"] = output_sizes(
+            "section62 (Delta_0=4, d_max=4)", c, seeds, 4, 4, False, only
+        )
     results["notes"].append(
         "Section 6.2: the paper's text uses d_max=3; userdp requires d_max >= 4 (the proofs "
         "need it), so the small-cap setting uses Delta_0=4, d_max=4 (every user has degree 3)."
     )
 
     n_gen = 20_000 if args.quick else 200_000
-    for a in (0.9, 1.1, 1.3):
+    for a in () if args.skip_sizes else (0.9, 1.1, 1.3):
+        # seed 12345: never the pilot draw (seed 0) the defaults were chosen on
         name = f"zipf generator (item_exponent={a}, {n_gen:,} users)"
         c = zipf_contributions(n_gen, item_exponent=a, seed=12345)
         pdp_data[name] = c
         first = bucket_ds is None and a == 1.1
-        results["output_sizes"][name] = output_sizes(name, c, seeds, CAP, None, first)
+        results["output_sizes"][name] = output_sizes(name, c, seeds, CAP, None, first, only)
         if first:
             bucket_ds = name
     results["bucket_dataset"] = bucket_ds
@@ -671,14 +747,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         log("--quick: skipping the npm corpus")
     elif args.npm_path.exists():
-        log(f"building the npm summary corpus from {args.npm_path} ...")
-        t = time.perf_counter()
-        c = npm_contributions(args.npm_path)
-        log(f"    built in {time.perf_counter() - t:.1f} s")
-        pdp_data["npm summaries"] = c
-        results["output_sizes"]["npm summaries"] = output_sizes(
-            "npm summaries", c, seeds, CAP, None, False
-        )
+        for bigrams, name in ((False, "npm summaries (words)"), (True, "npm summaries")):
+            log(f"building the {name} corpus from {args.npm_path} ...")
+            t = time.perf_counter()
+            c = npm_contributions(args.npm_path, bigrams=bigrams)
+            log(f"    built in {time.perf_counter() - t:.1f} s")
+            pdp_data[name] = c
+            results["output_sizes"][name] = output_sizes(name, c, seeds, CAP, None, False, only)
     else:
         msg = f"{args.npm_path} not found: skipping the npm corpus"
         log(msg)
@@ -688,6 +763,10 @@ def main(argv: list[str] | None = None) -> int:
     _write(results, args.out_dir)  # partial results, in case a later part dies
 
     # 2. Timing (before PipelineDP; the datasets kept for PipelineDP are small).
+    if args.before_src is not None:
+        sizes_ba = [int(float(x)) for x in args.before_after_sizes.split(",")]
+        results["before_after"] = before_after(sizes_ba, args.before_src)
+        _write(results, args.out_dir)
     if args.skip_timing:
         log("--skip-timing: no timing")
     else:

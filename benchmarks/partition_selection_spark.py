@@ -16,9 +16,10 @@ Parts
    grouped by user) is written once as Parquet; then MAD2R (eps=1, delta=1e-5, Delta_0=100, a
    fixed seed) runs end to end on both engines from that file: the local engine
    (``userdp.data.read`` + ``mad2r``, the selection also timed alone) and the Spark engine
-   (``spark.read.parquet`` + ``spark.mad2r``; Spark is lazy, so the read happens inside). The
-   Spark runs come after one small warm-up run (JVM, Python workers, code generation). Reports
-   seconds, the ratio Spark/local and the log-log slope of seconds vs pairs (1 = linear).
+   (``spark.read.parquet`` + ``select_partitions(engine="spark")``; Spark is lazy, so the read
+   happens inside). The Spark runs come after one small warm-up run (JVM, Python workers, code
+   generation). Reports seconds, the ratio Spark/local and the log-log slope of seconds vs
+   pairs (1 = linear).
 2. Output sizes on the team's shared ``synth_zipf_200k`` TSV (when present): mean and sd over
    seeds of the number of selected items per engine and algorithm, the difference of the means in
    standard errors, and a check that both engines cap the same pairs (the capping key is the same
@@ -57,7 +58,7 @@ import pyarrow.parquet as pq
 
 from partition_selection import CAP, DEFAULT_ZIPF, DELTA, EPS, HERE, log, machine, pyplot, versions
 from userdp.data import read, read_table, zipf_contributions
-from userdp.partition import basic, dp_sips, mad, mad2r
+from userdp.partition import basic, dp_sips, mad, mad2r, select_partitions
 
 SEED = 0  # the scaling runs' seed
 ALGORITHMS = ("mad2r", "basic", "mad", "dp-sips")
@@ -289,9 +290,16 @@ def phase_timer(engine: Any) -> Iterator[list[list[Any]]]:
 
 def spark_run(engine: Any, algo: str, df: Any, seed: int) -> tuple[Any, float]:
     """One Spark selection; the caller unpersists ``result.dataframe``."""
-    fn = getattr(engine, algo.replace("-", "_"))
     t = time.perf_counter()
-    r = fn(df, epsilon=EPS, delta=DELTA, max_items_per_user=CAP, seed=seed)
+    r = select_partitions(
+        df,
+        epsilon=EPS,
+        delta=DELTA,
+        algorithm=algo,
+        engine="spark",
+        max_items_per_user=CAP,
+        seed=seed,
+    )
     return r, time.perf_counter() - t
 
 

@@ -40,7 +40,6 @@ logger = logging.getLogger("userdp.cli")
 
 PROG = "userdp select"
 _RECAP = ("mad2r", "dp-sips")
-_NO_CAP = ("greedy-update",)
 #: Sequential baselines loop over users and can show a per-user progress bar.
 _SEQUENTIAL = ("policy-gaussian", "greedy-update")
 
@@ -147,8 +146,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=positive_int,
         default=100,
         metavar="K",
-        help="Keep at most K random items of each user (ignored by greedy-update, which needs "
-        "no cap). Default: %(default)s.",
+        help="Keep at most K random items of each user (every algorithm caps). "
+        "Default: %(default)s.",
     )
     algo.add_argument(
         "--no-recap",
@@ -195,8 +194,7 @@ def _check_parameters(args: argparse.Namespace) -> dict[str, Any]:
         "user_column": args.user_column,
         "item_column": args.item_column,
     }
-    if args.algorithm not in _NO_CAP:
-        options["max_items_per_user"] = args.max_items_per_user
+    options["max_items_per_user"] = args.max_items_per_user
     if args.algorithm in _RECAP:
         options["recap"] = args.recap
     elif not args.recap:

@@ -108,15 +108,10 @@ def test_greedy_update_added_user_can_make_an_item_present_at_weight_zero_positi
     items would let it be released in D' and never in D, outside the delta of the threshold.
     """
     a, i = 0, 1
-    gamma = 1.0
-    without = greedy_update_weights(
-        np.array([0, 0], dtype=np.int32), np.array([a, i], dtype=np.int32), 1, 2, gamma,
-        np.array([0]),
-    )
-    with_user = greedy_update_weights(
-        np.array([0, 0, 1], dtype=np.int32), np.array([a, i, a], dtype=np.int32), 2, 2, gamma,
-        np.array([1, 0]),
-    )
+    d_users, d_items = np.array([0, 0], dtype=np.int32), np.array([a, i], dtype=np.int32)
+    without = greedy_update_weights(d_users, d_items, 1, 2, 1.0, np.array([0]))
+    users, items = np.append(d_users, 1), np.append(d_items, a)
+    with_user = greedy_update_weights(users, items, 2, 2, 1.0, np.array([1, 0]))
     assert without[i] == 0.0 and with_user[i] == 1.0
     assert np.abs(with_user - without).sum() <= 2.0  # both orders: l1 change <= 1 each way
 

@@ -316,7 +316,7 @@ def test_help_states_defaults(capsys):
     assert main(["select", "--help"]) == ExitCode.OK
     out = capsys.readouterr().out
     assert "Default: mad2r." in out
-    assert "Default: 100." in out
+    assert "Default: 100, and 10 for greedy-" in out
     assert "--no-recap" in out
 
 

@@ -144,10 +144,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     algo.add_argument(
         "--max-items-per-user",
         type=positive_int,
-        default=100,
+        default=None,
         metavar="K",
         help="Keep at most K random items of each user (every algorithm caps). "
-        "Default: %(default)s.",
+        "Default: 100, and 10 for greedy-update.",
     )
     algo.add_argument(
         "--no-recap",
@@ -194,7 +194,8 @@ def _check_parameters(args: argparse.Namespace) -> dict[str, Any]:
         "user_column": args.user_column,
         "item_column": args.item_column,
     }
-    options["max_items_per_user"] = args.max_items_per_user
+    if args.max_items_per_user is not None:
+        options["max_items_per_user"] = args.max_items_per_user
     if args.algorithm in _RECAP:
         options["recap"] = args.recap
     elif not args.recap:

@@ -160,7 +160,7 @@ def greedy_update(
     *,
     epsilon: float,
     delta: float,
-    max_items_per_user: int = 100,
+    max_items_per_user: int = 10,
     beta: float = 4.0,
     seed: int | None = None,
     user_column: str = "user",
@@ -175,10 +175,13 @@ def greedy_update(
 
     Parameters
     ----------
-    max_items_per_user : int, default=100
+    max_items_per_user : int, default=10
         Keep at most this many items of each user (keyed random subsampling, as in
-        :func:`userdp.partition.basic`). The threshold grows with it: every novel item of the
-        added user is a candidate.
+        :func:`userdp.partition.basic`). The threshold grows with it (every novel item of the
+        added user is a candidate), while a user rarely spends its l1 budget of 1 on more than
+        a few items below Gamma. Chosen on a pilot Zipf draw (``zipf_contributions(seed=0)``,
+        epsilon 1, delta 1e-5, 3 seeds): 1,181 items at 1, 1,769 at 5, 1,765 at 10, 1,680 at
+        20, 1,511 at 100.
     beta : float, default=4.0
         Gamma sits beta Laplace standard deviations (sqrt(2)/epsilon) above rho.
     show_progress : bool, default=False

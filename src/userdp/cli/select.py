@@ -142,11 +142,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     algo.add_argument(
         "--max-items-per-user",
         type=_cap,
-        default=100,
+        default=None,
         metavar="K",
-        help="Keep at most K random items of each user (ignored by greedy-update, which needs "
-        "no cap), or 'auto': choose K from a noisy histogram of user degrees that costs 2%% "
-        "of the budget (parallel algorithms). Default: %(default)s.",
+        help="Keep at most K random items of each user (every algorithm caps), or 'auto': "
+        "choose K from a noisy histogram of user degrees that costs 2%% of the budget "
+        "(parallel algorithms). Default: 100, and 10 for greedy-update.",
     )
     algo.add_argument(
         "--composition",
@@ -250,8 +250,8 @@ def _check_parameters(args: argparse.Namespace) -> dict[str, Any]:
         "fractions": args.split,
     }
     for option, value in given.items():
-        if value is None or (option == "max_items_per_user" and option not in spec.options):
-            continue  # flag not given (the algorithm's default), or a cap-free algorithm
+        if value is None:
+            continue  # flag not given: the algorithm's default
         if option in spec.options:
             options[option] = value
         else:

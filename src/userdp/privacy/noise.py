@@ -56,7 +56,7 @@ from numpy.typing import ArrayLike
 from userdp._validation import check_int, check_real
 from userdp.exceptions import InvalidParameterError
 from userdp.privacy.calibrate import grid_noise_scale, grid_spacing
-from userdp.privacy.recording import record
+from userdp.privacy.recording import is_recording, record, released
 
 __all__ = [
     "NoiseSource",
@@ -211,16 +211,19 @@ class NoiseSource:
         l2: float,
         index: ArrayLike | None = None,
         linf: float | None = None,
+        neighbours: str = "add-remove",
     ) -> np.ndarray:
         """Record ``value`` (see :func:`~userdp.privacy.recording.record`), then release it
         with safe Gaussian noise of scale ``sigma`` (:func:`gaussian_on_grid`).
 
-        ``l2`` is the declared l2 sensitivity under add/remove one user (``linf`` optionally),
-        ``statistic`` a stable name and ``index`` the labels of the first axis, for the auditor.
-        Returns an array of ``value``'s shape (0-d for a scalar).
+        ``l2`` is the declared l2 sensitivity under add/remove one user (or under
+        ``neighbours="replace-values"``; ``linf`` optionally), ``statistic`` a stable name and
+        ``index`` the labels of the first axis, for the auditor. Returns an array of
+        ``value``'s shape (0-d for a scalar).
         """
-        record(statistic, value, l2=l2, linf=linf, index=index)
-        return gaussian_on_grid(self._rng, value, sigma, l2=l2)
+        record(statistic, value, l2=l2, linf=linf, index=index, neighbours=neighbours,
+               rng_state=self._state_fingerprint())  # fmt: skip
+        return released(statistic, gaussian_on_grid(self._rng, value, sigma, l2=l2))
 
     def add_laplace(
         self,
@@ -231,11 +234,19 @@ class NoiseSource:
         l1: float,
         index: ArrayLike | None = None,
         linf: float | None = None,
+        neighbours: str = "add-remove",
     ) -> np.ndarray:
         """Record ``value``, then release it with safe Laplace noise of scale ``scale``
         (:func:`laplace_on_grid`); ``l1`` is the declared l1 sensitivity."""
-        record(statistic, value, l1=l1, linf=linf, index=index)
-        return laplace_on_grid(self._rng, value, scale, l1=l1)
+        record(statistic, value, l1=l1, linf=linf, index=index, neighbours=neighbours,
+               rng_state=self._state_fingerprint())  # fmt: skip
+        return released(statistic, laplace_on_grid(self._rng, value, scale, l1=l1))
+
+    def _state_fingerprint(self) -> int | None:
+        if not is_recording():
+            return None
+        state = self._rng.bit_generator.state["state"]
+        return hash((state["state"], state["inc"]))
 
     def gaussian(self, sigma: float, size: int) -> np.ndarray:
         """``size`` i.i.d. N(0, sigma^2) draws as float64 (raw: prefer :meth:`add_gaussian`)."""

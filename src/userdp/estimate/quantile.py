@@ -160,7 +160,8 @@ def _exponential_mechanism(
     if is_recording():  # for the auditor: u on a public grid (the bound holds pointwise)
         grid = np.linspace(lo, hi, _AUDIT_GRID)
         record("quantile.utility", _quantile_utility(grid, sorted_values, sorted_weights, q),
-               linf=sensitivity, index=grid, neighbours=neighbours)  # fmt: skip
+               linf=sensitivity, index=grid, neighbours=neighbours,
+               rng_state=noise.fingerprint())  # fmt: skip
     cdf = np.cumsum(np.exp(logp - logp.max()))
     draw = noise.uniform(2)
     k = min(int(np.searchsorted(cdf, draw[0] * cdf[-1], side="right")), lengths.size - 1)

@@ -222,7 +222,7 @@ class NoiseSource:
         ``value``'s shape (0-d for a scalar).
         """
         record(statistic, value, l2=l2, linf=linf, index=index, neighbours=neighbours,
-               rng_state=self._state_fingerprint())  # fmt: skip
+               rng_state=self.fingerprint())  # fmt: skip
         return released(statistic, gaussian_on_grid(self._rng, value, sigma, l2=l2))
 
     def add_laplace(
@@ -239,14 +239,17 @@ class NoiseSource:
         """Record ``value``, then release it with safe Laplace noise of scale ``scale``
         (:func:`laplace_on_grid`); ``l1`` is the declared l1 sensitivity."""
         record(statistic, value, l1=l1, linf=linf, index=index, neighbours=neighbours,
-               rng_state=self._state_fingerprint())  # fmt: skip
+               rng_state=self.fingerprint())  # fmt: skip
         return released(statistic, laplace_on_grid(self._rng, value, scale, l1=l1))
 
-    def _state_fingerprint(self) -> int | None:
+    def fingerprint(self) -> int | None:
+        """Hash of the generator state while a recorder is active (None otherwise): the auditor
+        compares it between runs to tell whether randomness was consumed identically."""
         if not is_recording():
             return None
-        state = self._rng.bit_generator.state["state"]
-        return hash((state["state"], state["inc"]))
+        full = self._rng.bit_generator.state  # includes the buffered 32-bit half, if any
+        inner = full["state"]
+        return hash((inner["state"], inner["inc"], full.get("has_uint32"), full.get("uinteger")))
 
     def gaussian(self, sigma: float, size: int) -> np.ndarray:
         """``size`` i.i.d. N(0, sigma^2) draws as float64 (raw: prefer :meth:`add_gaussian`)."""

@@ -109,18 +109,30 @@ def laplace_scale(epsilon: float, l1_sensitivity: float = 1.0) -> float:
     return d1 / eps
 
 
-def laplace_threshold(scale: float, delta: float, max_novel_weight: float = 1.0) -> float:
-    """Threshold for Laplace weight-and-threshold when at most one novel item gets weight.
+def laplace_threshold(
+    scale: float, delta: float, max_novel_weight: float = 1.0, novel_candidates: int = 1
+) -> float:
+    """Threshold for Laplace weight-and-threshold with one weighted novel item among candidates.
 
-    A novel item with weight ``w <= max_novel_weight`` passes ``rho`` with probability
-    ``exp(-(rho - w)/b) / 2``; setting ``rho = max_novel_weight + b ln(1/(2 delta))`` makes that
-    at most ``delta`` (Carvalho et al. 2022, Thm. 1; Gopi et al. 2020, Thm. 5.1 with t = 1).
+    The added user brings at most ``novel_candidates`` items no other user holds; all are
+    candidates for release, one of them with weight ``w <= max_novel_weight`` and the others with
+    weight 0. Item ``i`` passes ``rho`` with probability ``exp(-(rho - w_i)/b) / 2``, so by the
+    union bound the chance that any novel item is released is at most
+
+        (exp(w/b) + novel_candidates - 1) exp(-rho/b) / 2 <= delta
+        <=> rho = b ln((exp(w/b) + novel_candidates - 1) / (2 delta)).
+
+    With one candidate this is ``w + b ln(1/(2 delta))`` (Carvalho et al. 2022, Thm. 1; Gopi et
+    al. 2020, Thm. 5.1 with t = 1).
     """
-    b = check_real(scale, "scale", "laplace_threshold", low=0.0, low_open=True)
-    d = check_real(
-        delta, "delta", "laplace_threshold", low=0.0, high=1.0, low_open=True, high_open=True
-    )
-    return float(max_novel_weight + b * math.log(1.0 / (2.0 * d)))
+    caller = "laplace_threshold"
+    b = check_real(scale, "scale", caller, low=0.0, low_open=True)
+    d = check_real(delta, "delta", caller, low=0.0, high=1.0, low_open=True, high_open=True)
+    w = check_real(max_novel_weight, "max_novel_weight", caller, low=0.0)
+    t = check_int(novel_candidates, "novel_candidates", caller, low=1)
+    # ln(exp(w/b) + t - 1) without overflow for large w/b
+    log_mass = w / b + math.log1p((t - 1) * math.exp(-w / b))
+    return float(b * (log_mass + math.log(1.0 / (2.0 * d))))
 
 
 def calibrate_noise_scale(

@@ -48,6 +48,7 @@ What this covers and what it does not:
 
 from __future__ import annotations
 
+import math
 import secrets
 
 import numpy as np
@@ -87,7 +88,8 @@ def snap_to_grid(value: ArrayLike, grid: float) -> np.ndarray:
     """
     x = np.asarray(value, dtype=np.float64)
     k = np.array(x / grid, dtype=np.float64)
-    if not np.all(np.isfinite(k)):
+    # One reduction instead of a boolean temporary; the exact check only if the sum is not finite.
+    if not math.isfinite(float(k.sum())) and not np.all(np.isfinite(k)):
         raise InvalidParameterError(
             "A statistic to be noised has non-finite values (or values too large for its grid); "
             "check the inputs' bounds."
@@ -96,8 +98,9 @@ def snap_to_grid(value: ArrayLike, grid: float) -> np.ndarray:
 
 
 def _release_on_grid(k: np.ndarray, z: np.ndarray, grid: float) -> np.ndarray:
-    # out = (k + floor(z/g + 1/2)) * g, in place on z; every step exact or a function of an integer.
-    z /= grid
+    # out = (k + floor(z/g + 1/2)) * g, in place on z, where z = Z/g was drawn with scale s/g
+    # (exactly Z/g: scaling by a power of two commutes with rounding); every step is exact or a
+    # function of an integer.
     z += 0.5
     np.floor(z, out=z)
     z += k
@@ -140,7 +143,7 @@ def gaussian_on_grid(
     x = np.asarray(value, dtype=np.float64)
     g = grid_spacing(d, x.size, "l2")
     k = snap_to_grid(x, g)
-    z = rng.normal(0.0, grid_noise_scale(s, d, x.size, "l2", g), x.shape)
+    z = rng.normal(0.0, grid_noise_scale(s, d, x.size, "l2", g) / g, x.shape)
     return np.asarray(_release_on_grid(k, np.asarray(z, dtype=np.float64), g))
 
 
@@ -158,7 +161,7 @@ def laplace_on_grid(
     x = np.asarray(value, dtype=np.float64)
     g = grid_spacing(d, x.size, "l1")
     k = snap_to_grid(x, g)
-    z = rng.laplace(0.0, grid_noise_scale(b, d, x.size, "l1", g), x.shape)
+    z = rng.laplace(0.0, grid_noise_scale(b, d, x.size, "l1", g) / g, x.shape)
     return np.asarray(_release_on_grid(k, np.asarray(z, dtype=np.float64), g))
 
 

@@ -22,12 +22,21 @@ RATING_RANGE = (1.0, 5.0)
 
 @dataclass(frozen=True)
 class Mechanism:
-    """A release to audit: ``run(table, seed)`` performs it (imports lazily)."""
+    """A release to audit: ``runner(data)(table, seed)`` performs it (imports lazily)."""
 
     name: str
     capability: str
-    run: Callable[[Table, int], object]
+    run: Callable[[Table, int], object] | None = None
     notes: str = ""
+    bind: Callable[[Table], Callable[[Table, int], object]] | None = None
+
+    def runner(self, base: Table) -> Callable[[Table, int], object]:
+        """``run``, or ``bind(base)`` for mechanisms with public inputs fixed from the data."""
+        if self.bind is not None:
+            return self.bind(base)
+        if self.run is None:
+            raise TypeError(f"Mechanism {self.name!r} has neither run nor bind.")
+        return self.run
 
 
 def audit_table(n_users: int = 40, n_items: int = 30, *, seed: int = 0) -> Table:
@@ -101,16 +110,35 @@ def _selection(algorithm: str) -> Callable[[Table, int], object]:
 
 
 # -- recommend -----------------------------------------------------------------------------------
-def _factorization(method: str) -> Callable[[Table, int], object]:
-    def run(t: Table, seed: int) -> object:
-        from userdp.privacy import PrivacyBudget
+def _catalogue(base: Table) -> np.ndarray:
+    """A public item catalogue fixed from the audited data before any neighbour is built: its
+    items and the new labels the adversarial added users take (up to twice the largest user)."""
+    largest = int(base.sizes()[1][0]) if base.n_records else 0
+    return np.arange(int(base.item.max()) + 1 + 2 * largest, dtype=np.int64)
+
+
+def _factorization(method: str) -> Callable[[Table], Callable[[Table, int], object]]:
+    def bind(base: Table) -> Callable[[Table, int], object]:
+        import inspect
+
         from userdp.recommend.als import MatrixFactorization
 
-        model = MatrixFactorization(method=method, dim=4, steps=2, rating_range=RATING_RANGE,
-                                    seed=seed)  # fmt: skip
-        return model.fit((t.user, t.item, t.value), budget=PrivacyBudget(EPSILON, DELTA))
+        # Private training takes a public item catalogue once the recommenders fix the item set
+        # before training (issue 17, recommend branch); older signatures have no ``items``.
+        extra: dict[str, object] = {}
+        if "items" in inspect.signature(MatrixFactorization).parameters:
+            extra["items"] = _catalogue(base)
 
-    return run
+        def run(t: Table, seed: int) -> object:
+            from userdp.privacy import PrivacyBudget
+
+            model = MatrixFactorization(method=method, dim=4, steps=2, rating_range=RATING_RANGE,
+                                        seed=seed, **extra)  # fmt: skip
+            return model.fit((t.user, t.item, t.value), budget=PrivacyBudget(EPSILON, DELTA))
+
+        return run
+
+    return bind
 
 
 def _all() -> list[Mechanism]:
@@ -129,8 +157,9 @@ def _all() -> list[Mechanism]:
     for algorithm in ("mad2r", "mad", "basic", "dp-sips", "policy-gaussian", "greedy-update"):
         out.append(Mechanism(f"select[{algorithm}]", "partition", _selection(algorithm)))
     for method in ("adadpals", "dpals-uniform", "dpals-tail", "adadpsgd"):
-        out.append(Mechanism(f"recommend[{method}]", "recommend", _factorization(method),
-                             "dim=4, steps=2 (defaults 32, 3)"))  # fmt: skip
+        out.append(Mechanism(f"recommend[{method}]", "recommend",
+                             notes="dim=4, steps=2 (defaults 32, 3)",
+                             bind=_factorization(method)))  # fmt: skip
     return out
 
 

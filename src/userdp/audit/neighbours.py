@@ -35,6 +35,7 @@ class Table:
 
     def take(self, rows: np.ndarray) -> Table:
         """The records at ``rows`` (a boolean mask or integer positions)."""
+
         def pick(a: np.ndarray | None) -> np.ndarray | None:
             return None if a is None else a[rows]
 
@@ -43,6 +44,7 @@ class Table:
 
     def append(self, other: Table) -> Table:
         """This table's records followed by ``other``'s (same columns)."""
+
         def cat(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
             return None if a is None else np.concatenate([a, b])
 

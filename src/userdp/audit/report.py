@@ -135,7 +135,7 @@ def run_audit(
     report = AuditReport()
     for name in names:
         mech = MECHANISMS[name]
-        rows, notes = audit_sensitivity(name, mech.run, data, seed=seed,
+        rows, notes = audit_sensitivity(name, mech.runner(data), data, seed=seed,
                                         max_removals=max_removals)  # fmt: skip
         report.rows += rows
         report.notes += notes

@@ -57,29 +57,66 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--mechanism", action="append", metavar="NAME", default=None,
-                        help="Audit only this mechanism (repeatable); see --list. Default: all.")
-    parser.add_argument("--capability", choices=["estimate", "partition", "recommend"],
-                        default=None, help="Audit only this capability's mechanisms.")
+    parser.add_argument(
+        "--mechanism",
+        action="append",
+        metavar="NAME",
+        default=None,
+        help="Audit only this mechanism (repeatable); see --list. Default: all.",
+    )
+    parser.add_argument(
+        "--capability",
+        choices=["estimate", "partition", "recommend"],
+        default=None,
+        help="Audit only this capability's mechanisms.",
+    )
     parser.add_argument("--list", action="store_true", help="List the mechanisms and exit.")
-    parser.add_argument("--input", metavar="FILE", default=None,
-                        help="CSV or Parquet file with columns 'user', 'item' and optionally "
-                        "'value' to audit on. Default: synthetic data.")
-    parser.add_argument("--value-range", nargs=2, type=float, metavar=("LO", "HI"),
-                        default=(1.0, 5.0), help="Declared range of --input's values. "
-                        "Default: 1 5.")
-    parser.add_argument("--users", type=positive_int, default=1000, metavar="N",
-                        help="Users in the synthetic data. Default: %(default)s.")
-    parser.add_argument("--max-removals", type=non_negative_int, default=100, metavar="N",
-                        help="Users removed one at a time per mechanism. Default: %(default)s.")
-    parser.add_argument("--epsilon-runs", type=non_negative_int, default=2000, metavar="N",
-                        help="Runs per side of each epsilon experiment; 0 skips them. "
-                        "Default: %(default)s.")
-    parser.add_argument("--seed", type=non_negative_int, default=0, metavar="N",
-                        help="Seed of the replayed runs and of the synthetic data. "
-                        "Default: %(default)s.")
-    parser.add_argument("--json", action="store_true",
-                        help="Print the report as JSON instead of tables.")
+    parser.add_argument(
+        "--input",
+        metavar="FILE",
+        default=None,
+        help="CSV or Parquet file with columns 'user', 'item' and optionally "
+        "'value' to audit on. Default: synthetic data.",
+    )
+    parser.add_argument(
+        "--value-range",
+        nargs=2,
+        type=float,
+        metavar=("LO", "HI"),
+        default=(1.0, 5.0),
+        help="Declared range of --input's values. Default: 1 5.",
+    )
+    parser.add_argument(
+        "--users",
+        type=positive_int,
+        default=1000,
+        metavar="N",
+        help="Users in the synthetic data. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--max-removals",
+        type=non_negative_int,
+        default=100,
+        metavar="N",
+        help="Users removed one at a time per mechanism. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--epsilon-runs",
+        type=non_negative_int,
+        default=2000,
+        metavar="N",
+        help="Runs per side of each epsilon experiment; 0 skips them. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="Seed of the replayed runs and of the synthetic data. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="Print the report as JSON instead of tables."
+    )
     parser.set_defaults(handler=lambda args: run_guarded(PROG, run, args), parser=parser)
     return parser  # fmt: skip
 

@@ -97,15 +97,38 @@ def snap_to_grid(value: ArrayLike, grid: float) -> np.ndarray:
     return np.rint(k, out=k)
 
 
-def _release_on_grid(k: np.ndarray, z: np.ndarray, grid: float) -> np.ndarray:
-    # out = (k + floor(z/g + 1/2)) * g, in place on z, where z = Z/g was drawn with scale s/g
-    # (exactly Z/g: scaling by a power of two commutes with rounding); every step is exact or a
-    # function of an integer.
-    z += 0.5
-    np.floor(z, out=z)
-    z += k
-    z *= grid
-    return z
+_CHUNK = 1 << 16  # values per block: the temporaries stay in cache (41M values: ~1.0x naive)
+
+
+def _release_on_grid(
+    rng: np.random.Generator, x: np.ndarray, grid: float, unit_scale: float, kind: str
+) -> np.ndarray:
+    """``(rint(x/g) + floor(Z/g + 1/2)) * g`` with ``Z/g`` drawn at scale ``unit_scale = s/g``.
+
+    Drawing at scale ``s/g`` gives exactly ``Z/g`` (scaling by a power of two commutes with
+    rounding); ``x * (1/g)`` is exact; every later step is exact or a function of an integer.
+    Works block by block; the generator is consumed exactly as by one call over all values.
+    """
+    flat = x.reshape(-1)
+    out = np.empty(flat.size, dtype=np.float64)
+    inv = 1.0 / grid  # exact: a power of two
+    draw = rng.normal if kind == "gaussian" else rng.laplace
+    for a in range(0, flat.size, _CHUNK):
+        o = out[a : a + _CHUNK]
+        np.multiply(flat[a : a + _CHUNK], inv, out=o)
+        # One reduction instead of a boolean temporary; the exact check only if not finite.
+        if not math.isfinite(float(o.sum())) and not np.all(np.isfinite(o)):
+            raise InvalidParameterError(
+                "A statistic to be noised has non-finite values (or values too large for its "
+                "grid); check the inputs' bounds."
+            )
+        np.rint(o, out=o)
+        z = draw(0.0, unit_scale, o.size)
+        z += 0.5
+        np.floor(z, out=z)
+        o += z
+        o *= grid
+    return out.reshape(x.shape)
 
 
 def gaussian_on_grid(
@@ -142,9 +165,7 @@ def gaussian_on_grid(
     d = check_real(l2, "l2", "gaussian_on_grid", low=0.0, low_open=True)
     x = np.asarray(value, dtype=np.float64)
     g = grid_spacing(d, x.size, "l2")
-    k = snap_to_grid(x, g)
-    z = rng.normal(0.0, grid_noise_scale(s, d, x.size, "l2", g) / g, x.shape)
-    return np.asarray(_release_on_grid(k, np.asarray(z, dtype=np.float64), g))
+    return _release_on_grid(rng, x, g, grid_noise_scale(s, d, x.size, "l2", g) / g, "gaussian")
 
 
 def laplace_on_grid(
@@ -160,9 +181,7 @@ def laplace_on_grid(
     d = check_real(l1, "l1", "laplace_on_grid", low=0.0, low_open=True)
     x = np.asarray(value, dtype=np.float64)
     g = grid_spacing(d, x.size, "l1")
-    k = snap_to_grid(x, g)
-    z = rng.laplace(0.0, grid_noise_scale(b, d, x.size, "l1", g) / g, x.shape)
-    return np.asarray(_release_on_grid(k, np.asarray(z, dtype=np.float64), g))
+    return _release_on_grid(rng, x, g, grid_noise_scale(b, d, x.size, "l1", g) / g, "laplace")
 
 
 class NoiseSource:

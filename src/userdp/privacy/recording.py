@@ -35,6 +35,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import ArrayLike
 
+from userdp.exceptions import InvalidParameterError
+
 __all__ = ["NEIGHBOURS", "Release", "record", "recording"]
 
 #: Neighbouring relations a release can declare its sensitivity under.
@@ -139,7 +141,10 @@ def record(
         arr = arr.reshape(1)
     labels = None if index is None else np.array(index, copy=True)
     if neighbours not in NEIGHBOURS:
-        raise ValueError(f"neighbours must be one of {NEIGHBOURS}; got {neighbours!r}.")
+        raise InvalidParameterError(
+            f"The 'neighbours' parameter of record must be one of {NEIGHBOURS}. "
+            f"Got {neighbours!r} instead."
+        )
     name = str(statistic)
     sink.seen[name] = sink.seen.get(name, 0) + 1
     sink.releases.append(

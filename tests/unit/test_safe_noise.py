@@ -81,26 +81,21 @@ def test_grid_is_the_largest_power_of_two_within_the_declared_inflation(sens, si
     assert not ok(2 * g)
 
 
-def test_grid_noise_scale_keeps_the_noise_multiplier_exactly():
-    for sens, size, norm, scale in [
-        (1.0, 1, "l1", 2.0),
-        (0.3, 50, "l1", 7.1),
-        (1.0, 10_000 * 4096, "l2", 3.3),
-        (5.0, 3, "l2", 1e-3),
-    ]:
-        g = grid_spacing(sens, size, norm)
-        inflated_sens = Fraction(sens) + Fraction(g) * (
-            size
-            if norm == "l1"
-            else Fraction(math.isqrt(size) + 1)
-            if math.isqrt(size) ** 2 != size
-            else math.isqrt(size)
-        )
-        new = grid_noise_scale(scale, sens, size, norm, g)
-        # new / inflated_sensitivity >= scale / sens, exactly (rational arithmetic)
-        if math.isqrt(size) ** 2 == size or norm == "l1":
-            assert Fraction(new) * Fraction(sens) >= Fraction(scale) * inflated_sens
-        assert new <= scale * (1 + 2 * SAFE_NOISE_INFLATION)
+@pytest.mark.parametrize(
+    ("sens", "size", "norm", "scale"),
+    [(1.0, 1, "l1", 2.0), (0.3, 50, "l1", 7.1), (1.0, 10_000 * 4096, "l2", 3.3),
+     (5.0, 3, "l2", 1e-3), (0.7, 4097, "l2", 12.0)],
+)  # fmt: skip
+def test_grid_noise_scale_keeps_the_noise_multiplier_exactly(sens, size, norm, scale):
+    """new / (sens + g c) >= scale / sens in exact rational arithmetic, c = n or sqrt(n)."""
+    g = grid_spacing(sens, size, norm)
+    new = Fraction(grid_noise_scale(scale, sens, size, norm, g))
+    s, d, gg = Fraction(scale), Fraction(sens), Fraction(g)
+    # new * d >= s * (d + g c)  <=>  (new - s) * d >= s * g * c
+    lhs = (new - s) * d / (s * gg)
+    assert lhs > 0
+    assert (lhs >= size) if norm == "l1" else (lhs * lhs >= size)
+    assert new <= s * (1 + 2 * Fraction(SAFE_NOISE_INFLATION))
 
 
 def test_snapped_neighbours_stay_within_the_inflated_sensitivity():

@@ -144,9 +144,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=_cap,
         default=None,
         metavar="K",
-        help="Keep at most K random items of each user (every algorithm caps), or 'auto': "
-        "choose K from a noisy histogram of user degrees that costs 2%% of the budget "
-        "(parallel algorithms). Default: 100, and 10 for greedy-update.",
+        help="Keep at most K random items of each user (every algorithm caps). "
+        "Default: 100, and 10 for greedy-update. 'auto' chooses K from a noisy histogram of "
+        "user degrees that costs 2%% of the budget (parallel algorithms).",
     )
     algo.add_argument(
         "--composition",

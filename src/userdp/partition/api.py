@@ -35,13 +35,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
     "greedy-update": AlgorithmSpec(
         "greedy-update",
         "greedy_update",
-        {
-            "seed": None,
-            "user_column": "user",
-            "item_column": "item",
-            "beta": 4.0,
-            "show_progress": False,
-        },
+        {**COMMON, "max_items_per_user": 10, "beta": 4.0, "show_progress": False},
         engines=("local",),
         function=greedy_update,
     ),

@@ -44,7 +44,7 @@ from userdp.partition.rounds import Plan, Round
 from userdp.partition.runner import Basic, Decide, Mad, Tap
 from userdp.partition.weights import user_weights
 from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
-from userdp.privacy.noise import spawn_generator
+from userdp.privacy.noise import gaussian_on_grid, spawn_generator
 from userdp.spark import require_pyspark
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,6 +85,10 @@ class _ExecutorNoise:
         self.entropy = entropy
 
     def __call__(self, round_index: int, bucket: int, items: pd.Series, sigma: float) -> np.ndarray:
+        # TODO(safe noise on Spark): the local runner noises through NoiseSource.add_gaussian
+        # (grid-snapped, recorded); here each bucket draws plain Gaussian noise. Adopting
+        # gaussian_on_grid per bucket needs ONE grid for all buckets (its spacing depends on the
+        # number of coordinates), which the pure function does not take yet.
         return spawn_generator(self.entropy, (round_index, bucket)).normal(0.0, sigma, len(items))
 
 
@@ -504,7 +508,7 @@ class SparkRunner:
         exact = degree_counts(degrees)
         rng = spawn_generator(self.run.entropy, HISTOGRAM_STREAM)
         self.run.accountant.compose(dp_accounting.GaussianDpEvent(sigma))
-        return exact + rng.normal(0.0, sigma, exact.size)
+        return gaussian_on_grid(rng, exact, sigma, l2=1.0)
 
     def set_cap(self, cap: int) -> None:
         self.run.cap = self.max_items_per_user = cap

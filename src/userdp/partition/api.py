@@ -268,7 +268,7 @@ def mad2r(data: Any, *, epsilon: float, delta: float, **options: Any) -> Any:
 
     Options beyond :func:`mad`'s and :func:`dp_sips`'s: ``rounds`` (>= 2, default 2);
     ``c_lb``, ``c_ub`` (confidence multipliers >= 0, defaults 1 and 3); ``b_min``, ``b_max``
-    (0.5 <= b_min <= 1 <= b_max, defaults 0.5 and 2); ``recap`` (default True: round r re-caps
+    (0.5 <= b_min <= 1 <= b_max, defaults 0.5 and 1.25); ``recap`` (default True: round r re-caps
     S_u minus the removed items; the removed set and biases are functions of earlier releases,
     so for each fixed earlier output neighbouring inputs stay neighbouring with every degree
     <= Delta_0).

@@ -60,26 +60,39 @@ __all__ = ["COMPOSITIONS", "Plan", "Round", "default_fractions", "plan_rounds"]
 
 COMPOSITIONS = ("gaussian", "basic")
 
-#: Default per-round shares, chosen on a pilot draw of the Zipf generator (seed 0); see
-#: benchmarks/partition_selection.py --pilot. ``gaussian``: precision shares p_r and threshold
-#: delta shares; ``basic``: epsilon (and delta) shares.
+#: Default per-round shares by (algorithm, composition, rounds), chosen on a pilot draw of the
+#: Zipf generator (seed 0, 200,000 users, exponent 1.1; benchmarks/partition_selection_pilot.py),
+#: never on the benchmark's datasets. ``gaussian``: (precision shares p_r, threshold-delta
+#: shares); ``basic``: (epsilon shares, delta shares), the papers' values. Pilot (mean of 3
+#: seeds): MAD2R 2 rounds p_1 = 0.01 / 0.03 / 0.1 / 0.2 / 0.3 / 0.4 / 0.5 / 0.6 gave 2417 /
+#: 2463 / 2502 / 2571 / 2719 / 2829 / 2636 / 2144 items (basic composition: 2202); 3 rounds
+#: (0.2, 0.3, 0.5) gave 2972; DP-SIPS 2 rounds p_1 = 0.03 / 0.05 / 0.1 / 0.2 gave 2413 / 2429 /
+#: 2420 / 2346, 3 rounds at most 2412.
 _DEFAULT_FRACTIONS = {
-    ("gaussian", 1): ((1.0,), (1.0,)),
-    ("gaussian", 2): ((0.03, 0.97), (0.1, 0.9)),
-    ("gaussian", 3): ((0.01, 0.04, 0.95), (0.1, 0.2, 0.7)),
-    ("basic", 1): ((1.0,), (1.0,)),
-    ("basic", 2): ((0.1, 0.9), (0.1, 0.9)),
-    ("basic", 3): ((0.05, 0.15, 0.8), (0.05, 0.15, 0.8)),
+    ("mad2r", "gaussian", 2): ((0.4, 0.6), (0.1, 0.9)),
+    ("mad2r", "gaussian", 3): ((0.2, 0.3, 0.5), (0.1, 0.2, 0.7)),
+    ("dp-sips", "gaussian", 2): ((0.05, 0.95), (0.1, 0.9)),
+    ("dp-sips", "gaussian", 3): ((0.01, 0.04, 0.95), (0.1, 0.2, 0.7)),
+    ("dp-sips", "basic", 3): ((0.05, 0.15, 0.8), (0.05, 0.15, 0.8)),
+    ("mad2r", "basic", 3): ((0.05, 0.15, 0.8), (0.05, 0.15, 0.8)),
 }
-#: Share of delta that pays for thresholds under ``"gaussian"`` (the rest is delta_g).
+_PAPERS = {1: ((1.0,), (1.0,)), 2: ((0.1, 0.9), (0.1, 0.9))}
+#: Share of delta that pays for thresholds under ``"gaussian"`` (the rest is delta_g); on the
+#: pilot 0.25 and 0.5 tied and 0.75 lost about 2%.
 DEFAULT_THRESHOLD_SHARE = 0.5
 
 
-def default_fractions(composition: str, rounds: int) -> tuple[tuple[float, ...], ...]:
-    """(fractions, delta_fractions) for ``rounds`` rounds: the table, else 5% spread over the
-    early rounds (each 4x the one before) and 95% in the last."""
-    if (composition, rounds) in _DEFAULT_FRACTIONS:
-        return _DEFAULT_FRACTIONS[(composition, rounds)]
+def default_fractions(
+    composition: str, rounds: int, algorithm: str = "mad2r"
+) -> tuple[tuple[float, ...], ...]:
+    """(fractions, delta_fractions) for ``rounds`` rounds of ``algorithm``: the table, the
+    papers' split for one or two rounds, else 5% spread over the early rounds (each 4x the one
+    before) and 95% in the last."""
+    key = (algorithm, composition, rounds)
+    if key in _DEFAULT_FRACTIONS:
+        return _DEFAULT_FRACTIONS[key]
+    if rounds in _PAPERS:
+        return _PAPERS[rounds]
     early = [4.0**r for r in range(rounds - 1)]
     parts = tuple([0.05 * e / sum(early) for e in early] + [0.95])
     return parts, parts
@@ -157,13 +170,14 @@ def check_composition(
     fractions: Sequence[float] | None,
     delta_fractions: Sequence[float] | None,
     threshold_share: float,
+    algorithm: str = "mad2r",
 ) -> tuple[str, tuple[float, ...], tuple[float, ...]]:
     """Validate the composition options; returns (composition, fractions, delta_fractions)."""
     composition = check_choice(composition, "composition", caller, list(COMPOSITIONS))
     check_real(
         threshold_share, "threshold_share", caller, low=0.0, high=1.0, low_open=True, high_open=True
     )
-    dflt_f, dflt_d = default_fractions(composition, rounds)
+    dflt_f, dflt_d = default_fractions(composition, rounds, algorithm)
     frac = dflt_f if fractions is None else check_fractions(fractions, "fractions", caller)
     if delta_fractions is None:
         dfrac = frac if (composition == "basic" and fractions is not None) else dflt_d

@@ -6,7 +6,9 @@ item exponent 1.1), never on the datasets the benchmark reports. Run from the re
 
     nice -n 10 python benchmarks/partition_selection_pilot.py [--seeds 3] [--out FILE]
 
-Prints mean +- sd output sizes of MAD2R (and DP-SIPS) per setting, and writes them as JSON.
+Passes, in order: ``--part all`` (first grid), ``--part wide`` (larger round-1 shares, after
+the first grid peaked at its edge), ``--part final`` (after the removal fix; the chosen split's
+b_max check). Prints mean +- sd output sizes of MAD2R (and DP-SIPS) per setting, and writes them as JSON.
 """
 
 from __future__ import annotations
@@ -40,6 +42,13 @@ def main() -> int:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--users", type=int, default=200_000)
     p.add_argument("--out", type=Path, default=HERE / "results" / "partition_pilot.json")
+    p.add_argument(
+        "--part",
+        choices=("all", "wide", "final"),
+        default="all",
+        help="wide: the second pass, larger round-1 precision shares (after 'all' found the "
+        "best at the top of its grid)",
+    )
     args = p.parse_args()
     c = zipf_contributions(args.users, item_exponent=1.1, seed=0)  # the pilot draw
     print(f"pilot draw: {c}", flush=True)
@@ -51,6 +60,58 @@ def main() -> int:
         print(f"{tag:60s} {r['mean']:8.1f} +- {r['sd']:5.1f}", flush=True)
 
     t0 = time.perf_counter()
+    if args.part == "final":  # third pass, after the round-r removal used min_{s>=r} rho_s
+        for p1 in (0.3, 0.4, 0.5, 0.6, 0.7):
+            show(
+                f"mad2r gaussian p=({p1}, {1 - p1:g}) dt=(0.1, 0.9)",
+                sizes(c, args.seeds, fractions=(p1, 1 - p1), delta_fractions=(0.1, 0.9)),
+            )
+        for fr in (
+            (0.1, 0.1, 0.8),
+            (0.1, 0.2, 0.7),
+            (0.2, 0.2, 0.6),
+            (0.3, 0.2, 0.5),
+            (0.2, 0.3, 0.5),
+        ):
+            show(
+                f"mad2r gaussian 3 rounds p={fr} dt=(0.1, 0.2, 0.7)",
+                sizes(c, args.seeds, rounds=3, fractions=fr, delta_fractions=(0.1, 0.2, 0.7)),
+            )
+        for b_max in (1.25, 2.0):  # 10 paired seeds at the chosen split
+            show(
+                f"mad2r gaussian p=(0.4, 0.6) b_max={b_max} (10 seeds)",
+                sizes(c, 10, fractions=(0.4, 0.6), delta_fractions=(0.1, 0.9), b_max=b_max),
+            )
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"draw": str(c), "rows": rows}, indent=2, default=float))
+        return 0
+    if args.part == "wide":
+        for p1 in (0.1, 0.15, 0.2, 0.3, 0.4):
+            show(
+                f"mad2r gaussian p=({p1}, {1 - p1:g}) dt=(0.1, 0.9) share=0.5",
+                sizes(c, args.seeds, fractions=(p1, 1 - p1), delta_fractions=(0.1, 0.9)),
+            )
+        for fr in ((0.05, 0.1, 0.85), (0.1, 0.1, 0.8), (0.1, 0.2, 0.7), (0.05, 0.2, 0.75)):
+            for alg in ("mad2r", "dp-sips"):
+                show(
+                    f"{alg} gaussian 3 rounds p={fr} dt=(0.1, 0.2, 0.7)",
+                    sizes(
+                        c,
+                        args.seeds,
+                        algorithm=alg,
+                        rounds=3,
+                        fractions=fr,
+                        delta_fractions=(0.1, 0.2, 0.7),
+                    ),
+                )
+        for fr in ((0.05, 0.95), (0.1, 0.9), (0.2, 0.8), (0.3, 0.7)):
+            show(
+                f"dp-sips gaussian p={fr} dt=(0.1, 0.9)",
+                sizes(c, args.seeds, algorithm="dp-sips", fractions=fr, delta_fractions=(0.1, 0.9)),
+            )
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"draw": str(c), "rows": rows}, indent=2, default=float))
+        return 0
     show("mad2r basic (old default)", sizes(c, args.seeds, composition="basic"))
     # 2 rounds: precision split x threshold split x threshold share
     for p1, q1, share in itertools.product(

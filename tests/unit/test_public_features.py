@@ -107,7 +107,8 @@ def test_am_ssp_trains_to_the_budget_and_beats_the_mean_without_noise(variant):
     ids = FeatureFamily("id", sp.identity(60, format="csr"))
     enc = PublicFeatureEncoder([*_families(60, np.random.default_rng(2)), ids], 4, seed=0)
     private = PublicFeatureRecommender(encoder=enc, variant=variant, rating_range=(0.5, 5.0),
-                                       inner_steps=20, batch_items=16, seed=1)  # fmt: skip
+                                       inner_steps=20, batch_items=16, seed=1,
+                                       items=data.item_labels)  # fmt: skip
     private.fit(data, budget=PrivacyBudget(3.0, 1e-5))
     assert private.budget_.epsilon == pytest.approx(3.0, rel=1e-4)
     assert private.item_factors_.shape == (60, 4) and np.all(np.isfinite(private.item_factors_))
@@ -154,7 +155,7 @@ def test_am_dpsgd_charges_one_gradient_release_per_inner_step():
     data = lowrank_ratings(n_users=80, n_items=20, n_ratings=1000, seed=7)
     model = PublicFeatureRecommender(
         encoder=IdEncoder(20, 2), variant="dpsgd", steps=steps, inner_steps=inner,
-        rating_range=(0.5, 5.0), seed=2,
+        rating_range=(0.5, 5.0), seed=2, items=data.item_labels,
     ).fit(data, budget=PrivacyBudget(4.0, delta))  # fmt: skip
     assert model.budget_.epsilon == pytest.approx(4.0, rel=1e-4)
     assert np.all(np.isfinite(model.item_factors_))
@@ -205,7 +206,8 @@ def test_a_model_with_user_features_spends_the_budget_and_gives_cold_users_their
     data = lowrank_ratings(n_users=300, n_items=50, n_ratings=9_000, rank=2, seed=5)
     fams = _user_families(data.n_users, 4)
     enc = PublicFeatureEncoder(_families(50, np.random.default_rng(2)), 4, seed=0)
-    m = PublicFeatureRecommender(encoder=enc, rating_range=(0.5, 5.0), seed=1)
+    m = PublicFeatureRecommender(encoder=enc, rating_range=(0.5, 5.0), seed=1,
+                                 items=data.item_labels)  # fmt: skip
     m.fit(data, budget=PrivacyBudget(2.0, 1e-5), user_features=fams)
     assert PrivacyAccountant().compose(m.dp_event_).spent(1e-5).epsilon == pytest.approx(2.0)
     assert m.user_prior_.shape == (7, 4)

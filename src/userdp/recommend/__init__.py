@@ -9,6 +9,7 @@ public item features (:mod:`~userdp.recommend.encoders`, :mod:`userdp.data.featu
 
 from userdp.recommend.als import METHODS, MatrixFactorization, TrainingPlan, plan_noise
 from userdp.recommend.encoders import FeatureFamily, IdEncoder, ItemEncoder, PublicFeatureEncoder
+from userdp.recommend.items import ItemSet
 from userdp.recommend.metrics import (
     frequency_buckets,
     popularity_scores,
@@ -16,6 +17,7 @@ from userdp.recommend.metrics import (
     rmse,
     sliced_rmse,
 )
+from userdp.recommend.model import RecommenderModel
 from userdp.recommend.protocols import (
     HeldOutSplit,
     RatingSplit,
@@ -31,10 +33,12 @@ __all__ = [
     "HeldOutSplit",
     "IdEncoder",
     "ItemEncoder",
+    "ItemSet",
     "MatrixFactorization",
     "PublicFeatureEncoder",
     "PublicFeatureRecommender",
     "RatingSplit",
+    "RecommenderModel",
     "TrainingPlan",
     "frequency_buckets",
     "ml10m_split",

@@ -315,8 +315,7 @@ class RecommenderModel:
             )
         except (OSError, KeyError, ValueError, TypeError) as err:
             raise DataError(
-                f"Cannot read a userdp recommender from {os.fspath(path)!r}: "
-                f"{type(err).__name__}."
+                f"Cannot read a userdp recommender from {os.fspath(path)!r}: {type(err).__name__}."
             ) from err
 
 

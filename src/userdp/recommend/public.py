@@ -411,9 +411,7 @@ class PublicFeatureRecommender:
         self._validate(budget)
         data = as_ratings(ratings)
         private = budget is not None
-        data, item_set, dropped = _restrict(
-            data, self.items, private, "PublicFeatureRecommender"
-        )
+        data, item_set, dropped = _restrict(data, self.items, private, "PublicFeatureRecommender")
         if data.n_items != self.encoder.n_items:
             raise InvalidParameterError(
                 f"The encoder describes {self.encoder.n_items} items but the item set has "

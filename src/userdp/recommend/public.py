@@ -60,6 +60,13 @@ log = logging.getLogger("userdp.recommend")
 
 SSP_VARIANTS = ("ssp2", "ssp1", "minibatch")
 VARIANTS = (*SSP_VARIANTS, "dpsgd")
+#: The released model's ``method`` for each variant (the CLI's ``--method`` names).
+METHOD_NAMES = {
+    "ssp2": "am-ssp",
+    "ssp1": "am-ssp1",
+    "minibatch": "am-ssp-minibatch",
+    "dpsgd": "am-dpsgd",
+}
 
 
 @dataclass(frozen=True)
@@ -513,7 +520,7 @@ class PublicFeatureRecommender:
         self.fit_seconds_ = time.perf_counter() - started
         self.diagnostics_ = _diagnostics(dropped, self.fit_seconds_)
         self.model_ = RecommenderModel(
-            method=f"am-{self.variant}",
+            method=METHOD_NAMES[self.variant],
             item_labels=data.item_labels,
             item_factors=factors,
             center=float(center),

@@ -410,3 +410,39 @@ def test_python_dash_m_userdp_recommend_help():
     for name in ("train", "evaluate", "neighbors"):
         assert name in done.stdout
     assert done.stderr == ""
+
+
+# -- the item set (issue 17) --------------------------------------------------------------------
+def test_train_chooses_the_item_set_privately_by_default(tmp_path, capsys):
+    # D' = synthetic ratings + one user holding a title nobody else rated.
+    r = lowrank_ratings(n_users=2000, n_items=20, n_ratings=16_000, seed=4)
+    schema = pa.schema([("user", pa.string()), ("item", pa.string()), ("rating", pa.float64())])
+    rare = pa.table({"user": ["carol-secret-user"], "item": ["rare-title-42"], "rating": [5.0]})
+    table = pa.concat_tables([r.to_arrow().cast(schema), rare.cast(schema)])
+    pacsv.write_csv(table, tmp_path / "r.csv")
+    out = tmp_path / "m.npz"
+    argv = [str(tmp_path / "r.csv"), "-o", str(out), "--epsilon", "4", "--delta", "1e-5"]
+    argv += ["--rating-range", "0.5", "5", "--dim", "2", "--steps", "1", "--seed", "0"]
+    assert _train(*argv, "--selection-fraction", "0.2", catalogue=False) == ExitCode.OK
+    err = capsys.readouterr().err
+    model = RecommenderModel.load(out)
+    assert model.item_source == "private"
+    assert 0 < model.n_items <= 20
+    assert "rare-title-42" not in model.item_labels.to_pylist()
+    assert model.budget.epsilon == pytest.approx(4.0, rel=1e-3)  # selection + training
+    assert model.budget.epsilon <= 4.0 * (1 + 1e-9)
+    raw = out.read_bytes()
+    for secret in ("rare-title-42", "carol-secret-user"):
+        assert secret.encode() not in raw and secret not in err
+    assert f"{model.n_items} (private)" in err
+
+
+def test_train_with_a_public_catalogue_drops_other_items(data, tmp_path, capsys):
+    (tmp_path / "few.txt").write_text("3\n17\n")
+    out = tmp_path / "m.npz"
+    argv = [str(data["parquet"]), "-o", str(out), *EPS_DELTA, *FAST, "--rating-range", "0.5", "5"]
+    assert _train(*argv, "--items", str(tmp_path / "few.txt"), catalogue=False) == ExitCode.OK
+    model = RecommenderModel.load(out)
+    assert model.item_labels.to_pylist() == [3, 17]  # read as the data's integer ids
+    assert model.item_source == "public" and model.budget.epsilon == pytest.approx(1.0, rel=1e-3)
+    assert "outside the item set" in capsys.readouterr().err

@@ -67,12 +67,16 @@ def encoder_for(method: str, families: list, n_items: int) -> Any:
 def train(method: str, families, split, rating_range, eps, seed, user_features=None, **kw) -> Any:
     budget = PrivacyBudget(eps, DELTA)
     if method.startswith("adadpals"):
-        m = MatrixFactorization(method="adadpals", dim=DIM, rating_range=rating_range, seed=seed)
+        # The MovieLens item list is the public catalogue, as in the papers' protocols.
+        m = MatrixFactorization(
+            items=split.train.item_labels, method="adadpals", dim=DIM,
+            rating_range=rating_range, seed=seed,
+        )  # fmt: skip
         return m.fit(split.train, budget=budget)
     variant = "dpsgd" if method == "am-dpsgd" else kw.pop("variant", "ssp2")
     m = PublicFeatureRecommender(
         encoder=encoder_for(method, families, split.train.n_items), variant=variant,
-        rating_range=rating_range, seed=seed, **kw,
+        items=split.train.item_labels, rating_range=rating_range, seed=seed, **kw,
     )  # fmt: skip
     if method == USER_FEATURES:
         m.fit(split.train, budget=budget, user_features=user_features)

@@ -80,3 +80,18 @@ def test_data_does_not_import_partition_or_cli(path):
         if userdp_subpackage(m) in {"userdp.partition", "userdp.cli"}
     }
     assert not bad, f"{module_name(path)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in MODULES if module_name(p).startswith(("userdp.recommend", "userdp.multitask"))],
+    ids=str,
+)
+def test_recommend_and_multitask_do_not_import_partition_or_the_cli(path):
+    # The recommenders take a privately selected item set as a released value (ItemSet); the
+    # selection runs in the caller (the CLI or the user's script), never inside recommend/.
+    forbidden = {"userdp.partition", "userdp.cli"}
+    if module_name(path).startswith("userdp.multitask"):
+        forbidden.add("userdp.recommend")
+    bad = {m for m in imported_modules(path) if userdp_subpackage(m) in forbidden}
+    assert not bad, f"{module_name(path)} imports {sorted(bad)}"

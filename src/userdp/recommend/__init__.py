@@ -5,6 +5,9 @@ DPSGD variants; :mod:`~userdp.recommend.metrics` scores them (RMSE, Recall@k, sl
 frequency) and :mod:`~userdp.recommend.protocols` holds the ML10M / ML20M benchmark splits.
 :class:`PublicFeatureRecommender` (AM-SSP, Krichene et al. 2023b) trains an item encoder on
 public item features (:mod:`~userdp.recommend.encoders`, :mod:`userdp.data.features`).
+Both train on an :class:`ItemSet` fixed before training (a public catalogue, or a vocabulary
+chosen by ``userdp.select_partitions`` and passed in: this package never imports
+``userdp.partition``) and release a :class:`RecommenderModel`.
 """
 
 from userdp.recommend.als import METHODS, MatrixFactorization, TrainingPlan, plan_noise

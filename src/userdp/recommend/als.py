@@ -3,7 +3,9 @@
 Items are tasks, users are users. Each step solves the user embeddings exactly (never
 released) and the item embeddings privately, by task-weighted SSP (DPALS family) or by
 full-batch noisy gradient descent with user-level clipping (DPSGD family). Only the item
-embeddings, the private centring value and the private item counts are released; a user's
+embeddings, the private centring value and the private item counts are released, over an item
+set fixed before training (a public catalogue or a privately selected vocabulary, see
+:mod:`userdp.recommend.items`), as one :class:`~userdp.recommend.RecommenderModel`; a user's
 embedding is computed from the released item embeddings and the user's own history (the
 billboard model, Remark D.1).
 

@@ -1,10 +1,19 @@
 """userdp: user-level differential privacy by adaptive weighting.
 
 The privacy core (:mod:`userdp.privacy`), the contributions table (:mod:`userdp.data`) and
-private partition selection (:mod:`userdp.partition`).
+private partition selection (:mod:`userdp.partition`); the other capabilities live in
+:mod:`userdp.estimate`, :mod:`userdp.multitask` and :mod:`userdp.recommend`.
+
+The names below are re-exported lazily (PEP 562): ``import userdp.privacy`` or ``userdp --version``
+loads no capability, and ``from userdp import select_partitions`` imports partition selection
+only then. The table is static, so every public name is listed here and in ``__all__``.
 """
 
-from userdp.data import Contributions, read
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from userdp.exceptions import (
     BudgetExceededError,
     DataError,
@@ -13,10 +22,24 @@ from userdp.exceptions import (
     UnsupportedEventError,
     UserDPError,
 )
-from userdp.partition import SelectionResult, select_partitions
-from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from userdp.data import Contributions, read
+    from userdp.partition import SelectionResult, select_partitions
+    from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
 
 __version__ = "0.1.0"
+
+#: public name -> module that defines it
+_LAZY = {
+    "Contributions": "userdp.data",
+    "read": "userdp.data",
+    "SelectionResult": "userdp.partition",
+    "select_partitions": "userdp.partition",
+    "NoiseSource": "userdp.privacy",
+    "PrivacyAccountant": "userdp.privacy",
+    "PrivacyBudget": "userdp.privacy",
+}
 
 __all__ = [
     "BudgetExceededError",
@@ -34,3 +57,17 @@ __all__ = [
     "read",
     "select_partitions",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'userdp' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # cache: later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -108,7 +108,7 @@ def test_options_reach_the_algorithm(csv_path, capsys, monkeypatch):
     assert "d_max" not in mad2r  # the library defaults d_max to min(50, cap)
     assert dp_sips["recap"] is False
     assert "recap" not in basic and basic["max_items_per_user"] == 10
-    assert "max_items_per_user" not in greedy and "recap" not in greedy
+    assert greedy["max_items_per_user"] == 10 and "recap" not in greedy
     err = capsys.readouterr().err
     assert "--no-recap only applies to mad2r and dp-sips" in err
 
@@ -316,7 +316,7 @@ def test_help_states_defaults(capsys):
     assert main(["select", "--help"]) == ExitCode.OK
     out = capsys.readouterr().out
     assert "Default: mad2r." in out
-    assert "Default: 100." in out
+    assert "Default: 100, and 10 for greedy-" in out
     assert "--no-recap" in out
 
 

@@ -99,6 +99,23 @@ def test_greedy_update_first_user_puts_its_whole_budget_on_its_first_item():
     np.testing.assert_allclose(w, [0.0, 0.0, 1.0])
 
 
+def test_greedy_update_added_user_can_make_an_item_present_at_weight_zero_positive():
+    """Why GreedyUpdate offers every present item, not only positive ones (issue 12).
+
+    D: user 0 holds [a, i] in that order and spends its whole budget on a, so i is present at
+    weight 0. D' adds user 1 = [a] first: it fills a to Gamma = 1, so user 0 now spends on i.
+    Item i is not the added user's, yet it turns positive only in D'; offering only positive
+    items would let it be released in D' and never in D, outside the delta of the threshold.
+    """
+    a, i = 0, 1
+    d_users, d_items = np.array([0, 0], dtype=np.int32), np.array([a, i], dtype=np.int32)
+    without = greedy_update_weights(d_users, d_items, 1, 2, 1.0, np.array([0]))
+    users, items = np.append(d_users, 1), np.append(d_items, a)
+    with_user = greedy_update_weights(users, items, 2, 2, 1.0, np.array([1, 0]))
+    assert without[i] == 0.0 and with_user[i] == 1.0
+    assert np.abs(with_user - without).sum() <= 2.0  # both orders: l1 change <= 1 each way
+
+
 @pytest.mark.parametrize("algorithm", ["policy-gaussian", "greedy-update"])
 def test_sequential_baselines_show_a_per_user_progress_bar_only_when_asked(algorithm, capsys):
     pairs = [(u, w) for u in range(3000) for w in ("the", "a")]

@@ -1,8 +1,17 @@
-"""Import layering: the privacy core and the data layer do not depend on capabilities above them."""
+"""Import layering, one test per rule (issue 14):
+
+- the privacy core imports no capability and no CLI, and importing it loads none;
+- the data layer imports no algorithm;
+- the capabilities (partition, estimate, recommend) do not import each other;
+- multitask does not import recommend (recommend builds on multitask, not the reverse);
+- nothing outside the CLI imports the CLI.
+"""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +24,13 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Absolute names of every module imported anywhere in the file (relative ones resolved)."""
+def imported_modules(path: Path, name: str | None = None) -> set[str]:
+    """Absolute names of every module imported anywhere in the file (relative ones resolved).
+
+    ``name`` is the file's module name (by default from its place under ``src/userdp``).
+    """
     tree = ast.parse(path.read_text(), filename=str(path))
-    name = module_name(path)
+    name = name or module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -70,28 +82,63 @@ def test_privacy_imports_no_other_userdp_subpackage(path):
     assert not bad, f"{module_name(path)} imports {sorted(bad)}"
 
 
-@pytest.mark.parametrize(
-    "path", [p for p in MODULES if module_name(p).startswith("userdp.data")], ids=str
-)
-def test_data_does_not_import_partition_or_cli(path):
-    bad = {
-        m
-        for m in imported_modules(path)
-        if userdp_subpackage(m) in {"userdp.partition", "userdp.cli"}
-    }
+ALGORITHMS = {"userdp.partition", "userdp.estimate", "userdp.recommend", "userdp.multitask"}
+CAPABILITIES = {"userdp.partition", "userdp.estimate", "userdp.recommend"}
+
+
+def forbidden_imports(path: Path, forbidden: set[str], name: str | None = None) -> set[str]:
+    return {m for m in imported_modules(path, name) if userdp_subpackage(m) in forbidden}
+
+
+def modules_of(subpackage: str) -> list[Path]:
+    return [p for p in MODULES if userdp_subpackage(module_name(p)) == subpackage]
+
+
+@pytest.mark.parametrize("path", modules_of("userdp.data"), ids=str)
+def test_data_imports_no_algorithm_and_no_cli(path):
+    bad = forbidden_imports(path, ALGORITHMS | {"userdp.cli"})
+    assert not bad, f"{module_name(path)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("path", [p for c in sorted(CAPABILITIES) for p in modules_of(c)], ids=str)
+def test_capabilities_do_not_import_each_other(path):
+    own = userdp_subpackage(module_name(path))
+    bad = forbidden_imports(path, CAPABILITIES - {own})
+    assert not bad, f"{module_name(path)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("path", modules_of("userdp.multitask"), ids=str)
+def test_multitask_imports_no_capability(path):
+    bad = forbidden_imports(path, CAPABILITIES)
     assert not bad, f"{module_name(path)} imports {sorted(bad)}"
 
 
 @pytest.mark.parametrize(
-    "path",
-    [p for p in MODULES if module_name(p).startswith(("userdp.recommend", "userdp.multitask"))],
-    ids=str,
+    "path", [p for p in MODULES if userdp_subpackage(module_name(p)) != "userdp.cli"], ids=str
 )
-def test_recommend_and_multitask_do_not_import_partition_or_the_cli(path):
-    # The recommenders take a privately selected item set as a released value (ItemSet); the
-    # selection runs in the caller (the CLI or the user's script), never inside recommend/.
-    forbidden = {"userdp.partition", "userdp.cli"}
-    if module_name(path).startswith("userdp.multitask"):
-        forbidden.add("userdp.recommend")
-    bad = {m for m in imported_modules(path) if userdp_subpackage(m) in forbidden}
+def test_only_the_cli_imports_the_cli(path):
+    if module_name(path) == "userdp.__main__":  # ``python -m userdp`` runs the CLI
+        return
+    bad = forbidden_imports(path, {"userdp.cli"})
     assert not bad, f"{module_name(path)} imports {sorted(bad)}"
+
+
+def test_the_rules_see_a_forbidden_import(tmp_path):
+    # A capability importing another, absolutely or relatively, must be caught, or the rules
+    # above could pass vacuously.
+    probe = tmp_path / "probe.py"
+    probe.write_text("from ..partition import select_partitions\nimport userdp.recommend.als\n")
+    found = forbidden_imports(probe, CAPABILITIES - {"userdp.estimate"}, "userdp.estimate.probe")
+    assert {"userdp.partition", "userdp.recommend.als"} <= found
+
+
+def test_importing_the_privacy_core_loads_no_capability():
+    code = (
+        "import sys, userdp.privacy; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('userdp'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    loaded = {userdp_subpackage(m) for m in out}
+    assert not loaded & (ALGORITHMS | {"userdp.cli", "userdp.data"}), out

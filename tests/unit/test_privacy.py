@@ -223,6 +223,22 @@ def test_laplace_threshold_bounds_the_novel_item_pass_probability():
     assert laplace_scale(0.5, l1_sensitivity=3.0) == 6.0
 
 
+@pytest.mark.parametrize(("b", "delta", "w", "t"), [(1.0, 1e-5, 1.0, 100), (0.3, 1e-9, 1.0, 7)])
+def test_laplace_threshold_bounds_every_novel_candidate_together(b, delta, w, t):
+    """Independent check with mpmath: one novel item of weight w and t - 1 of weight 0, each
+    passing rho with probability exp(-(rho - w_i)/b)/2; the exact chance that any passes is at
+    most delta, and the union bound used for rho is tight to first order."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 50
+    rho = mpmath.mpf(laplace_threshold(b, delta, w, t))
+    p_weighted = mpmath.exp(-(rho - w) / b) / 2
+    p_zero = mpmath.exp(-rho / b) / 2
+    any_pass = 1 - (1 - p_weighted) * (1 - p_zero) ** (t - 1)
+    assert any_pass <= delta
+    assert any_pass >= delta * (1 - t * delta)
+    assert laplace_threshold(b, delta, w, t) > laplace_threshold(b, delta, w, 1)
+
+
 # -- PrivacyBudget ------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("kwargs", "match"),

@@ -40,7 +40,6 @@ logger = logging.getLogger("userdp.cli")
 
 PROG = "userdp select"
 _RECAP = ("mad2r", "dp-sips")
-_NO_CAP = ("greedy-update",)
 #: Sequential baselines loop over users and can show a per-user progress bar.
 _SEQUENTIAL = ("policy-gaussian", "greedy-update")
 
@@ -145,10 +144,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     algo.add_argument(
         "--max-items-per-user",
         type=positive_int,
-        default=100,
+        default=None,
         metavar="K",
-        help="Keep at most K random items of each user (ignored by greedy-update, which needs "
-        "no cap). Default: %(default)s.",
+        help="Keep at most K random items of each user (every algorithm caps). "
+        "Default: 100, and 10 for greedy-update.",
     )
     algo.add_argument(
         "--no-recap",
@@ -195,7 +194,7 @@ def _check_parameters(args: argparse.Namespace) -> dict[str, Any]:
         "user_column": args.user_column,
         "item_column": args.item_column,
     }
-    if args.algorithm not in _NO_CAP:
+    if args.max_items_per_user is not None:
         options["max_items_per_user"] = args.max_items_per_user
     if args.algorithm in _RECAP:
         options["recap"] = args.recap

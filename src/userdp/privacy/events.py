@@ -33,12 +33,14 @@ class WeightAndThresholdDpEvent(dp_accounting.DpEvent):
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
 class LaplaceThresholdDpEvent(dp_accounting.DpEvent):
-    """Laplace weight-and-threshold where each user has l1 weight <= 1 and at most one novel item.
+    """Laplace weight-and-threshold where each user has l1 weight <= 1, one novel item weighted.
 
     The weight vector has l1 sensitivity <= 1, so Laplace noise of scale ``noise_scale = 1/eps``
-    makes the noisy weights on shared items epsilon-DP; a novel item (weight <= 1) passes
-    ``threshold = 1 + b ln(1/(2 delta))`` with probability <= delta. Together (epsilon, delta)-DP
-    (Carvalho et al. 2022, GreedyUpdate). Composed by basic composition.
+    makes the noisy weights of the items present without the added user epsilon-DP; the added
+    user's novel items (at most the cap, one of weight <= 1, the others 0) all pass
+    ``threshold`` (:func:`userdp.privacy.laplace_threshold`) with probability <= delta.
+    Together (epsilon, delta)-DP (Carvalho et al. 2022, GreedyUpdate). Composed by basic
+    composition.
     """
 
     epsilon: float

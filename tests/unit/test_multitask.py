@@ -416,7 +416,9 @@ def test_task_weighted_ssp_without_noise_is_the_clipped_weighted_ridge_solution(
     xc = x * np.minimum(1.0, gx / norms)[:, None]
     yc = np.clip(y, -gy, gy)
     expected = _weighted_ridge(tasks, xc, yc, w, n_tasks, ridge)
-    np.testing.assert_allclose(res.parameters, expected, rtol=1e-8, atol=1e-10)
+    # The statistics are snapped to the safe-noise grid (spacing set by the sensitivity, about
+    # 2^-15 here), so the solution agrees to the grid's precision, not to rounding error.
+    np.testing.assert_allclose(res.parameters, expected, rtol=0, atol=2e-4)
     unclipped = _weighted_ridge(tasks, x, y, w, n_tasks, ridge)
     assert np.max(np.abs(unclipped - expected)) > 1e-2
     assert res.gram_sensitivity == pytest.approx(gx * gx * math.sqrt(beta), rel=1e-15)
@@ -473,14 +475,16 @@ def test_noisy_gd_without_noise_converges_to_the_weighted_ridge_solution():
         ]
     )
     res = task_weighted_noisy_gd(
-        users, tasks, x, y, w, n_tasks=n_tasks, clip_norm=1e3, steps=400,
+        users, tasks, x, y, w, n_tasks=n_tasks, clip_norm=10.0, steps=400,
         learning_rate=1.0 / lipschitz, noise_multiplier=1e-15, noise=NoiseSource(0), ridge=ridge,
     )  # fmt: skip
-    np.testing.assert_allclose(res.parameters, expected, rtol=1e-7, atol=1e-9)
+    # No example reaches the clip (|gradient| <= 4 here). Each released gradient is snapped to
+    # the safe-noise grid, whose spacing scales with the sensitivity: agreement to the grid.
+    np.testing.assert_allclose(res.parameters, expected, rtol=0, atol=1e-3)
     assert res.dp_event == dp_accounting.SelfComposedDpEvent(
         dp_accounting.GaussianDpEvent(1e-15), 400
     )
-    assert res.sensitivity == 1e3
+    assert res.sensitivity == 10.0
 
 
 def test_noisy_gd_with_logistic_loss_rejects_labels_outside_minus_one_one():

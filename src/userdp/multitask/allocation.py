@@ -31,7 +31,6 @@ from scipy import special
 
 from userdp._validation import check_choice, check_int, check_real
 from userdp.exceptions import DataError
-from userdp.multitask._release import add_gaussian
 from userdp.privacy.noise import NoiseSource
 
 __all__ = [
@@ -253,8 +252,8 @@ def private_counts(
     n_exact = float(np.unique(users).size) if users.size else 0.0
     sd = z * math.sqrt(count_sample + 1)
     # One vector (task counts, then the user count): its axis is fixed by n_tasks.
-    released = add_gaussian(
-        noise, np.append(exact, n_exact), sd, statistic="private counts (tasks, users)",
+    released = noise.add_gaussian(
+        np.append(exact, n_exact), sd, statistic="private counts (tasks, users)",
         l2=math.sqrt(count_sample + 1), index=index,
     )  # fmt: skip
     noisy, n_noisy = released[:n_tasks], float(released[n_tasks])

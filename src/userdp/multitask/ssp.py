@@ -23,7 +23,6 @@ import numpy as np
 from userdp._validation import check_int, check_real
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask._kernels import batched, segment_offsets, segment_statistics
-from userdp.multitask._release import add_gaussian
 from userdp.multitask.allocation import check_weighted_rows
 from userdp.privacy.noise import NoiseSource
 
@@ -91,8 +90,8 @@ def perturb_statistics(
         moment_l2 = moment_sigma
     d = gram.shape[1]
     iu = np.triu_indices(d)
-    tri = add_gaussian(
-        noise, gram[:, iu[0], iu[1]], gram_sigma, statistic=gram_statistic, l2=gram_l2,
+    tri = noise.add_gaussian(
+        gram[:, iu[0], iu[1]], gram_sigma, statistic=gram_statistic, l2=gram_l2,
         index=index,
     )  # fmt: skip
     out = np.empty_like(gram)
@@ -100,8 +99,8 @@ def perturb_statistics(
     out[:, iu[1], iu[0]] = tri
     if moment_l2 is None:  # no moment release (the gravity Gram)
         return out, moment
-    noisy = add_gaussian(
-        noise, moment, moment_sigma, statistic=moment_statistic, l2=moment_l2, index=index
+    noisy = noise.add_gaussian(
+        moment, moment_sigma, statistic=moment_statistic, l2=moment_l2, index=index
     )
     return out, noisy
 

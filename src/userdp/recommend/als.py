@@ -43,7 +43,6 @@ from userdp._validation import check_choice, check_int, check_real
 from userdp.data.ratings import Ratings, as_ratings
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
 from userdp.multitask._kernels import segment_offsets, segment_statistics
-from userdp.multitask._release import add_gaussian
 from userdp.multitask.allocation import (
     adaptive_weights,
     private_counts,
@@ -706,8 +705,8 @@ class MatrixFactorization:
         eta = (self.learning_rate / curvature)[:, None]
         lam = lam[:, None]
         for _ in range(self.sgd_steps):
-            grad = add_gaussian(
-                noise, gd.gradient(U, V, self.clip_norm), sd, statistic="item gradient",
+            grad = noise.add_gaussian(
+                gd.gradient(U, V, self.clip_norm), sd, statistic="item gradient",
                 l2=self.clip_norm, index=labels,
             )  # fmt: skip
             if gravity is not None:
@@ -794,8 +793,8 @@ def centre(
         return mid
     keep = sample_per_user(users, count_sample, noise, keys=keys)
     sd = noise_multiplier * math.sqrt(2.0)
-    total, count = add_gaussian(
-        noise, mean_statistics(values[keep], lo, hi, count_sample), sd,
+    total, count = noise.add_gaussian(
+        mean_statistics(values[keep], lo, hi, count_sample), sd,
         statistic="private mean (sum, count)", l2=math.sqrt(2.0),
     )  # fmt: skip
     if count <= 0:

@@ -35,7 +35,6 @@ from userdp._validation import check_choice, check_int, check_real
 from userdp.data.ratings import as_ratings
 from userdp.exceptions import InvalidParameterError, NotFittedError
 from userdp.multitask._kernels import segment_offsets, segment_statistics
-from userdp.multitask._release import add_gaussian
 from userdp.multitask.allocation import adaptive_weights, private_counts, row_keys
 from userdp.multitask.ssp import clip_rows, perturb_statistics, project_psd
 from userdp.privacy.accountant import PrivacyAccountant
@@ -570,8 +569,8 @@ class PublicFeatureRecommender:
         clip = self.clip_norm if plan is not None else None
         total = clipped_user_gradients(self.encoder, params, U, items, resid, order, offsets, clip)
         if plan is not None:
-            total = add_gaussian(
-                noise, total, plan.gradient * self.clip_norm, statistic="encoder gradient",
+            total = noise.add_gaussian(
+                total, plan.gradient * self.clip_norm, statistic="encoder gradient",
                 l2=self.clip_norm,
             )  # fmt: skip
         everything = np.arange(self.encoder.n_items)
@@ -587,13 +586,13 @@ class PublicFeatureRecommender:
         sums, exact_counts = user_prior_statistics(phi, U)
         if plan is not None:
             bound = math.sqrt(n_families)
-            sums = add_gaussian(
-                noise, sums, plan.user_prior * bound * self.max_norm,
+            sums = noise.add_gaussian(
+                sums, plan.user_prior * bound * self.max_norm,
                 statistic="user prior sums", l2=bound * self.max_norm,
             )  # fmt: skip
             if counts is None:
-                counts = add_gaussian(
-                    noise, exact_counts, plan.user_counts * bound,
+                counts = noise.add_gaussian(
+                    exact_counts, plan.user_counts * bound,
                     statistic="user prior counts", l2=bound,
                 )  # fmt: skip
         elif counts is None:

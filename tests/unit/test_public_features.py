@@ -12,6 +12,7 @@ from userdp.data.synthetic import lowrank_ratings
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask._kernels import segment_offsets, segment_statistics
 from userdp.privacy import PrivacyAccountant, PrivacyBudget
+from userdp.recommend.als import MatrixFactorization
 from userdp.recommend.encoders import FeatureFamily, IdEncoder, PublicFeatureEncoder
 from userdp.recommend.public import (
     PublicFeatureRecommender,
@@ -230,3 +231,24 @@ def test_user_features_are_refused_when_the_model_has_none_or_the_rows_do_not_ma
         PublicFeatureRecommender(encoder=enc, rating_range=(0.5, 5.0)).fit(
             data, user_features=_user_families(99, 1)
         )
+
+
+@pytest.mark.parametrize(
+    ("kw", "fragment"),
+    [
+        ({"center": "typo"}, "'center' parameter"),
+        ({"rating_range": (5.0, 1.0)}, "low < high"),
+        ({"count_fraction": 1.5}, "'count_fraction' parameter"),
+        ({"mu": -1.0}, "'mu' parameter"),
+    ],
+)
+def test_the_common_keywords_are_checked_as_in_matrix_factorization(kw, fragment):
+    # Issue 14: PublicFeatureRecommender checked 9 of its keywords; the shared base checks all
+    # the ones it shares with MatrixFactorization, with the same wording.
+    data = lowrank_ratings(n_users=50, n_items=10, n_ratings=300, seed=1)
+    for make in (
+        lambda: PublicFeatureRecommender(encoder=IdEncoder(10, 2), **kw),
+        lambda: MatrixFactorization(method="als", **kw),
+    ):
+        with pytest.raises(InvalidParameterError, match=fragment):
+            make().fit(data)

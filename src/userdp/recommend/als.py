@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -36,12 +35,11 @@ from typing import Any
 
 import dp_accounting
 import numpy as np
-import pyarrow as pa
 from scipy import sparse
 
 from userdp._validation import check_choice, check_int, check_real
 from userdp.data.ratings import Ratings, as_ratings
-from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
+from userdp.exceptions import DataError, InvalidParameterError
 from userdp.multitask._kernels import segment_offsets, segment_statistics
 from userdp.multitask.allocation import (
     adaptive_weights,
@@ -56,6 +54,7 @@ from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import calibrate_noise_scale
 from userdp.privacy.noise import NoiseSource
+from userdp.recommend._base import RecommenderBase
 from userdp.recommend.items import ItemSet, as_item_set
 from userdp.recommend.model import RecommenderModel, solve_users
 
@@ -194,7 +193,7 @@ def plan_noise(
     return make(scale)
 
 
-class MatrixFactorization:
+class MatrixFactorization(RecommenderBase):
     """Matrix factorization recommender trained with user-level differential privacy.
 
     Parameters
@@ -351,18 +350,12 @@ class MatrixFactorization:
     def _validate(self, budget: PrivacyBudget | None) -> None:
         name = "MatrixFactorization"
         check_choice(self.method, "method", name, METHODS)
+        self._validate_common()
         check_int(self.dim, "dim", name, low=1)
-        check_int(self.steps, "steps", name, low=1)
-        check_real(self.mu, "mu", name, low=0.0)
         check_int(self.sample_size, "sample_size", name, low=1)
-        check_int(self.count_sample, "count_sample", name, low=1)
-        check_real(self.max_norm, "max_norm", name, low=0.0, low_open=True)
-        check_real(self.reg, "reg", name, low=0.0, low_open=True)
-        check_real(self.noise_reg, "noise_reg", name, low=0.0)
         check_real(self.learning_rate, "learning_rate", name, low=0.0, low_open=True)
         check_real(self.step_offset, "step_offset", name, low=0.0, low_open=True)
         check_int(self.sgd_steps, "sgd_steps", name, low=1)
-        check_real(self.clip_norm, "clip_norm", name, low=0.0, low_open=True)
         check_real(self.unobserved_weight, "unobserved_weight", name, low=0.0)
         if self.top_items is not None:
             check_real(self.top_items, "top_items", name, low=0.0, high=1.0, low_open=True)
@@ -375,19 +368,6 @@ class MatrixFactorization:
                 )
         elif self.min_item_count is not None:
             check_real(self.min_item_count, "min_item_count", name)
-        if self.rating_range is not None:
-            lo, hi = self.rating_range
-            check_real(lo, "rating_range[0]", name)
-            check_real(hi, "rating_range[1]", name)
-            if not lo < hi:
-                raise InvalidParameterError(
-                    f"The 'rating_range' parameter of {name} must be (low, high) with low < high. "
-                    f"Got {self.rating_range!r} instead."
-                )
-        if not isinstance(self.center, str):
-            check_real(self.center, "center", name)
-        else:
-            check_choice(self.center, "center", name, ["private-mean", "midpoint"])
         if self.method == "als":
             if budget is not None:
                 raise InvalidParameterError(
@@ -624,14 +604,6 @@ class MatrixFactorization:
         log.info("%s: trained in %.2f s", self.method, self.fit_seconds_)
         return self
 
-    def _declared(self) -> dict[str, Any]:
-        """The declared hyper-parameters a released model keeps (never the seed or items)."""
-        skip = ("seed", "progress", "items")
-        out = {k: v for k, v in vars(self).items() if not k.endswith("_") and k not in skip}
-        if out.get("rating_range") is not None:
-            out["rating_range"] = [float(v) for v in out["rating_range"]]
-        return out
-
     def _publish(self, model: RecommenderModel) -> None:
         """The fitted attributes: views of the released model."""
         self.item_factors_ = model.item_factors
@@ -714,51 +686,10 @@ class MatrixFactorization:
             U = U - eta * (grad + lam * U)
         return U
 
-    # -- using the model: the released RecommenderModel -----------------------------------------
-    def _check_fitted(self) -> RecommenderModel:
-        if not hasattr(self, "model_"):
-            raise NotFittedError("This MatrixFactorization is not fitted yet; call fit first.")
-        return self.model_
-
-    def item_codes(self, labels: Any) -> np.ndarray:
-        """Model item codes of original item ids (-1 for ids the model does not know)."""
-        return self._check_fitted().item_codes(labels)
-
+    # -- using the model (see RecommenderBase for predict, recommend, save, ...) ----------------
     def user_factors(self, history: Any, *, reg: float | None = None) -> np.ndarray:
         """See :meth:`RecommenderModel.user_factors`."""
         return self._check_fitted().user_factors(history, reg=reg)
-
-    def predict(self, history: Any, users: np.ndarray, items: Any) -> np.ndarray:
-        """See :meth:`RecommenderModel.predict`."""
-        return self._check_fitted().predict(history, users, items)
-
-    def recommend(
-        self,
-        history: Any,
-        users: np.ndarray | None = None,
-        *,
-        N: int = 10,
-        filter_already_liked_items: bool = True,
-    ) -> tuple[list[pa.Array], list[np.ndarray]]:
-        """See :meth:`RecommenderModel.recommend`."""
-        return self._check_fitted().recommend(
-            history, users, N=N, filter_already_liked_items=filter_already_liked_items
-        )
-
-    def similar_items(
-        self, item_ids: Any, *, N: int = 10, metric: str = "cosine"
-    ) -> tuple[list[pa.Array], np.ndarray]:
-        """See :meth:`RecommenderModel.similar_items`."""
-        return self._check_fitted().similar_items(item_ids, N=N, metric=metric)
-
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the released model (:meth:`RecommenderModel.save`; no seed, no fit time)."""
-        self._check_fitted().save(path)
-
-    @staticmethod
-    def load(path: str | os.PathLike[str]) -> RecommenderModel:
-        """Read a saved model: a :class:`RecommenderModel` (the release, not the trainer)."""
-        return RecommenderModel.load(path)
 
     def __repr__(self) -> str:
         return f"MatrixFactorization(method={self.method!r}, dim={self.dim}, steps={self.steps})"

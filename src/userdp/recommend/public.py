@@ -33,7 +33,7 @@ from scipy import sparse
 
 from userdp._validation import check_choice, check_int, check_real
 from userdp.data.ratings import as_ratings
-from userdp.exceptions import InvalidParameterError, NotFittedError
+from userdp.exceptions import InvalidParameterError
 from userdp.multitask._kernels import segment_offsets, segment_statistics
 from userdp.multitask.allocation import adaptive_weights, private_counts, row_keys
 from userdp.multitask.ssp import clip_rows, perturb_statistics, project_psd
@@ -41,6 +41,7 @@ from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import calibrate_noise_scale
 from userdp.privacy.noise import NoiseSource
+from userdp.recommend._base import RecommenderBase
 from userdp.recommend.als import _diagnostics, _restrict, centre
 from userdp.recommend.model import RecommenderModel, solve_users
 
@@ -271,7 +272,7 @@ def user_prior_statistics(phi: sparse.csr_matrix, U: np.ndarray) -> tuple[np.nda
     return np.asarray(phi.T @ U), np.asarray(phi.sum(axis=0)).ravel()
 
 
-class PublicFeatureRecommender:
+class PublicFeatureRecommender(RecommenderBase):
     """Alternating minimisation with an SSP-trained public-feature item encoder (AM-SSP).
 
     Parameters
@@ -375,14 +376,10 @@ class PublicFeatureRecommender:
     def _validate(self, budget: PrivacyBudget | None) -> None:
         name = "PublicFeatureRecommender"
         check_choice(self.variant, "variant", name, VARIANTS)
-        check_int(self.steps, "steps", name, low=1)
+        self._validate_common()
         check_int(self.inner_steps, "inner_steps", name, low=1)
         check_real(self.learning_rate, "learning_rate", name, low=0.0, low_open=True)
         check_int(self.batch_items, "batch_items", name, low=1)
-        check_real(self.max_norm, "max_norm", name, low=0.0, low_open=True)
-        check_real(self.reg, "reg", name, low=0.0, low_open=True)
-        check_real(self.clip_norm, "clip_norm", name, low=0.0, low_open=True)
-        check_real(self.noise_reg, "noise_reg", name, low=0.0)
         check_real(
             self.user_feature_fraction, "user_feature_fraction", name, low=0.0, high=1.0,
             low_open=True, high_open=True,
@@ -529,7 +526,7 @@ class PublicFeatureRecommender:
             budget=spent,
             dp_event=event,
             item_source=item_set.source,
-            params=self._declared(),
+            params=self._declared(dim=int(self.encoder.dim), encoder=type(self.encoder).__name__),
             encoder_params=np.asarray(params, dtype=np.float64),
             user_prior=prior,
         )
@@ -543,16 +540,6 @@ class PublicFeatureRecommender:
         self.dp_event_ = event
         self.budget_ = spent
         return self
-
-    def _declared(self) -> dict[str, Any]:
-        """Declared hyper-parameters for the release (no seed, no encoder object, no items)."""
-        skip = ("seed", "progress", "items", "encoder")
-        out = {k: v for k, v in vars(self).items() if not k.endswith("_") and k not in skip}
-        if out.get("rating_range") is not None:
-            out["rating_range"] = [float(v) for v in out["rating_range"]]
-        out["dim"] = int(self.encoder.dim)
-        out["encoder"] = type(self.encoder).__name__
-        return out
 
     def _dpsgd_gradient(
         self, params, U, users, items, y, weights, order, offsets, ridge, plan, noise
@@ -621,6 +608,4 @@ class PublicFeatureRecommender:
         """Users' embeddings from their own ratings (billboard model); see
         :meth:`RecommenderModel.user_factors` (``user_features`` pull toward the released
         prior; a user without ratings then gets the prior itself)."""
-        if not hasattr(self, "model_"):
-            raise NotFittedError("This PublicFeatureRecommender is not fitted yet; call fit.")
-        return self.model_.user_factors(history, user_features=user_features)
+        return self._check_fitted().user_factors(history, user_features=user_features)

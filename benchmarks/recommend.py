@@ -182,6 +182,18 @@ def rating_protocol(
                     items=items, method=base, dim=DIM, rating_range=rating_range,
                     seed=1000 * seed + 7, **extra,
                 )  # fmt: skip
+                if len(items) == 0:  # the selection released nothing: predict the midpoint
+                    mid = np.full(split.test.n_ratings, 0.5 * sum(rating_range))
+                    r = {
+                        "rmse": rmse(split.test.values, mid),
+                        "buckets": sliced_rmse(
+                            split.test.items, split.test.values, mid, buckets
+                        ).tolist(),
+                        "items": 0, "trained_items": 0, "seconds": time.perf_counter() - t,
+                        "epsilon_spent": eps * fraction,
+                    }  # fmt: skip
+                    runs.append(r)
+                    continue
                 with warnings.catch_warnings():  # "no item reaches the cutoff": recorded below
                     warnings.simplefilter("ignore", UserWarning)
                     m.fit(split.train, budget=budget)

@@ -83,6 +83,12 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder.mkdir()
     (folder / "u.data").write_text(u_data)
     (folder / "u.item").write_text(u_item, encoding="latin-1")
+    jobs = ("student", "engineer", "writer")
+    u_user = "".join(
+        f"{u}|{15 + (7 * u) % 50}|{'FM'[u % 2]}|{jobs[u % 3]}|0000{u % 10}\n"
+        for u in range(1, N_USERS + 1)
+    )
+    (folder / "u.user").write_text(u_user, encoding="latin-1")
     return {
         "dir": d,
         "csv": d / "ratings.csv",
@@ -339,3 +345,14 @@ def test_an_ml_20m_folder_trains_with_its_tag_genome(data, tmp_path, capsys):
     assert "encoder on genome (2), id" in capsys.readouterr().err
     # The model holds the catalogue's items (ids 0..60; 0 is not a movie: no genome row)
     assert RecommenderModel.load(out).item_factors.shape == (N_CATALOGUE, 4)
+
+
+def test_user_features_train_a_model_that_saves_the_released_prior(data, tmp_path, capsys):
+    out = tmp_path / "m.npz"
+    argv = [str(data["ml"]), "-o", str(out), "--method", "am-ssp", *EPS_DELTA, *FAST, "-q"]
+    assert _train(*argv, "--user-features") == ExitCode.OK
+    model = RecommenderModel.load(out)
+    assert model.user_prior is not None and model.user_prior.shape == (7 + 2 + 21, 4)
+    assert model.budget.epsilon == pytest.approx(1.0, rel=1e-3)  # the prior is charged
+    assert _train(*argv, "--user-features", "--method", "adadpals") == ExitCode.USAGE
+    assert "--user-features applies to the am-* methods" in capsys.readouterr().err

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import sparse
 
-from userdp.data.features import movielens_item_features
+from userdp.data.features import movielens_item_features, movielens_user_features
 from userdp.data.io import FORMATS, read_table
 from userdp.data.movielens import (
     MOVIELENS,
@@ -834,9 +834,11 @@ def _fit_public(
     options: dict[str, Any],
     *,
     items: Any = None,
+    user_features: Any = None,
     progress: bool = False,
 ) -> PublicFeatureRecommender:
-    """Train an am-* method; its release is ``model_`` (a RecommenderModel)."""
+    """Train an am-* method; its release is ``model_`` (a RecommenderModel, with the released
+    user-feature prior when ``user_features`` are given)."""
     model = PublicFeatureRecommender(
         encoder=encoder,
         items=items,
@@ -846,10 +848,26 @@ def _fit_public(
         seed=args.seed,
         progress=progress,
         **{k: v for k, v in options.items() if k in _PUBLIC_DEFAULTS},
-    ).fit(train, budget=budget)
+    ).fit(train, budget=budget, user_features=user_features)
     if not np.all(np.isfinite(model.item_factors_)):
         raise DataError(f"{method} diverged (non-finite item embeddings); lower --learning-rate.")
     return model
+
+
+def _check_user_features(args: argparse.Namespace, spec: MovieLensSpec | None) -> None:
+    """Before reading data: --user-features needs an am-* method and ml-100k or ml-1m."""
+    if not args.user_features:
+        return
+    if args.method not in PUBLIC_METHODS:
+        raise InvalidParameterError(
+            f"--user-features applies to the am-* methods ({', '.join(PUBLIC_METHODS)}); got "
+            f"--method {args.method}."
+        )
+    if spec is None or spec.name not in ("ml-100k", "ml-1m"):
+        raise InvalidParameterError(
+            "--user-features reads MovieLens' user file: INPUT must be ml-100k or ml-1m (the "
+            "versions with age, gender and occupation)."
+        )
 
 
 # -- the item set -------------------------------------------------------------------------------
@@ -993,6 +1011,13 @@ def _add_train(commands: Any) -> argparse.ArgumentParser:
         help="Failure probability delta in (0, 1), far below 1 / (number of users) (for "
         "example 1e-5). Required by private methods; refused by als.",
     )  # fmt: skip
+    parser.add_argument(
+        "--user-features", action="store_true",
+        help="am-* methods on ml-100k or ml-1m: pull each user's embedding toward a private "
+        "prior of the users sharing their age, gender and occupation (private features: the "
+        "prior is released with noise, --user-feature-fraction of the budget, and saved in the "
+        "model). Default: off.",
+    )  # fmt: skip
     chosen = parser.add_argument_group("item set")
     chosen.add_argument(
         "--items", metavar="FILE", default=None,
@@ -1026,6 +1051,7 @@ def run_train(args: argparse.Namespace) -> int:
     _check_rating_range(args)
     options = _model_options(args, [args.method])
     _check_public(args, [args.method], _movielens_spec(Path(args.input)))
+    _check_user_features(args, _movielens_spec(Path(args.input)))
     output = check_output_path(args.output, overwrite=args.overwrite)
     ratings, spec = _load(args.input, args)
     logger.info("Read %s.", ratings)
@@ -1033,6 +1059,9 @@ def run_train(args: argparse.Namespace) -> int:
     budget = None if args.epsilon is None else PrivacyBudget(args.epsilon, args.delta)
     item_set, model_budget = _item_set(args, ratings, budget)
     train = _compact_users(ratings)
+    user_features = None
+    if args.user_features:
+        user_features = movielens_user_features(args.input, train.user_labels, name=spec.name)
     encoder = None
     if args.method in PUBLIC_METHODS:
         # The encoder's rows are the item set's items (features looked up per id).
@@ -1040,7 +1069,7 @@ def run_train(args: argparse.Namespace) -> int:
         encoder = _encoder(args, _item_families(args, spec, on_items), on_items.n_items)
         fitted = _fit_public(
             args.method, encoder, train, model_budget, rating_range, args, options,
-            items=item_set, progress=_interactive(args.quiet),
+            items=item_set, user_features=user_features, progress=_interactive(args.quiet),
         )  # fmt: skip
     else:
         fitted = MatrixFactorization(

@@ -64,6 +64,7 @@ __all__ = [
     "MatrixFactorization",
     "TrainingPlan",
     "centre",
+    "centre_all",
     "mean_statistics",
     "plan_noise",
 ]
@@ -457,8 +458,8 @@ class MatrixFactorization(RecommenderBase):
             )
             if accountant is not None:
                 accountant.compose(plan.event())
-        data = as_ratings(ratings)
-        data, item_set, dropped = _restrict(data, self.items, private, "MatrixFactorization")
+        full = as_ratings(ratings)
+        data, item_set, dropped = _restrict(full, self.items, private, "MatrixFactorization")
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x4D46)  # initialisation (data-independent: the item set is fixed)
         d = int(self.dim)
@@ -489,10 +490,11 @@ class MatrixFactorization(RecommenderBase):
         else:
             item_counts = None
             freq = np.bincount(items, minlength=n_items).astype(np.float64)
-        # Centre on all ratings: items left untrained predict it.
-        center = centre(
-            values, users, lo, hi, center=self.center, count_sample=self.count_sample,
-            noise_multiplier=None if plan is None else plan.center, noise=noise, keys=keys,
+        # Centre on all ratings, those outside the item set too: items left untrained or
+        # unknown predict it.
+        center = centre_all(
+            full, lo, hi, center=self.center, count_sample=self.count_sample,
+            noise_multiplier=None if plan is None else plan.center, noise=noise,
         )  # fmt: skip
         trained = np.ones(n_items, dtype=bool)
         score = item_counts if private else freq  # released (or, for als, exact) counts
@@ -731,6 +733,34 @@ def centre(
     if count <= 0:
         return mid
     return float(np.clip(mid + total * 0.5 * (hi - lo) / count, lo, hi))
+
+
+def centre_all(
+    ratings: Ratings,
+    lo: float,
+    hi: float,
+    *,
+    center: str | float,
+    count_sample: int,
+    noise_multiplier: float | None,
+    noise: NoiseSource,
+) -> float:
+    """:func:`centre` over all of ``ratings``, items outside the model's item set included.
+
+    The centre is one number: it names no item, and each user still adds at most
+    ``count_sample`` ratings, so its sensitivity is as in :func:`centre`; using every rating
+    keeps it accurate when the item set is small (a private selection on few users). Each
+    user's sample is keyed by their own (user, item) labels.
+    """
+    keys = None
+    if noise_multiplier is not None and center == "private-mean":
+        keys = row_keys(
+            ratings.users, ratings.items, ratings.user_labels, ratings.item_labels, noise.salt
+        )
+    return centre(
+        np.clip(ratings.values, lo, hi), ratings.users, lo, hi, center=center,
+        count_sample=count_sample, noise_multiplier=noise_multiplier, noise=noise, keys=keys,
+    )  # fmt: skip
 
 
 def mean_statistics(kept: np.ndarray, lo: float, hi: float, count_sample: int) -> np.ndarray:

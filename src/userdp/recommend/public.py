@@ -42,7 +42,7 @@ from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import calibrate_noise_scale
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend._base import RecommenderBase
-from userdp.recommend.als import _diagnostics, _restrict, centre
+from userdp.recommend.als import _diagnostics, _restrict, centre_all
 from userdp.recommend.model import RecommenderModel, solve_users
 
 __all__ = [
@@ -412,9 +412,9 @@ class PublicFeatureRecommender(RecommenderBase):
         """
         started = time.perf_counter()
         self._validate(budget)
-        data = as_ratings(ratings)
+        full = as_ratings(ratings)
         private = budget is not None
-        data, item_set, dropped = _restrict(data, self.items, private, "PublicFeatureRecommender")
+        data, item_set, dropped = _restrict(full, self.items, private, "PublicFeatureRecommender")
         if data.n_items != self.encoder.n_items:
             raise InvalidParameterError(
                 f"The encoder describes {self.encoder.n_items} items but the item set has "
@@ -447,9 +447,9 @@ class PublicFeatureRecommender(RecommenderBase):
         else:
             counts = np.bincount(items, minlength=data.n_items).astype(np.float64)
             weights = keys = None
-        center = centre(
-            values, users, lo, hi, center=self.center, count_sample=self.count_sample,
-            noise_multiplier=None if plan is None else plan.center, noise=noise, keys=keys,
+        center = centre_all(
+            full, lo, hi, center=self.center, count_sample=self.count_sample,
+            noise_multiplier=None if plan is None else plan.center, noise=noise,
         )  # fmt: skip
         y = values - center
         half = max(hi - center, center - lo)

@@ -895,3 +895,33 @@ def test_a_cutoff_no_item_reaches_gives_a_zero_model_that_predicts_the_centre():
     assert not model.trained_items_.any() and np.all(model.item_factors_ == 0)
     pred = model.predict(data, data.users[:5], data.item_labels.take(pa.array(data.items[:5])))
     np.testing.assert_allclose(pred, model.center_)
+
+
+# -- per-user random choices keyed by the user's own rows (issue 12's auditor relies on it) ------
+@pytest.mark.parametrize("rule", ["sample", "uniform", "tail"])
+def test_keyed_choices_of_other_users_do_not_change_when_a_user_is_added(rule):
+    from userdp.multitask.allocation import row_keys
+
+    rng = np.random.default_rng(3)
+    rows = [(f"u{u:03d}", f"i{i}") for u in range(60) for i in rng.choice(40, 12, replace=False)]
+    added = [("u025x", f"i{i}") for i in range(15)]  # sorts between u025 and u026: codes shift
+
+    def kept(pairs):
+        r = Ratings.from_columns([p[0] for p in pairs], [p[1] for p in pairs], np.ones(len(pairs)))
+        noise = NoiseSource(11)
+        keys = row_keys(r.users, r.items, r.user_labels, r.item_labels, noise.salt)
+        # "released" counts, fixed by item label (tail sampling ranks by them)
+        counts = np.array([float(label[1:]) for label in r.item_labels.to_pylist()])
+        if rule == "sample":
+            mask = sample_per_user(r.users, 4, noise, keys=keys)
+        elif rule == "uniform":
+            mask = uniform_sampling(r.users, 4, noise, keys=keys) > 0
+        else:
+            mask = tail_sampling(r.users, r.items, counts, 4, noise, keys=keys) > 0
+        users = r.user_labels.take(r.users[mask]).to_pylist()
+        items = r.item_labels.take(r.items[mask]).to_pylist()
+        return {(u, i) for u, i in zip(users, items, strict=True) if u != "u025x"}
+
+    before, after = kept(rows), kept(rows + added)
+    assert before == after
+    assert len(before) == 60 * 4

@@ -11,7 +11,7 @@ samples agree between the runs.
 
 The added user holds (a) only items outside the item set (dropped), (b) only items of the item
 set that nobody in D rated, or (c) a mix of those and items others rated; every method, with and
-without ``unobserved_weight``.
+without ``unobserved_weight``, and AM-SSP with the private user-feature prior.
 """
 
 from __future__ import annotations
@@ -152,3 +152,37 @@ def test_every_public_feature_release_holds_its_bound_for_an_added_user(
         )  # fmt: skip
 
     _check(_run(monkeypatch, make, d, d2))
+
+
+def _user_families(r: Ratings) -> list:
+    """Two private user-feature families whose rows depend only on each user's label."""
+    import scipy.sparse as sp
+
+    from userdp.recommend import FeatureFamily
+
+    labels = r.user_labels.to_pylist()
+    code = np.array([sum(map(ord, str(u))) for u in labels])
+    rows = np.arange(len(labels))
+    gender = sp.csr_matrix((np.ones(len(labels)), (rows, code % 2)), shape=(len(labels), 2))
+    job = sp.csr_matrix((np.ones(len(labels)), (rows, code % 3)), shape=(len(labels), 3))
+    return [FeatureFamily("gender", gender), FeatureFamily("job", job)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@FEW
+@given(seed=st.integers(0, 2**32 - 1))
+def test_the_user_feature_prior_releases_hold_their_bounds_for_an_added_user(
+    monkeypatch, kind, seed
+):
+    d, d2, vocab = _neighbours(seed, kind)
+    tape = Tape()
+    monkeypatch.setattr(als_module, "NoiseSource", tape)
+    monkeypatch.setattr(public_module, "NoiseSource", tape)
+    for data in (d, d2):
+        model = PublicFeatureRecommender(
+            encoder=IdEncoder(len(vocab), 2, seed=0), items=vocab, steps=2, inner_steps=2,
+            count_sample=3, rating_range=(0.5, 5.0), seed=5,
+        )  # fmt: skip
+        model.fit(data, budget=PrivacyBudget(2.0, 1e-5), user_features=_user_families(data))
+    assert {"user prior sums", "user prior counts"} <= {r.statistic for r in tape.runs[0]}
+    _check(tape)

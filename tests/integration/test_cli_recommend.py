@@ -446,3 +446,13 @@ def test_train_with_a_public_catalogue_drops_other_items(data, tmp_path, capsys)
     assert model.item_labels.to_pylist() == [3, 17]  # read as the data's integer ids
     assert model.item_source == "public" and model.budget.epsilon == pytest.approx(1.0, rel=1e-3)
     assert "outside the item set" in capsys.readouterr().err
+
+
+def test_a_catalogue_that_names_no_rated_item_is_one_error_line(data, tmp_path, capsys):
+    (tmp_path / "other.txt").write_text("x1\nx2\n")
+    argv = [str(data["csv"]), "-o", str(tmp_path / "m.npz"), *EPS_DELTA, *FAST]
+    argv += ["--rating-range", "0.5", "5", "--items", str(tmp_path / "other.txt")]
+    assert _train(*argv, catalogue=False) == ExitCode.USAGE
+    line = _one_error_line(capsys.readouterr().err, "userdp recommend train")
+    assert "no rating names an item of the catalogue" in line
+    assert not (tmp_path / "m.npz").exists()

@@ -163,3 +163,16 @@ def test_the_saved_file_holds_no_seed_no_fit_time_and_no_diagnostics(tmp_path):
     text = json.dumps(meta)
     for absent in ("seed", "fit_seconds", "diagnostics", "ratings_outside", "987654321"):
         assert absent not in text
+
+
+def test_an_item_set_nobody_rated_still_gives_a_model_of_its_shape():
+    # The shapes depend on the item set only, even when no rating falls in it.
+    d, _, _ = _neighbours(n_users=50)
+    model = MatrixFactorization(
+        method="adadpals", items=["zz-1", "zz-2"], dim=2, steps=1, rating_range=(0.5, 5.0),
+        unobserved_weight=0.5, seed=0,
+    ).fit(d, budget=BUDGET)  # fmt: skip
+    assert model.item_factors_.shape == (2, 2)
+    assert model.diagnostics_["ratings_outside_item_set"] == d.n_ratings
+    restricted, dropped = d.restrict_items(["zz-1", "zz-2"])
+    assert (restricted.n_ratings, restricted.n_items, dropped) == (0, 2, d.n_ratings)

@@ -910,7 +910,13 @@ def _item_set(
     non-private als trains on the data's items.
     """
     if args.items is not None:
-        return ItemSet.public(_read_catalogue(args.items, ratings.item_labels.type)), budget
+        catalogue = ItemSet.public(_read_catalogue(args.items, ratings.item_labels.type))
+        if ratings.restrict_items(catalogue.labels)[0].n_ratings == 0:
+            raise DataError(
+                f"--items {args.items}: no rating names an item of the catalogue (item ids are "
+                f"compared as {catalogue.labels.type}); check the ids and --item-column."
+            )
+        return catalogue, budget
     if budget is None:
         return None, None
     f = args.selection_fraction

@@ -250,6 +250,10 @@ class Ratings:
         )
         codes = recode[self.items]
         keep = codes >= 0
+        if not keep.any():  # nobody rated an item of the vocabulary: no rows, same code books
+            empty = np.zeros(0, dtype=np.int32)
+            out = Ratings(empty, empty.copy(), np.zeros(0), self.user_labels, vocab)
+            return out, int(keep.size)
         out = Ratings.from_codes(
             self.users[keep], codes[keep], self.values[keep],
             n_users=self.n_users, n_items=len(vocab),

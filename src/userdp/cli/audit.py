@@ -123,14 +123,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "experiment, at most 100 runs per side. Default: %(default)s.",
     )
     parser.add_argument(
-        "--novel-items",
-        type=positive_int,
-        default=200_000,
-        metavar="N",
-        help="Items (a multiple of 200) held by the added user of the selection's novel-user "
-        "experiment, at most 100 runs per side. Default: %(default)s.",
-    )
-    parser.add_argument(
         "--json", action="store_true", help="Print the report as JSON instead of tables."
     )
     parser.set_defaults(handler=lambda args: run_guarded(PROG, run, args), parser=parser)

@@ -90,6 +90,11 @@ def snap_to_grid(value: ArrayLike, grid: float) -> np.ndarray:
 
     Raises :class:`~userdp.exceptions.InvalidParameterError` on non-finite values (they cannot
     be released with calibrated noise).
+
+    Examples
+    --------
+    >>> snap_to_grid([0.3, -1.26], 0.5).tolist()
+    [1.0, -3.0]
     """
     x = np.asarray(value, dtype=np.float64)
     k = np.array(x / grid, dtype=np.float64)

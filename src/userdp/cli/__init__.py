@@ -15,7 +15,7 @@ import sys
 
 from userdp import __version__
 
-from . import estimate, generate, recommend, select
+from . import audit, estimate, generate, recommend, select
 from .options import ArgumentParser, ExitCode
 
 __all__ = ["ExitCode", "build_parser", "console_main", "main"]
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_parser(commands)
     recommend.add_parser(commands)
     estimate.add_parser(commands)
+    audit.add_parser(commands)
     return parser
 
 

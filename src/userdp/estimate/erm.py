@@ -176,6 +176,8 @@ def _noisy_projected_gd(
     sigma: float,
     count: float,
     noise: NoiseSource,
+    sensitivity: float,
+    neighbours: str,
 ) -> np.ndarray:
     """Alg. 2 line 2: ``steps`` noisy projected gradient steps; returns a suffix average.
 
@@ -194,7 +196,8 @@ def _noisy_projected_gd(
         grad = weighted_gradient_sum(
             theta, x, y, w, loss, lipschitz, fit_intercept=fit_intercept, clip_bounds=bounds
         )
-        grad += noise.gaussian(sigma, dim)
+        grad = noise.add_gaussian(grad, sigma, statistic="erm.gradient_sum", l2=sensitivity,
+                                  neighbours=neighbours)  # fmt: skip
         theta = _project(theta - (learning_rate / count) * grad, radius)
         if t >= first_kept:
             total += theta
@@ -510,6 +513,8 @@ class WeightedERM:
             sigma=sigma,
             count=count,
             noise=noise,
+            sensitivity=sensitivity,
+            neighbours="replace-values" if public else "add-remove",
         )
         for event in events:
             accountant.compose(event)
@@ -547,7 +552,7 @@ class WeightedERM:
         n_h = float(effective_count(sizes, h))
         if z_n is None:
             return n_h
-        return max(1.0, n_h + float(noise.gaussian(z_n * h, 1)[0]))
+        return max(1.0, float(noise.add_gaussian(n_h, z_n * h, statistic="erm.count", l2=h)))
 
     # -- prediction -------------------------------------------------------------------------
     def _check_fitted(self) -> None:

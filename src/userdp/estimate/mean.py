@@ -165,8 +165,11 @@ def _private_moments(
     scale_a, scale_b = sens_a / eps_a, sens_b / eps_b
     accountant.compose(dp_accounting.LaplaceDpEvent(scale_a / sens_a))
     accountant.compose(dp_accounting.LaplaceDpEvent(scale_b / sens_b))
-    second += float(noise.laplace(scale_a, 1)[0])
-    first += float(noise.laplace(scale_b, 1)[0])
+    relation = "replace-values" if replace else "add-remove"
+    second = float(noise.add_laplace(second, scale_a, statistic="mean.user_second_moment",
+                                     l1=sens_a, neighbours=relation))  # fmt: skip
+    first = float(noise.add_laplace(first, scale_b, statistic="mean.user_first_moment",
+                                    l1=sens_b, neighbours=relation))  # fmt: skip
     e2 = float(np.clip(second / user_count, 0.0, hw * hw))
     e1 = float(np.clip(first / user_count, -hw, hw))
     sigma2 = float(np.clip(e2 - e1 * e1, 0.0, hw * hw))
@@ -280,7 +283,11 @@ def _public_mean(args: _Args, noise: NoiseSource, acc: PrivacyAccountant) -> Mea
     sensitivity = width * float(np.bincount(args.codes, weights=c).max())
     scale = sensitivity / eps_est
     acc.compose(dp_accounting.LaplaceDpEvent(scale / sensitivity))
-    estimate += float(noise.laplace(scale, 1)[0])  # Alg. 1, line 2
+    estimate = float(
+        noise.add_laplace(
+            estimate, scale, statistic="mean.estimate", l1=sensitivity, neighbours="replace-values"
+        )
+    )  # line 2
     return MeanResult(
         estimate=estimate,
         method="sample-limit" if args.limit else "weighted",
@@ -336,8 +343,8 @@ def _private_mean(args: _Args, noise: NoiseSource, acc: PrivacyAccountant) -> Me
     scale1, scale2 = h * hw / eps1, h / eps2  # sensitivities h hw and h over eps1, eps2
     acc.compose(dp_accounting.LaplaceDpEvent(scale1 / (h * hw)))
     acc.compose(dp_accounting.LaplaceDpEvent(scale2 / h))
-    total += float(noise.laplace(scale1, 1)[0])
-    count += float(noise.laplace(scale2, 1)[0])
+    total = float(noise.add_laplace(total, scale1, statistic="mean.sum", l1=h * hw))
+    count = float(noise.add_laplace(count, scale2, statistic="mean.count", l1=h))
     denom = max(count, h)
     ratio = total / denom
     estimate = float(np.clip(mid + ratio, lo, hi))

@@ -58,6 +58,7 @@ from userdp.exceptions import InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.events import ExponentialMechanismDpEvent
 from userdp.privacy.noise import NoiseSource
+from userdp.privacy.recording import is_recording, record
 
 __all__ = ["QuantileResult", "sample_limited_quantile", "weighted_quantile"]
 
@@ -115,6 +116,9 @@ class QuantileResult:
         )
 
 
+_AUDIT_GRID = 1025  # points of [lower, upper] at which the utility is recorded for auditing
+
+
 # -- the mechanism (noise-free kernel + one draw) ------------------------------------------------
 def _quantile_utility(
     x: np.ndarray, sorted_values: np.ndarray, sorted_weights: np.ndarray, q: float
@@ -139,6 +143,7 @@ def _exponential_mechanism(
     sensitivity: float,
     bounds: tuple[float, float],
     noise: NoiseSource,
+    neighbours: str = "add-remove",
 ) -> float:
     """One draw of density ``exp(epsilon u(x) / (2 sensitivity))`` on ``bounds``.
 
@@ -152,6 +157,11 @@ def _exponential_mechanism(
     u = _quantile_utility(edges[:-1], sorted_values, sorted_weights, q)
     with np.errstate(divide="ignore"):
         logp = np.log(lengths) + (epsilon / (2.0 * sensitivity)) * u  # log 0 = -inf: ties
+    if is_recording():  # for the auditor: u on a public grid (the bound holds pointwise)
+        grid = np.linspace(lo, hi, _AUDIT_GRID)
+        record("quantile.utility", _quantile_utility(grid, sorted_values, sorted_weights, q),
+               linf=sensitivity, index=grid, neighbours=neighbours,
+               rng_state=noise.fingerprint())  # fmt: skip
     cdf = np.cumsum(np.exp(logp - logp.max()))
     draw = noise.uniform(2)
     k = min(int(np.searchsorted(cdf, draw[0] * cdf[-1], side="right")), lengths.size - 1)
@@ -242,6 +252,7 @@ def _run(
             sensitivity=delta,
             bounds=(lo, hi),
             noise=noise,
+            neighbours="replace-values" if public_user_sizes else "add-remove",
         )
         estimates.append(x)
         hs.append(float(hj))

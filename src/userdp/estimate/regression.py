@@ -295,7 +295,9 @@ def _release(
     scale = sensitivity / epsilon
     accountant.compose(dp_accounting.LaplaceDpEvent(scale / sensitivity))
     beta = matrix @ (np.clip(y, lo, hi) - mid) + mid * matrix.sum(axis=1)  # line 1
-    beta = beta + noise.laplace(scale, matrix.shape[0])  # lines 3-4
+    beta = noise.add_laplace(
+        beta, scale, statistic="gwa.coefficients", l1=sensitivity, neighbours="replace-values"
+    )  # lines 3-4
     return beta, scale, sensitivity
 
 
@@ -478,7 +480,8 @@ def _private_noise_variance(
     mean, sens = _residual_mean(x, y, beta0, codes, sizes, bounds, h)
     scale = sens / eps_mean
     accountant.compose(dp_accounting.LaplaceDpEvent(scale / sens))
-    estimate = mean + float(noise.laplace(scale, 1)[0])
+    estimate = float(noise.add_laplace(mean, scale, statistic="gwa.residual_variance", l1=sens,
+                                       neighbours="replace-values"))  # fmt: skip
     return float(np.clip(estimate, _VARIANCE_FLOOR * cap, 0.25 * cap))
 
 

@@ -470,7 +470,7 @@ def private_size_histogram(
     scale = 1.0 / eps
     event = dp_accounting.LaplaceDpEvent(scale / 1.0)  # noise_multiplier = scale / l1 (= 1)
     accountant.compose(event)
-    noisy = exact + noise.laplace(scale, edges.size)
+    noisy = noise.add_laplace(exact, scale, statistic="size_histogram.counts", l1=1.0, index=edges)
     del exact
     threshold = scale * math.log(edges.size / _PHANTOM_PROBABILITY)
     counts = _pool_upwards(noisy, threshold)

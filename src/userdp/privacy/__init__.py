@@ -3,9 +3,12 @@
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import (
+    SAFE_NOISE_INFLATION,
     calibrate_noise_scale,
     gaussian_delta,
     gaussian_sigma,
+    grid_noise_scale,
+    grid_spacing,
     laplace_scale,
     laplace_threshold,
     partition_threshold,
@@ -15,19 +18,36 @@ from userdp.privacy.events import (
     LaplaceThresholdDpEvent,
     WeightAndThresholdDpEvent,
 )
-from userdp.privacy.noise import NoiseSource
+from userdp.privacy.noise import (
+    NoiseSource,
+    gaussian_on_grid,
+    laplace_on_grid,
+    snap_to_grid,
+    spawn_generator,
+)
+from userdp.privacy.recording import Release, record, recording
 
 __all__ = [
+    "SAFE_NOISE_INFLATION",
     "ExponentialMechanismDpEvent",
     "LaplaceThresholdDpEvent",
     "NoiseSource",
     "PrivacyAccountant",
     "PrivacyBudget",
+    "Release",
     "WeightAndThresholdDpEvent",
     "calibrate_noise_scale",
     "gaussian_delta",
+    "gaussian_on_grid",
     "gaussian_sigma",
+    "grid_noise_scale",
+    "grid_spacing",
+    "laplace_on_grid",
     "laplace_scale",
     "laplace_threshold",
     "partition_threshold",
+    "record",
+    "recording",
+    "snap_to_grid",
+    "spawn_generator",
 ]

@@ -1,0 +1,167 @@
+"""The releases the auditor knows how to run: every capability's default configuration.
+
+Each :class:`Mechanism` runs one public entry point of userdp on a :class:`Table` with a seed.
+Default parameters are the library's defaults (epsilon = 1, delta = 1e-5 where one is needed);
+only sizes that the audit data cannot support are reduced, and that is said in ``notes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from userdp.audit.neighbours import Table
+
+__all__ = ["MECHANISMS", "Mechanism", "audit_table"]
+
+EPSILON, DELTA = 1.0, 1e-5
+RATING_RANGE = (1.0, 5.0)
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """A release to audit: ``runner(data)(table, seed)`` performs it (imports lazily)."""
+
+    name: str
+    capability: str
+    run: Callable[[Table, int], object] | None = None
+    notes: str = ""
+    bind: Callable[[Table], Callable[[Table, int], object]] | None = None
+
+    def runner(self, base: Table) -> Callable[[Table, int], object]:
+        """``run``, or ``bind(base)`` for mechanisms with public inputs fixed from the data."""
+        if self.bind is not None:
+            return self.bind(base)
+        if self.run is None:
+            raise TypeError(f"Mechanism {self.name!r} has neither run nor bind.")
+        return self.run
+
+
+def audit_table(n_users: int = 40, n_items: int = 30, *, seed: int = 0) -> Table:
+    """Synthetic ratings with skewed user sizes and item popularity, 2 public features per
+    record, labels in ``RATING_RANGE`` linear in the features (for regression and ERM)."""
+    rng = np.random.default_rng(seed)
+    sizes = np.minimum(rng.zipf(1.8, n_users), max(2, n_items // 2))
+    pop = 1.0 / np.arange(1, n_items + 1)
+    pop /= pop.sum()
+    user = np.repeat(np.arange(n_users, dtype=np.int64), sizes)
+    item = np.concatenate([rng.choice(n_items, s, replace=False, p=pop) for s in sizes])
+    x = rng.normal(0.0, 1.0, (user.size, 2))
+    y = np.clip(3.0 + x @ np.array([0.8, -0.5]) + rng.normal(0.0, 0.5, user.size), *RATING_RANGE)
+    return Table(user=user, item=item.astype(np.int64), value=y, x=x, value_range=RATING_RANGE)
+
+
+# -- estimate ------------------------------------------------------------------------------------
+def _mean(public: bool, limit: bool) -> Callable[[Table, int], object]:
+    def run(t: Table, seed: int) -> object:
+        from userdp.estimate import sample_limited_mean, weighted_mean
+
+        fn = sample_limited_mean if limit else weighted_mean
+        return fn(t.value, t.user, epsilon=EPSILON, bounds=RATING_RANGE,
+                  public_user_sizes=public, seed=seed)  # fmt: skip
+
+    return run
+
+
+def _quantile(public: bool, limit: bool) -> Callable[[Table, int], object]:
+    def run(t: Table, seed: int) -> object:
+        from userdp.estimate import sample_limited_quantile, weighted_quantile
+
+        fn = sample_limited_quantile if limit else weighted_quantile
+        return fn(t.value, t.user, q=0.5, epsilon=EPSILON, bounds=RATING_RANGE,
+                  public_user_sizes=public, seed=seed)  # fmt: skip
+
+    return run
+
+
+def _regression(method: str) -> Callable[[Table, int], object]:
+    def run(t: Table, seed: int) -> object:
+        from userdp.estimate import LabelPrivateLinearRegression
+
+        model = LabelPrivateLinearRegression(epsilon=EPSILON, label_range=RATING_RANGE,
+                                             method=method, seed=seed)  # fmt: skip
+        return model.fit(t.x, t.value, t.user)
+
+    return run
+
+
+def _erm(public: bool) -> Callable[[Table, int], object]:
+    def run(t: Table, seed: int) -> object:
+        from userdp.estimate import WeightedERM
+
+        model = WeightedERM(loss="squared", epsilon=EPSILON, delta=DELTA, steps=20,
+                            public_user_sizes=public, seed=seed)  # fmt: skip
+        return model.fit(t.x, t.value, t.user)
+
+    return run
+
+
+# -- partition -----------------------------------------------------------------------------------
+def _selection(algorithm: str) -> Callable[[Table, int], object]:
+    def run(t: Table, seed: int) -> object:
+        from userdp.partition import select_partitions
+
+        return select_partitions((t.user, t.item), epsilon=EPSILON, delta=DELTA,
+                                 algorithm=algorithm, seed=seed)  # fmt: skip
+
+    return run
+
+
+# -- recommend -----------------------------------------------------------------------------------
+def _catalogue(base: Table) -> np.ndarray:
+    """A public item catalogue fixed from the audited data before any neighbour is built: its
+    items and the new labels the adversarial added users take (up to twice the largest user)."""
+    largest = int(base.sizes()[1][0]) if base.n_records else 0
+    return np.arange(int(base.item.max()) + 1 + 2 * largest, dtype=np.int64)
+
+
+def _factorization(method: str) -> Callable[[Table], Callable[[Table, int], object]]:
+    def bind(base: Table) -> Callable[[Table, int], object]:
+        import inspect
+
+        from userdp.recommend.als import MatrixFactorization
+
+        # Private training takes a public item catalogue once the recommenders fix the item set
+        # before training (issue 17, recommend branch); older signatures have no ``items``.
+        extra: dict[str, object] = {}
+        if "items" in inspect.signature(MatrixFactorization).parameters:
+            extra["items"] = _catalogue(base)
+
+        def run(t: Table, seed: int) -> object:
+            from userdp.privacy import PrivacyBudget
+
+            model = MatrixFactorization(method=method, dim=4, steps=2, rating_range=RATING_RANGE,
+                                        seed=seed, **extra)  # fmt: skip
+            return model.fit((t.user, t.item, t.value), budget=PrivacyBudget(EPSILON, DELTA))
+
+        return run
+
+    return bind
+
+
+def _all() -> list[Mechanism]:
+    out = [
+        Mechanism("weighted_mean", "estimate", _mean(False, False)),
+        Mechanism("weighted_mean[public sizes]", "estimate", _mean(True, False)),
+        Mechanism("sample_limited_mean", "estimate", _mean(False, True)),
+        Mechanism("weighted_quantile", "estimate", _quantile(False, False)),
+        Mechanism("weighted_quantile[public sizes]", "estimate", _quantile(True, False)),
+        Mechanism("sample_limited_quantile", "estimate", _quantile(False, True)),
+        Mechanism("linreg[gwa]", "estimate", _regression("gwa")),
+        Mechanism("linreg[sample-limit]", "estimate", _regression("sample-limit")),
+        Mechanism("weighted_erm", "estimate", _erm(False), "steps=20 (default 100)"),
+        Mechanism("weighted_erm[public sizes]", "estimate", _erm(True), "steps=20 (default 100)"),
+    ]
+    for algorithm in ("mad2r", "mad", "basic", "dp-sips", "policy-gaussian", "greedy-update"):
+        out.append(Mechanism(f"select[{algorithm}]", "partition", _selection(algorithm)))
+    for method in ("adadpals", "dpals-uniform", "dpals-tail", "adadpsgd"):
+        out.append(Mechanism(f"recommend[{method}]", "recommend",
+                             notes="dim=4, steps=2 (defaults 32, 3)",
+                             bind=_factorization(method)))  # fmt: skip
+    return out
+
+
+#: Every audited release, by name.
+MECHANISMS: dict[str, Mechanism] = {m.name: m for m in _all()}

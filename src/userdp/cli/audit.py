@@ -1,0 +1,196 @@
+"""``userdp audit``: check userdp's declared sensitivities and epsilon on neighbouring data."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from userdp.exceptions import DataError, InvalidParameterError
+
+from .options import ExitCode, common_options, non_negative_int, positive_int, run_guarded
+
+__all__ = ["add_parser", "run"]
+
+logger = logging.getLogger("userdp.cli")
+
+PROG = "userdp audit"
+
+DESCRIPTION = """\
+Audit the releases of userdp (issue 12). Two checks:
+
+  sensitivity  every mechanism declares each noised statistic and its sensitivity; the auditor
+               reruns it with the same seed on neighbours of the data (each user removed in
+               turn up to --max-removals, the heaviest first; adversarial users added from the
+               data's own items: all-new items, the most popular items, extreme values; values
+               replaced for public-size models), replaying the released outputs, and reports
+               the largest change of each statistic against its bound. FAIL above the bound;
+               "randomness not replayable" where the data changed how much randomness was drawn
+               before a release (the change seen there is not evidence either way).
+  epsilon      empirical epsilon lower bounds (Clopper-Pearson, 95%) of the selection, mean and
+               quantile releases on constructed hard neighbours (--epsilon-runs per side).
+
+Default configuration of every capability (epsilon 1, delta 1e-5) on synthetic data of --users
+users, or on --input (columns user, item and optionally value). Exit status 0 when nothing
+failed, 1 when a bound was exceeded (like a failing test suite), 2 on bad input.
+"""
+
+EPILOG = """\
+examples:
+  userdp audit                         # every mechanism, full size (minutes)
+  userdp audit --mechanism weighted_mean --mechanism 'select[mad2r]' --json
+  userdp audit --list
+"""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``audit`` on the ``userdp`` subcommand parsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "audit",
+        parents=[common_options()],
+        help="Audit declared sensitivities and epsilon on neighbouring data.",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--mechanism",
+        action="append",
+        metavar="NAME",
+        default=None,
+        help="Audit only this mechanism (repeatable); see --list. Default: all.",
+    )
+    parser.add_argument(
+        "--capability",
+        choices=["estimate", "partition", "recommend"],
+        default=None,
+        help="Audit only this capability's mechanisms.",
+    )
+    parser.add_argument("--list", action="store_true", help="List the mechanisms and exit.")
+    parser.add_argument(
+        "--input",
+        metavar="FILE",
+        default=None,
+        help="CSV or Parquet file with columns 'user', 'item' and optionally "
+        "'value' to audit on. Default: synthetic data.",
+    )
+    parser.add_argument(
+        "--value-range",
+        nargs=2,
+        type=float,
+        metavar=("LO", "HI"),
+        default=(1.0, 5.0),
+        help="Declared range of --input's values. Default: 1 5.",
+    )
+    parser.add_argument(
+        "--users",
+        type=positive_int,
+        default=1000,
+        metavar="N",
+        help="Users in the synthetic data. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--max-removals",
+        type=non_negative_int,
+        default=100,
+        metavar="N",
+        help="Users removed one at a time per mechanism. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--epsilon-runs",
+        type=non_negative_int,
+        default=2000,
+        metavar="N",
+        help="Runs per side of each epsilon experiment; 0 skips them. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="Seed of the replayed runs and of the synthetic data. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--novel-items",
+        type=positive_int,
+        default=200_000,
+        metavar="N",
+        help="Items (a multiple of 200) held by the added user of the selection's novel-user "
+        "experiment, at most 100 runs per side. Default: %(default)s.",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="Print the report as JSON instead of tables."
+    )
+    parser.set_defaults(handler=lambda args: run_guarded(PROG, run, args), parser=parser)
+    return parser  # fmt: skip
+
+
+def _read_input(path: str, value_range: tuple[float, float]) -> Any:
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from userdp.audit import Table
+
+    p = Path(path)
+    suffixes = [s.lower() for s in p.suffixes]
+    table = pq.read_table(p) if suffixes[-1:] in ([".parquet"], [".pq"]) else pacsv.read_csv(p)
+    missing = [c for c in ("user", "item") if c not in table.column_names]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {', '.join(map(repr, missing))}; found "
+                        f"{', '.join(map(repr, table.column_names))}.")  # fmt: skip
+    if table.num_rows == 0:
+        raise DataError(f"{path}: no rows.")
+    _, user = np.unique(table.column("user").to_numpy(zero_copy_only=False), return_inverse=True)
+    _, item = np.unique(table.column("item").to_numpy(zero_copy_only=False), return_inverse=True)
+    value = None
+    if "value" in table.column_names:
+        value = np.clip(table.column("value").to_numpy(zero_copy_only=False).astype(np.float64),
+                        *value_range)  # fmt: skip
+    lo, hi = value_range
+    if not lo < hi:
+        raise InvalidParameterError(f"--value-range must have LO < HI; got {lo!r} {hi!r}.")
+    return Table(user=user.astype(np.int64), item=item.astype(np.int64), value=value,
+                 value_range=(float(lo), float(hi)))  # fmt: skip
+
+
+def _names(args: argparse.Namespace, table: Any) -> list[str]:
+    from userdp.audit import MECHANISMS
+
+    names = list(args.mechanism) if args.mechanism else list(MECHANISMS)
+    unknown = [n for n in names if n not in MECHANISMS]
+    if unknown:
+        raise InvalidParameterError(f"Unknown mechanism(s) {', '.join(map(repr, unknown))}; "
+                                    "run 'userdp audit --list'.")  # fmt: skip
+    if args.capability:
+        names = [n for n in names if MECHANISMS[n].capability == args.capability]
+    if table is not None and (table.value is None or table.x is None):
+        skipped = [n for n in names if MECHANISMS[n].capability != "partition"]
+        if skipped:
+            logger.warning("skipped (need values and features): %s", ", ".join(skipped))
+        names = [n for n in names if MECHANISMS[n].capability == "partition"]
+    return names
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the audit and print the report; exit 1 when it found a violation."""
+    from userdp.audit import MECHANISMS, run_audit
+
+    if args.list:
+        for name, mech in MECHANISMS.items():
+            print(f"{name}\t{mech.capability}")
+        return ExitCode.OK
+    table = _read_input(args.input, tuple(args.value_range)) if args.input else None
+    names = _names(args, table)
+    logger.info("auditing %d mechanisms", len(names))
+    report = run_audit(names, table=table, users=args.users, max_removals=args.max_removals,
+                       seed=args.seed, epsilon_runs=args.epsilon_runs,
+                       epsilon_scale=max(1, args.novel_items // 200))  # fmt: skip
+    print(report.to_json() if args.json else report.table())
+    if args.json and not args.quiet:
+        print(f"{PROG}: {'FAIL' if report.failed else 'pass'}; worst ratio "
+              f"{report.worst_ratio:.4f}; {report.seconds:.1f} s", file=sys.stderr)  # fmt: skip
+    return ExitCode.FAILURE if report.failed else ExitCode.OK

@@ -1,0 +1,205 @@
+"""The auditor (issue 12, item 5): record/replay sensitivity audit and epsilon lower bounds."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import userdp.estimate.mean as mean_module
+from userdp.audit import (
+    EXPERIMENTS,
+    MECHANISMS,
+    Table,
+    audit_sensitivity,
+    audit_table,
+    clopper_pearson,
+    epsilon_lower_bound,
+    neighbours,
+    run_audit,
+    run_experiment,
+)
+from userdp.audit.epsilon import event_epsilon_bound
+from userdp.audit.neighbours import Neighbour
+from userdp.audit.replay import compare_releases
+from userdp.cli import main
+from userdp.estimate.weighting import smooth_weights
+from userdp.privacy import NoiseSource, Release, recording
+
+SMALL = dict(max_removals=4)
+
+
+@pytest.fixture(scope="module")
+def small_table() -> Table:
+    return audit_table(25, 20, seed=3)
+
+
+# -- sensitivity audit of every release of every capability -------------------------------------
+@pytest.mark.parametrize("name", list(MECHANISMS))
+def test_every_release_of_every_capability_stays_within_its_declared_sensitivity(name, small_table):
+    run = MECHANISMS[name].runner(small_table)
+    rows, notes = audit_sensitivity(name, run, small_table, **SMALL)
+    failed = [
+        (r.statistic, r.norm, r.ratio, r.worst_neighbour) for r in rows if r.verdict == "FAIL"
+    ]
+    assert not failed
+    if MECHANISMS[name].capability == "estimate":
+        assert rows, notes  # the estimators' releases go through the hook (issue 12)
+        assert all(r.compared + r.not_replayable > 0 for r in rows)
+
+
+def test_replay_makes_every_step_of_noisy_gradient_descent_comparable(small_table):
+    rows, _ = audit_sensitivity("erm", MECHANISMS["weighted_erm"].run, small_table, **SMALL)
+    (grad,) = [r for r in rows if r.statistic == "erm.gradient_sum"]
+    assert grad.not_replayable == 0
+    assert grad.compared >= 20 * 5  # 20 steps x several neighbours, all at the same history
+    assert 0.5 < grad.ratio <= 1.0 + 1e-9  # the bound L*h is reached, never exceeded
+
+
+# -- a deliberately broken sensitivity must FAIL ---------------------------------------------------
+def test_a_weight_one_percent_over_its_bound_fails_the_audit(monkeypatch, small_table):
+    """Each user's weights sum to 1.01 h while the mean's release still declares h hw and h."""
+
+    def inflated(codes, sizes, h):
+        return 1.01 * smooth_weights(codes, sizes, h)
+
+    monkeypatch.setattr(mean_module, "smooth_weights", inflated)
+    rows, _ = audit_sensitivity("broken", MECHANISMS["weighted_mean"].run, small_table, **SMALL)
+    (total,) = [r for r in rows if r.statistic == "mean.sum"]
+    assert total.verdict == "FAIL"
+    assert total.ratio == pytest.approx(1.01, rel=1e-6)
+
+
+def test_a_test_only_count_with_an_understated_bound_fails():
+    """Per-item counts of each user's first 3 records, each weighted 1.01, declared l2 sqrt(3)."""
+    cap = 3
+
+    def run(table: Table, seed: int) -> None:
+        order = np.lexsort((np.arange(table.n_records), table.user))
+        first = np.r_[True, table.user[order][1:] != table.user[order][:-1]]
+        rank = np.arange(order.size) - np.maximum.accumulate(
+            np.where(first, np.arange(order.size), 0)
+        )
+        kept = table.item[order][rank < cap]
+        labels, counts = np.unique(kept, return_counts=True)
+        NoiseSource(seed).add_gaussian(1.01 * counts, 1.0, statistic="toy.counts",
+                                       l2=np.sqrt(cap), index=labels)  # fmt: skip
+
+    rows, _ = audit_sensitivity("toy", run, audit_table(20, 15, seed=1), **SMALL)
+    assert [r.verdict for r in rows] == ["FAIL"]
+    assert rows[0].ratio == pytest.approx(1.01, rel=1e-9)
+
+
+def test_cli_audit_exits_1_on_a_broken_bound_and_prints_the_failing_row(monkeypatch, capsys):
+    def inflated(codes, sizes, h):
+        return 1.01 * smooth_weights(codes, sizes, h)
+
+    monkeypatch.setattr(mean_module, "smooth_weights", inflated)
+    code = main(["audit", "--mechanism", "weighted_mean", "--users", "25", "--max-removals", "3",
+                 "--epsilon-runs", "0"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 1
+    assert any("mean.sum" in line and "FAIL" in line and "1.0100" in line
+               for line in out.splitlines())  # fmt: skip
+
+
+# -- randomness that is not per user is reported, not hidden ---------------------------------------
+def test_sequential_random_sampling_is_reported_as_not_replayable(small_table):
+    rows, _ = audit_sensitivity("limit", MECHANISMS["sample_limited_mean"].run, small_table,
+                                **SMALL)  # fmt: skip
+    total = next(r for r in rows if r.statistic == "mean.sum")
+    assert total.not_replayable > 0
+    assert total.verdict == "randomness not replayable"
+
+
+# -- alignment and neighbours --------------------------------------------------------------------
+def test_statistics_are_aligned_by_their_labels_with_missing_labels_as_zero():
+    a = Release("c", np.array([2.0, 1.0, 4.0]), l1=1.0, index=np.array([10, 30, 40]))
+    b = Release("c", np.array([5.0, 2.0]), l1=1.0, index=np.array([5, 10]))
+    nb = Neighbour("n", "add-remove", Table(user=np.zeros(0, dtype=np.int64)))
+    (c,) = compare_releases([a], [b], nb)
+    # labels 5, 10, 30, 40: differences -5, 0, 1, 4 (not the positional 2-5, 1-2)
+    assert c.change == {"l1": 10.0, "l2": pytest.approx(np.sqrt(42.0)), "linf": 5.0}
+
+
+def test_neighbours_remove_the_heaviest_first_and_add_users_from_the_datas_items():
+    t = Table(user=np.array([0, 0, 0, 1, 2, 2]), item=np.array([5, 6, 7, 5, 5, 6]),
+              value=np.array([1.0, 2, 3, 4, 5, 1]), value_range=(1.0, 5.0))  # fmt: skip
+    nbs = neighbours(t, max_removals=2, heaviest=1, seed=0)
+    assert nbs[0].label == "removed user 0"
+    added = {nb.label: nb.table for nb in nbs if nb.label.startswith("added")}
+    new = added["added: all-new items"]
+    assert set(new.item[new.user == 3].tolist()).isdisjoint({5, 6, 7})
+    popular = added["added: most popular items"]
+    assert popular.item[popular.user == 3][0] == 5
+    assert set(added["added: extreme low values"].value[-3:].tolist()) == {1.0}
+
+
+# -- epsilon lower bounds ------------------------------------------------------------------------
+def test_clopper_pearson_matches_the_binomial_tails():
+    """Independent computation: the interval ends solve the exact binomial tail equations."""
+    for k, n in [(0, 50), (3, 50), (25, 50), (50, 50)]:
+        lo, hi = clopper_pearson(k, n, alpha=0.05)
+        if k > 0:
+            assert stats.binom.sf(k - 1, n, lo) == pytest.approx(0.025, rel=1e-6)
+        if k < n:
+            assert stats.binom.cdf(k, n, hi) == pytest.approx(0.025, rel=1e-6)
+
+
+def test_epsilon_lower_bound_flags_laplace_noise_four_times_too_small():
+    rng = np.random.default_rng(0)
+
+    def laplace(scale):
+        return lambda side, seed: float(side + rng.laplace(0.0, scale))
+
+    too_small = event_epsilon_bound(laplace(0.25), None, runs=3000, delta=0.0)[2]
+    correct = event_epsilon_bound(laplace(1.0), None, runs=3000, delta=0.0)[2]
+    assert too_small > 1.0  # declared epsilon 1, really 4
+    assert correct <= 1.0
+    assert epsilon_lower_bound(0, 100, 50, 100, 1e-5) > 1.0  # the shape of a delta violation
+
+
+@pytest.mark.parametrize("exp", EXPERIMENTS, ids=lambda e: f"{e.mechanism}:{e.event_label}")
+def test_no_hard_neighbour_experiment_shows_more_than_the_declared_epsilon(exp):
+    bound = run_experiment(exp, runs=30)
+    assert bound.verdict == "consistent", bound
+
+
+def test_cli_audit_json_reports_rows_and_bounds(capsys):
+    code = main(["audit", "--mechanism", "weighted_quantile", "--users", "20", "--max-removals",
+                 "2", "--epsilon-runs", "10", "--json", "-q"])  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert {r["statistic"] for r in report["sensitivity"]} >= {"quantile.utility"}
+    assert report["epsilon_lower_bounds"][0]["mechanism"] == "weighted_quantile"
+
+
+def test_cli_audit_rejects_an_unknown_mechanism(capsys):
+    assert main(["audit", "--mechanism", "nope", "--epsilon-runs", "0"]) == 2
+    assert "Unknown mechanism" in capsys.readouterr().err
+
+
+def test_run_audit_refuses_unknown_names():
+    with pytest.raises(ValueError, match="Unknown mechanism"):
+        run_audit(["nope"])
+
+
+def test_recording_is_inactive_outside_the_auditor():
+    with recording() as releases:
+        pass
+    assert releases == []
+
+
+def test_cli_audits_a_given_file_and_names_a_missing_column(tmp_path, capsys):
+    good = tmp_path / "pairs.csv"
+    good.write_text("user,item\n" + "".join(f"{u},{u % 7}\n" for u in range(60)))
+    code = main(["audit", "--input", str(good), "--mechanism", "select[basic]", "--max-removals",
+                 "2", "--epsilon-runs", "0"])  # fmt: skip
+    assert code == 0
+    assert "select[basic]" in capsys.readouterr().out
+    bad = tmp_path / "bad.csv"
+    bad.write_text("person,item\n1,2\n")
+    assert main(["audit", "--input", str(bad), "--epsilon-runs", "0"]) == 2
+    assert "missing column(s) 'user'" in capsys.readouterr().err

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
-import json
 import sys
 import time
 from pathlib import Path
@@ -41,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from partition_selection import HERE, log, machine, pyplot, versions
+from _harness import RESULTS, SHARED_DATA, finish, log, machine, pyplot, versions
 from userdp.data.synthetic import zipf_regression, zipf_user_values
 from userdp.estimate.erm import WeightedERM
 from userdp.estimate.mean import sample_limited_mean, weighted_mean
@@ -58,7 +57,7 @@ from userdp.estimate.weighting import (
 EPSILONS = (1.0, 2.0, 3.0)
 ALPHAS = (1.25, 1.5, 2.0, 2.5, 3.0)
 BOUNDS = (0.0, 10.0)
-DEFAULT_DRUGS = HERE.parent.parent / "shared/data/contrib/drugs_xyu_derived.csv.gz"
+DEFAULT_DRUGS = SHARED_DATA / "contrib/drugs_xyu_derived.csv.gz"
 
 
 def _mse(errors: list[float]) -> dict[str, float]:
@@ -405,7 +404,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=500, help="Repetitions per mean setting.")
     p.add_argument("--drugs", type=Path, default=DEFAULT_DRUGS)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", type=Path, default=HERE / "results")
+    p.add_argument("--out", type=Path, default=RESULTS)
     return p.parse_args(argv)
 
 
@@ -446,11 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     log("[erm]")
     results["erm"] = [erm_setting(eps, 2 if args.quick else 5) for eps in EPSILONS]
     results["seconds"] = time.perf_counter() - started
-    path = args.out / "contribution_bounding.json"
-    path.write_text(json.dumps(results, indent=1, default=float))
-    files = plots(results, args.out)
-    print_summary(results)
-    print(f"\nwrote {path}" + "".join(f"\nwrote {f}" for f in files))
+    finish(results, args.out, "contribution_bounding", plots, print_summary)
     return 0
 
 

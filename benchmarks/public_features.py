@@ -24,7 +24,6 @@ the evaluated data. Writes ``benchmarks/results/public_features_results.json`` a
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from partition_selection import HERE, log, machine, pyplot, versions
+from _harness import RESULTS, finish, log, machine, pyplot, versions
 from recommend import DEFAULT_MOVIELENS, EPSILONS, score_rmse, union
 from userdp.data.features import movielens_item_features, movielens_user_features
 from userdp.data.movielens import load_movielens
@@ -239,7 +238,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--synthetic-ratings", type=int, default=10_000_054)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", type=Path, default=HERE / "results")
+    p.add_argument("--out", type=Path, default=RESULTS)
     return p.parse_args(argv)
 
 
@@ -275,11 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     label = "synthetic-10M" if n >= 10_000_000 else f"synthetic-{n // 1_000_000}M"
     results["utility"][label] = utility(label, syn, fams, (0.5, 5.0), 1, METHODS, False)
     results["seconds"] = time.perf_counter() - started
-    path = args.out / "public_features_results.json"
-    path.write_text(json.dumps(results, indent=1, default=float))
-    files = plots(results, args.out)
-    print_summary(results)
-    print(f"\nwrote {path}" + "".join(f"\nwrote {f}" for f in files))
+    finish(results, args.out, "public_features_results", plots, print_summary)
     return 0
 
 

@@ -30,7 +30,6 @@ Writes ``benchmarks/results/recommend_results.json`` and PNGs, and prints a summ
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -40,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from partition_selection import HERE, log, machine, pyplot, versions
+from _harness import RESULTS, SHARED_DATA, finish, log, machine, pyplot, versions
 from userdp.data.movielens import load_movielens
 from userdp.data.ratings import Ratings
 from userdp.data.synthetic import lowrank_ratings, multitask_regression
@@ -69,7 +68,7 @@ PRIVATE = ("dpals-uniform", "dpals-tail", "adadpals", "dpsgd-uniform", "dpsgd-ta
 # Beyond the paper: AdaDPALS that trains only the items whose private count clears the noise.
 VARIANTS = {"adadpals+cutoff": ("adadpals", {"min_item_count": "auto"})}
 ALL = (*PRIVATE, *VARIANTS)
-DEFAULT_MOVIELENS = HERE.parent.parent / "shared/data/movielens"
+DEFAULT_MOVIELENS = SHARED_DATA / "movielens"
 SMALL_SETS = ("ml-100k", "ml-latest-small")
 DIM = 16
 GD_STEPS = 20  # noisy GD steps in the Appendix C experiment
@@ -572,7 +571,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="Skip the MovieLens sets, Appendix C and timings: the synthetic ML10M run alone.",
     )
-    p.add_argument("--out", type=Path, default=HERE / "results")
+    p.add_argument("--out", type=Path, default=RESULTS)
     return p.parse_args(argv)
 
 
@@ -616,11 +615,7 @@ def main(argv: list[str] | None = None) -> int:
         results["timing"] = step_times(syn)
     results["seconds"] = time.perf_counter() - started
     suffix = "" if args.item_set == "catalogue" else "_private_items"
-    path = args.out / f"recommend_results{suffix}.json"
-    path.write_text(json.dumps(results, indent=1, default=float))
-    files = plots(results, args.out)
-    print_summary(results)
-    print(f"\nwrote {path}" + "".join(f"\nwrote {f}" for f in files))
+    finish(results, args.out, f"recommend_results{suffix}", plots, print_summary)
     return 0
 
 

@@ -1,0 +1,140 @@
+"""What every benchmark script shares: logging, machine and version facts, memory peaks, and
+writing the JSON + PNG results with a printed summary.
+
+Benchmarks are scripts (``python benchmarks/NAME.py``), so this module is imported by its
+plain name from the ``benchmarks/`` folder; the scripts import nothing from each other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import time
+from collections.abc import Callable, Iterable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "HERE",
+    "RESULTS",
+    "SHARED_DATA",
+    "finish",
+    "log",
+    "machine",
+    "peak_mb",
+    "pyplot",
+    "reset_peak",
+    "versions",
+]
+
+HERE = Path(__file__).resolve().parent
+#: Default output folder (git-ignored).
+RESULTS = HERE / "results"
+#: The team's benchmark datasets (never committed; every benchmark skips what is absent).
+SHARED_DATA = HERE.parent.parent / "shared" / "data"
+
+_PACKAGES = ("userdp", "numpy", "scipy", "pyarrow", "dp-accounting", "pyspark", "matplotlib")
+
+
+def log(msg: str) -> None:
+    """One time-stamped progress line on stdout."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def versions(extra: Iterable[str] = ()) -> dict[str, str]:
+    """Python's and the named packages' versions ("not installed" when absent)."""
+    out = {"python": platform.python_version()}
+    for pkg in (*_PACKAGES, *extra):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def machine() -> dict[str, Any]:
+    """Platform, CPU model and count, total memory: what a timing depends on."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "cpu_count": os.cpu_count(),
+    }
+    try:
+        with open("/proc/meminfo") as f:
+            info["mem_total_kb"] = int(f.readline().split()[1])
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu_model"] = line.split(":", 1)[1].strip()
+                    break
+        info["load_average"] = os.getloadavg()
+    except OSError:
+        pass
+    return info
+
+
+def peak_mb() -> float:
+    """Peak RSS of this process in MiB: VmHWM from /proc (resettable), else ru_maxrss.
+
+    ru_maxrss alone is not used when /proc is there: Linux carries it over from the parent
+    across fork+exec, so a child of a big parent starts with the parent's peak.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def reset_peak() -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0: write 5 to /proc/self/clear_refs)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the file-only Agg backend, or None (logged) when not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib not installed: no PNGs (pip install -e '.[bench]')")
+        return None
+    return plt
+
+
+def finish(
+    results: dict[str, Any],
+    out_dir: Path,
+    name: str,
+    plots: Callable[[dict[str, Any], Path], list[str]] | None = None,
+    summary: Callable[[dict[str, Any]], None] | None = None,
+) -> Path:
+    """Write ``results`` to ``out_dir/NAME.json``, draw the PNGs, print the summary.
+
+    Machine facts and versions are added when the script did not record them. Returns the
+    JSON path; every written file is printed last, so a reader finds them.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results.setdefault("machine", machine())
+    results.setdefault("versions", versions())
+    pngs = plots(results, out_dir) if plots is not None else []
+    results["pngs"] = [str(p) for p in pngs]
+    path = out_dir / f"{name}.json"
+    path.write_text(json.dumps(results, indent=1, default=float))
+    if summary is not None:
+        summary(results)
+    print("".join(f"\nwrote {f}" for f in (path, *pngs)))
+    return path

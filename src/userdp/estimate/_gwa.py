@@ -15,13 +15,12 @@ References
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import linalg, optimize, sparse
 
-from userdp._validation import check_int, check_real
+from userdp._validation import check_int, check_real, warn
 from userdp.estimate.weighting import check_features, factorize_users
 from userdp.exceptions import DataError
 
@@ -439,12 +438,11 @@ def _solve_codes(
     lower = float(min(lower, objective))
     converged = bool(objective - lower <= tol * objective)
     if not objective - lower <= 1e-3 * objective:
-        warnings.warn(
+        warn(
             f"solve_gwa stopped {(objective - lower) / objective:.2g} (relative) above the "
             f"optimum after {n_iter} Newton iterations; the estimator is still unbiased and "
             "private, only less accurate. Consider raising 'max_iter'.",
             UserWarning,
-            stacklevel=3,
         )
     return GWASolution(dz.unsort(c), objective, t, lower, n_iter, converged)
 

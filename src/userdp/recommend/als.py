@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 from scipy import sparse
 
 from userdp._validation import check_choice, check_int, check_real
+from userdp.data.io import check_model_file
 from userdp.data.ratings import as_ratings
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
 from userdp.multitask._kernels import batched, segment_offsets, segment_statistics
@@ -766,6 +767,7 @@ class MatrixFactorization:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> MatrixFactorization:
         """Read a model written by :meth:`save`."""
+        check_model_file(path)  # empty, truncated or foreign files: one clear DataError
         try:
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(str(z["meta"]))

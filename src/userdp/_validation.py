@@ -86,6 +86,23 @@ def check_real(
     return v
 
 
+def check_budget(value: object, caller: str, *, none: bool = True) -> Any:
+    """Check that ``value`` is a :class:`~userdp.privacy.PrivacyBudget` (or None if allowed).
+
+    A tuple such as ``(5.0, 1e-5)`` is refused with the fix, instead of an AttributeError
+    deep inside training.
+    """
+    from userdp.privacy.budget import PrivacyBudget  # the budget module imports this one
+
+    if (value is None and none) or isinstance(value, PrivacyBudget):
+        return value
+    raise InvalidParameterError(
+        f"The 'budget' parameter of {caller} must be a PrivacyBudget"
+        f"{' or None' if none else ''}. Got {value!r} instead. Build one with "
+        "PrivacyBudget(epsilon=..., delta=...)."
+    )
+
+
 def check_int(
     value: object, name: str, caller: str, *, low: int | None = None, high: int | None = None
 ) -> int:

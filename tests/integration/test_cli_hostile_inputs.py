@@ -283,6 +283,10 @@ def test_delimiter_option(files, tmp_path, capsys):
     argv = ["estimate", "mean", str(p), "--epsilon", "1", "--bounds", "0", "1", "--seed", "1"]
     assert main([*argv, "--delimiter", ";"]) == 0
     capsys.readouterr()
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text(files["pairs"].read_text().replace(",", "\t"))
+    assert main(["select", str(pairs), *EPS_DELTA, "--seed", "1", "--delimiter", "tab"]) == 0
+    assert capsys.readouterr().out == "a\nthe\n"
 
 
 def test_empty_string_ids_are_refused_with_row_and_column(tmp_path, capsys):
@@ -389,3 +393,15 @@ def test_interrupt_during_imports_prints_one_line_and_exits_130():
     )
     assert done.returncode == ExitCode.INTERRUPTED
     assert done.stderr == "userdp: interrupted\n"
+
+
+def test_recommend_reports_duplicate_ratings(tmp_path, capsys):
+    """Issue 12: a repeated (user, item) rating silently kept the last one."""
+    p = tmp_path / "ratings.csv"
+    rows = [f"u{u},i{i},{1 + (u + i) % 5}\n" for u in range(40) for i in range(5)]
+    p.write_text("user,item,rating\n" + "".join(rows) + "u0,i0,5\nu1,i1,5\n")
+    argv = ["recommend", "train", str(p), "-o", str(tmp_path / "m.npz"), "--method", "als",
+            "--dim", "2", "--steps", "1", "--seed", "0"]  # fmt: skip
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "2 input rows repeated earlier (user, item) ratings" in err

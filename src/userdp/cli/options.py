@@ -343,12 +343,14 @@ def report_duplicates(n_duplicates: int, what: str = "(user, item) pairs") -> No
     Duplicates are never dropped silently: select and recommend report them the same way.
     """
     if n_duplicates:
+        kept = "the last rating of each is kept" if "rating" in what else "each counts once"
         logger.warning(
-            "%d input row%s repeated earlier %s; %s.",
+            "%d input row%s repeated earlier %s; %s (an exact count, for the operator only; "
+            "not differentially private).",
             n_duplicates,
             "" if n_duplicates == 1 else "s",
             what,
-            "each pair counts once" if "rating" not in what else "the last rating of each is kept",
+            kept,
         )
 
 

@@ -67,8 +67,10 @@ from .options import (
     atomic_output,
     check_output_path,
     common_options,
+    delimiter,
     non_negative_int,
     positive_int,
+    report_duplicates,
     run_guarded,
 )
 
@@ -397,6 +399,11 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
         help="Format of ratings files, when the file name does not tell it. Default: from the "
         "file name.",
     )
+    data.add_argument(
+        "--delimiter", type=delimiter, default=None, metavar="CHAR",
+        help="Field separator of CSV/TSV ratings files, one character or 'tab'. Default: ',' "
+        "for CSV, tab for TSV.",
+    )  # fmt: skip
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -574,7 +581,7 @@ def _movielens_spec(path: Path) -> MovieLensSpec | None:
 def _read_ratings_table(path: str, args: argparse.Namespace) -> pa.Table:
     """A ratings file as a table with columns user, item and rating (float64)."""
     cols = (args.user_column, args.item_column, args.rating_column)
-    table = read_table(path, columns=cols, format=args.format)  # type: ignore[arg-type]
+    table = read_table(path, columns=cols, format=args.format, delimiter=args.delimiter)
     for col in cols:
         if col not in table.column_names:
             raise DataError(
@@ -607,8 +614,9 @@ def _load(path: str, args: argparse.Namespace) -> tuple[Ratings, MovieLensSpec |
     if spec is not None:
         logger.info("Reading MovieLens %s from %s.", spec.name, path)
         return load_movielens(path, name=spec.name), spec
-    table = _read_ratings_table(path, args)
-    return Ratings.from_table(table), None
+    ratings = Ratings.from_table(_read_ratings_table(path, args))
+    report_duplicates(ratings.duplicates_dropped, "(user, item) ratings")
+    return ratings, None
 
 
 def _rating_range(

@@ -26,8 +26,10 @@ from userdp.partition.api import ALGORITHMS, select_partitions
 from .options import (
     Progress,
     atomic_output,
+    check_column_roles,
     check_output_path,
     common_options,
+    delimiter,
     input_size,
     non_negative_int,
     positive_int,
@@ -95,6 +97,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         choices=FORMATS,
         default=None,
         help="Input format, when the file name does not tell it. Default: from the file name.",
+    )
+    data.add_argument(
+        "--delimiter",
+        type=delimiter,
+        default=None,
+        metavar="CHAR",
+        help="Field separator of a CSV/TSV INPUT, one character or 'tab' (local engine). "
+        "Default: ',' for CSV, tab for TSV.",
     )
     data.add_argument(
         "--engine",
@@ -190,6 +200,7 @@ def _check_parameters(args: argparse.Namespace) -> dict[str, Any]:
         raise InvalidParameterError(f"--epsilon must be a finite number > 0; got {args.epsilon:g}.")
     if not (math.isfinite(args.delta) and 0 < args.delta < 1):
         raise InvalidParameterError(f"--delta must be in (0, 1); got {args.delta:g}.")
+    check_column_roles({"--user-column": args.user_column, "--item-column": args.item_column})
     options: dict[str, Any] = {
         "seed": args.seed,
         "user_column": args.user_column,
@@ -263,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
                 item_column=args.item_column,
                 format=args.format,
                 header=args.header,
+                delimiter=args.delimiter,
             )
             logger.info("Read %s.", data)
         with progress.stage("select"):

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import sparse
 
-from userdp._validation import check_choice, check_int, check_real
+from userdp._validation import check_budget, check_choice, check_int, check_real
 from userdp.data.io import check_model_file
 from userdp.data.ratings import as_ratings
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
@@ -330,6 +330,7 @@ class MatrixFactorization:
     # -- validation -----------------------------------------------------------------------------
     def _validate(self, budget: PrivacyBudget | None) -> None:
         name = "MatrixFactorization"
+        check_budget(budget, f"{name}.fit")
         check_choice(self.method, "method", name, METHODS)
         check_int(self.dim, "dim", name, low=1)
         check_int(self.steps, "steps", name, low=1)

@@ -405,3 +405,16 @@ def test_recommend_reports_duplicate_ratings(tmp_path, capsys):
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "2 input rows repeated earlier (user, item) ratings" in err
+
+
+def test_pairs_dropped_by_the_cap_are_counted_per_round(tmp_path, capsys):
+    """Issue 12: the summary added the rounds' drops ("1991267 pairs dropped" of 1M pairs)."""
+    p = tmp_path / "pairs.csv"
+    p.write_text("user,item\n" + "".join(f"u{u},i{i}\n" for u in range(200) for i in range(10)))
+    argv = ["select", str(p), *EPS_DELTA, "--seed", "1", "--max-items-per-user", "4", "-v"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    line = next(ln for ln in err.splitlines() if "dropped by the per-user cap" in ln)
+    counts = [int(w) for w in line.replace(",", " ").split() if w.isdigit()]
+    assert "1200 in round 1" in line
+    assert all(n <= 2000 for n in counts)

@@ -42,6 +42,7 @@ __all__ = [
     "positive_int",
     "report_duplicates",
     "run_guarded",
+    "start_spark",
 ]
 
 logger = logging.getLogger("userdp")
@@ -412,6 +413,35 @@ def atomic_output(path: Path, *, overwrite: bool) -> Iterator[Path]:
             tmp.unlink()
 
 
+def start_spark(master: str | None, *, verbose: int = 0) -> Any:
+    """Start (or reuse) the Spark session for a CLI command, without console noise.
+
+    The JVM inherits the process's stderr when it is launched, and prints its start-up notes,
+    log4j lines and stage progress bars there (even with ``-q`` and without a terminal). So
+    the launch happens with file descriptor 2 pointed at ``os.devnull`` (restored at once for
+    Python), progress bars are off, and Spark's own log level is ERROR. Errors still reach
+    the command as exceptions (one line each, see :func:`run_guarded`). ``-vv`` keeps Spark's
+    console output, for debugging.
+    """
+    from userdp.spark import spark_session
+
+    config = {"spark.ui.showConsoleProgress": "false"}
+    if verbose >= 2:
+        return spark_session(master, config=config)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        session = spark_session(master, config=config)
+        session.sparkContext.setLogLevel("ERROR")
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    return session
+
+
 #: Exceptions raised by Spark (through py4j) on bad input: exit 2 with their first line.
 _SPARK_ERRORS = ("py4j.protocol", "pyspark.errors", "pyspark.sql.utils")
 #: Longest error message printed without --debug (Java stack traces can be 15,000 characters).
@@ -466,8 +496,10 @@ def _describe(err: BaseException) -> str:
         return one_line(f"{where}{err.strerror}")
     if isinstance(err, UserDPError):
         return one_line(err) if str(err) else type(err).__name__
-    if _is_spark_error(err):  # a Java stack trace: its first non-empty line is the message
-        text = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), "")
+    if _is_spark_error(err):  # a Java stack trace: its first line that says something
+        lines = [ln.strip().lstrip(": ").strip() for ln in str(err).splitlines()]
+        useful = [ln for ln in lines if ln and not ln.startswith("An error occurred while")]
+        text = useful[0] if useful else ""
     else:
         text = str(err)
     text = one_line(text) if text.strip() else type(err).__name__

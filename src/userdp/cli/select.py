@@ -34,6 +34,7 @@ from .options import (
     non_negative_int,
     positive_int,
     run_guarded,
+    start_spark,
 )
 
 __all__ = ["add_parser", "run"]
@@ -308,7 +309,6 @@ def _run_spark(
 ) -> int:
     """``--engine spark``: read, select and write through Spark; items never all on the driver."""
     from userdp.partition import spark as engine
-    from userdp.spark import spark_session
 
     progress = Progress(
         ["start Spark", "read", "select", "write"],
@@ -316,7 +316,7 @@ def _run_spark(
     )
     try:
         with progress.stage("start Spark"):
-            session = spark_session(args.spark_master)
+            session = start_spark(args.spark_master, verbose=args.verbose)
         with progress.stage("read"):
             fmt = args.format or infer_format(args.input)
             frame = engine.read(args.input, format=fmt, header=args.header, spark=session)
@@ -402,10 +402,10 @@ def _summary(result: SelectionResult | SparkSelectionResult, seconds: float) -> 
     counts = [f"{d.n_users} users", f"{d.n_pairs} distinct (user, item) pairs"]
     if d.duplicates_dropped:
         counts.append(f"{d.duplicates_dropped} duplicate rows dropped")
-    if sum(d.pairs_dropped_by_capping):
-        counts.append(
-            f"{sum(d.pairs_dropped_by_capping)} pairs dropped by the per-user cap (all rounds)"
-        )
+    if any(d.pairs_dropped_by_capping):  # per round: a pair may be dropped in several rounds
+        rounds = enumerate(d.pairs_dropped_by_capping, start=1)
+        per_round = ", ".join(f"{n} in round {r}" for r, n in rounds)
+        counts.append(f"pairs dropped by the per-user cap: {per_round}")
     note = (
         f"{PROG}: note: the input counts are exact, for the operator only; they are not "
         "differentially private and are not part of the release."

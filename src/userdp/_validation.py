@@ -103,6 +103,24 @@ def check_budget(value: object, caller: str, *, none: bool = True) -> Any:
     )
 
 
+def first_non_float(values: object) -> str:
+    """Where the first element that is not a float sits, as text for a message (no value).
+
+    For errors on arrays given to the API: "'values' must be an array of floats (first bad
+    element at index 3)" instead of NumPy's "could not convert string to float: 'alice'".
+    """
+    try:
+        flat = np.asarray(values, dtype=object).ravel()
+    except (TypeError, ValueError):
+        return "ragged or not an array"
+    for k, v in enumerate(flat):
+        try:
+            float(v)
+        except (TypeError, ValueError):
+            return f"first bad element at flat index {k}"
+    return "not convertible"
+
+
 def check_int(
     value: object, name: str, caller: str, *, low: int | None = None, high: int | None = None
 ) -> int:

@@ -418,3 +418,11 @@ def test_pairs_dropped_by_the_cap_are_counted_per_round(tmp_path, capsys):
     counts = [int(w) for w in line.replace(",", " ").split() if w.isdigit()]
     assert "1200 in round 1" in line
     assert all(n <= 2000 for n in counts)
+
+
+def test_recommend_unparsable_rating_names_row_not_value(tmp_path, capsys):
+    p = tmp_path / "ratings.csv"
+    p.write_text("user,item,rating\nu1,a,4\nu2,b,carol-secret-diagnosis\n")
+    argv = ["recommend", "train", str(p), "-o", str(tmp_path / "m.npz"), "--method", "als"]
+    line = _fails_cleanly(argv, capsys, "userdp recommend train")
+    assert SECRET not in line and "'rating'" in line and "row 1" in line

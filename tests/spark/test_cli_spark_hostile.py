@@ -46,4 +46,4 @@ def test_truncated_parquet_is_one_short_line(spark, tmp_path, capsys):
     assert out == ""
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("userdp select: error: ")
-    assert len(lines[0]) < 400
+    assert len(lines[0]) < 700  # was 15,000 characters of Java stack

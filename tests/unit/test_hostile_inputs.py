@@ -197,3 +197,19 @@ def test_a_tuple_budget_is_an_invalid_parameter_not_an_attribute_error(cls):
     ratings = {"user": ["a", "b"], "item": ["x", "y"], "rating": [1.0, 2.0]}
     with pytest.raises(InvalidParameterError, match="PrivacyBudget"):
         model.fit(ratings, budget=(5.0, 1e-5))
+
+
+def test_estimator_input_errors_name_the_index_not_the_value():
+    values = [0.5, 0.6, "alice@example.com"]
+    with pytest.raises(DataError, match="index 2") as info:
+        weighted_mean(values, [1, 2, 3], epsilon=1.0, bounds=(0, 1), seed=0)
+    assert "alice" not in str(info.value)
+
+
+def test_reader_conversion_errors_hide_the_value():
+    from userdp.data.io import safe_message
+
+    err = pa.ArrowInvalid("In CSV column #1: CSV conversion error to double: invalid value 'bob'")
+    assert "bob" not in safe_message(err)
+    err = pa.ArrowInvalid("CSV parse error: Row #3: Expected 2 columns, got 3: u2,b,secret")
+    assert "secret" not in safe_message(err)

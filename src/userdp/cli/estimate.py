@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from userdp.data.io import FORMATS, read_table
+from userdp.data.io import FORMATS, read_table, to_float64
 from userdp.estimate.mean import sample_limited_mean, weighted_mean
 from userdp.estimate.quantile import sample_limited_quantile, weighted_quantile
 from userdp.estimate.regression import LabelPrivateLinearRegression
@@ -376,44 +376,12 @@ def _read(args: argparse.Namespace, numeric: Sequence[str]) -> tuple[np.ndarray,
         )
     cast = {}
     for col in numeric:
-        values = table.column(col)
-        try:
-            values = values.cast(pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-            # Name the row and column, never the value (it may be private; --debug shows it).
-            row = _first_bad_row(values)
-            where = "" if row is None else f" (first bad value at row {row})"
-            raise DataError(
-                f"{args.input}: column {col!r} must hold numbers{where}; rerun with --debug "
-                "to see the value."
-            ) from err
+        values = to_float64(table.column(col), col, args.input)
         if values.null_count:
             raise DataError(f"{args.input}: column {col!r} has {values.null_count} empty values.")
         cast[col] = values
     users_np = users.to_numpy(zero_copy_only=False)
     return users_np, pa.table(cast)
-
-
-def _first_bad_row(values: pa.ChunkedArray) -> int | None:
-    """Index of the first value that does not cast to float64, by bisection on slices."""
-
-    def ok(lo: int, hi: int) -> bool:
-        try:
-            values.slice(lo, hi - lo).cast(pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return False
-        return True
-
-    lo, hi = 0, len(values)
-    if hi == 0 or ok(lo, hi):
-        return None
-    while hi - lo > 1:  # invariant: [lo, hi) holds the first bad value, [0, lo) is clean
-        mid = (lo + hi) // 2
-        if ok(lo, mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 def _feature_columns(args: argparse.Namespace) -> list[str]:

@@ -495,7 +495,12 @@ def _describe(err: BaseException) -> str:
         where = f"{err.filename!s}: " if err.filename else ""
         return one_line(f"{where}{err.strerror}")
     if isinstance(err, UserDPError):
-        return one_line(err) if str(err) else type(err).__name__
+        text = str(err)
+        cause = err.__cause__
+        if cause is not None and _is_spark_error(cause) and str(cause) in text:
+            text = text.replace(str(cause), _describe(cause))  # "...: <Java stack>" -> one line
+        text = one_line(text) if text else type(err).__name__
+        return text if len(text) <= 2 * _MAX_MESSAGE else text[: 2 * _MAX_MESSAGE - 3] + "..."
     if _is_spark_error(err):  # a Java stack trace: its first line that says something
         lines = [ln.strip().lstrip(": ").strip() for ln in str(err).splitlines()]
         useful = [ln for ln in lines if ln and not ln.startswith("An error occurred while")]

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from scipy import sparse
 
 from userdp.data.features import movielens_item_features
-from userdp.data.io import FORMATS, read_table
+from userdp.data.io import FORMATS, read_table, to_float64
 from userdp.data.movielens import (
     MOVIELENS,
     MovieLensSpec,
@@ -590,14 +590,8 @@ def _read_ratings_table(path: str, args: argparse.Namespace) -> pa.Table:
                 "and --rating-column."
             )
     rating = table.column(args.rating_column)
-    if rating.type != pa.float64():
-        try:
-            rating = rating.cast(pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-            raise DataError(
-                f"{path}: column {args.rating_column!r} must hold numbers: "
-                f"{str(err).splitlines()[0]}"
-            ) from err
+    if rating.type != pa.float64():  # names the row, not the value (issue 17)
+        rating = to_float64(rating, args.rating_column, path)
     for col, values in zip(
         cols, (table.column(cols[0]), table.column(cols[1]), rating), strict=True
     ):

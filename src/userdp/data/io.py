@@ -38,6 +38,8 @@ __all__ = [
     "infer_format",
     "read",
     "read_table",
+    "safe_message",
+    "to_float64",
 ]
 
 FORMATS = ("csv", "tsv", "parquet", "jsonl")
@@ -172,16 +174,27 @@ def read_table(
             return _read_json(path)
         return _read_csv(path, columns, fmt, header, delimiter)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, UnicodeDecodeError) as err:
-        raise DataError(f"Cannot read {str(path)!r} as {fmt}: {_scrub(err)}") from err
+        raise DataError(f"Cannot read {str(path)!r} as {fmt}: {safe_message(err)}") from err
 
 
-def _scrub(err: BaseException) -> str:
-    """First line of a reader's error, without the row text Arrow appends after a colon."""
+#: Arrow messages that quote a cell value.
+_QUOTES_A_VALUE = ("conversion error", "Could not convert", "Failed to parse", "invalid value")
+
+
+def safe_message(err: BaseException) -> str:
+    """First line of a reader's error (Arrow, NumPy), without the cell values it may quote.
+
+    Arrow appends the offending row to "CSV parse error: Expected 2 columns, got 3: <row>" and
+    quotes the value in "CSV conversion error to double: invalid value 'alice@example.com'";
+    a pipeline's log must not receive either. The full error stays chained for ``--debug``.
+    """
     text = str(err).splitlines()[0] if str(err) else type(err).__name__
     if text.startswith("CSV parse error") or "JSON parse error" in text:
-        text = text.split(": ", 2)[0] + ": a malformed row (rerun with --debug to see it)"
+        return text.split(": ", 2)[0] + ": a malformed row (rerun with --debug to see it)"
     if "FieldRef" in text:
-        text = "a file of the directory lacks the requested columns"
+        return "a file of the directory lacks the requested columns"
+    if any(marker in text for marker in _QUOTES_A_VALUE):
+        return re.sub(r"'[^']*'|\"[^\"]*\"", "<value>", text) + " (rerun with --debug to see it)"
     return text
 
 
@@ -275,6 +288,44 @@ def _read_json(path: str | os.PathLike[str]) -> pa.Table:
                     f"Cannot read {str(path)!r} as jsonl: line {number} is not valid JSON."
                 ) from err
     return _table_from_rows(rows)
+
+
+def to_float64(values: pa.ChunkedArray, column: str, where: str) -> pa.ChunkedArray:
+    """Cast a column to float64; a DataError names the column and first bad row, not the value.
+
+    ``where`` prefixes the message (the file name).
+    """
+    try:
+        return values.cast(pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+        row = _first_bad_row(values)
+        at = "" if row is None else f" (first bad value at row {row})"
+        raise DataError(
+            f"{where}: column {column!r} must hold numbers{at}; rerun with --debug to see the "
+            "value."
+        ) from err
+
+
+def _first_bad_row(values: pa.ChunkedArray) -> int | None:
+    """Index of the first value that does not cast to float64, by bisection on slices."""
+
+    def ok(lo: int, hi: int) -> bool:
+        try:
+            values.slice(lo, hi - lo).cast(pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return False
+        return True
+
+    lo, hi = 0, len(values)
+    if hi == 0 or ok(lo, hi):
+        return None
+    while hi - lo > 1:  # invariant: [lo, hi) holds the first bad value, [0, lo) is clean
+        mid = (lo + hi) // 2
+        if ok(lo, mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _beyond_int64(value: object) -> bool:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg, optimize, sparse
 
-from userdp._validation import check_int, check_real, warn
+from userdp._validation import check_int, check_real, first_non_float, warn
 from userdp.estimate.weighting import check_features, factorize_users
 from userdp.exceptions import DataError
 
@@ -37,7 +37,9 @@ def _as_labels(y: object, n: int, caller: str) -> np.ndarray:
     try:
         arr = np.asarray(y, dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise DataError(f"{caller}: 'y' must be a 1-D array of floats ({err}).") from err
+        raise DataError(
+            f"{caller}: 'y' must be a 1-D array of floats ({first_non_float(y)})."
+        ) from err
     if arr.ndim != 1:
         raise DataError(f"{caller}: 'y' must be 1-D; got shape {arr.shape}.")
     if arr.size != n:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import dp_accounting
 import numpy as np
 
-from userdp._validation import MAX_ABS_BOUND, MIN_BOUND_WIDTH, check_real
+from userdp._validation import MAX_ABS_BOUND, MIN_BOUND_WIDTH, check_real, first_non_float
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
@@ -62,7 +62,9 @@ def check_records(values: object, users: object, caller: str) -> tuple[np.ndarra
     try:
         y = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise DataError(f"{caller}: 'values' must be an array of floats ({err}).") from err
+        raise DataError(
+            f"{caller}: 'values' must be an array of floats ({first_non_float(values)})."
+        ) from err
     u = np.asarray(users)
     if y.ndim != 1 or u.ndim != 1:
         raise DataError(
@@ -113,7 +115,9 @@ def check_features(X: object, caller: str) -> np.ndarray:
     try:
         x = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise DataError(f"{caller}: 'X' must be a 2-D array of floats ({err}).") from err
+        raise DataError(
+            f"{caller}: 'X' must be a 2-D array of floats ({first_non_float(X)})."
+        ) from err
     if x.ndim != 2:
         raise DataError(f"{caller}: 'X' must be 2-D; got shape {x.shape}.")
     finite = np.isfinite(x).all(axis=1)

@@ -426,3 +426,8 @@ def test_recommend_unparsable_rating_names_row_not_value(tmp_path, capsys):
     argv = ["recommend", "train", str(p), "-o", str(tmp_path / "m.npz"), "--method", "als"]
     line = _fails_cleanly(argv, capsys, "userdp recommend train")
     assert SECRET not in line and "'rating'" in line and "row 1" in line
+
+
+def test_generate_dash_writes_csv_to_stdout(capsys):
+    assert main(["generate", "zipf", "-", "--users", "10", "--seed", "1", "-q"]) == 0
+    assert capsys.readouterr().out.startswith("user,item\n")

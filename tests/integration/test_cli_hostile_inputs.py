@@ -175,6 +175,8 @@ def test_failed_run_leaves_no_partial_output(files, tmp_path, capsys):
     [
         (["select", "{pairs}", *EPS_DELTA, "--user-column", "item", "--item-column", "item"],
          "userdp select"),
+        (["recommend", "train", "{pairs}", "-o", "{dir}/m.npz", "--method", "als",
+          "--user-column", "item", "--item-column", "item"], "userdp recommend train"),
         (["estimate", "mean", "{values}", "--epsilon", "1", "--bounds", "0", "1",
           "--user-column", "value", "--value-column", "value"], "userdp estimate mean"),
         (["estimate", "linreg", "{regression}", "--epsilon", "1", "--label-range", "0", "1",

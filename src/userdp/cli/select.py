@@ -218,6 +218,8 @@ def _check_parameters(args: argparse.Namespace) -> dict[str, Any]:
             f"--algorithm {args.algorithm} is sequential and has no Spark engine; use mad2r, "
             "mad, basic or dp-sips with --engine spark."
         )
+    if args.engine == "spark" and args.delimiter is not None:
+        raise InvalidParameterError("--delimiter applies to --engine local only.")
     if args.engine != "spark" and args.spark_master is not None:
         logger.warning("--spark-master only applies to --engine spark; ignored.")
     return options

@@ -213,3 +213,4 @@ def test_reader_conversion_errors_hide_the_value():
     assert "bob" not in safe_message(err)
     err = pa.ArrowInvalid("CSV parse error: Row #3: Expected 2 columns, got 3: u2,b,secret")
     assert "secret" not in safe_message(err)
+    assert "Row #3: Expected 2 columns, got 3" in safe_message(err)

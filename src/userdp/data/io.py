@@ -190,7 +190,9 @@ def safe_message(err: BaseException) -> str:
     """
     text = str(err).splitlines()[0] if str(err) else type(err).__name__
     if text.startswith("CSV parse error") or "JSON parse error" in text:
-        return text.split(": ", 2)[0] + ": a malformed row (rerun with --debug to see it)"
+        kept = re.match(r"CSV parse error: (Row #\d+: )?Expected \d+ columns, got \d+", text)
+        head = kept.group(0) if kept else text.split(": ", 1)[0] + ": a malformed row"
+        return head + " (rerun with --debug to see the row)"
     if "FieldRef" in text:
         return "a file of the directory lacks the requested columns"
     if any(marker in text for marker in _QUOTES_A_VALUE):

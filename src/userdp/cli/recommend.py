@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from scipy import sparse
 
 from userdp.data.features import movielens_item_features, movielens_user_features
-from userdp.data.io import FORMATS, read_table
+from userdp.data.io import FORMATS, read_table, to_float64
 from userdp.data.movielens import (
     MOVIELENS,
     MovieLensSpec,
@@ -71,8 +71,10 @@ from .options import (
     atomic_output,
     check_output_path,
     common_options,
+    delimiter,
     non_negative_int,
     positive_int,
+    report_duplicates,
     run_guarded,
 )
 
@@ -403,6 +405,11 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
         help="Format of ratings files, when the file name does not tell it. Default: from the "
         "file name.",
     )
+    data.add_argument(
+        "--delimiter", type=delimiter, default=None, metavar="CHAR",
+        help="Field separator of CSV/TSV ratings files, one character or 'tab'. Default: ',' "
+        "for CSV, tab for TSV.",
+    )  # fmt: skip
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -580,7 +587,7 @@ def _movielens_spec(path: Path) -> MovieLensSpec | None:
 def _read_ratings_table(path: str, args: argparse.Namespace) -> pa.Table:
     """A ratings file as a table with columns user, item and rating (float64)."""
     cols = (args.user_column, args.item_column, args.rating_column)
-    table = read_table(path, columns=cols, format=args.format)  # type: ignore[arg-type]
+    table = read_table(path, columns=cols, format=args.format, delimiter=args.delimiter)
     for col in cols:
         if col not in table.column_names:
             raise DataError(
@@ -589,14 +596,8 @@ def _read_ratings_table(path: str, args: argparse.Namespace) -> pa.Table:
                 "and --rating-column."
             )
     rating = table.column(args.rating_column)
-    if rating.type != pa.float64():
-        try:
-            rating = rating.cast(pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-            raise DataError(
-                f"{path}: column {args.rating_column!r} must hold numbers: "
-                f"{str(err).splitlines()[0]}"
-            ) from err
+    if rating.type != pa.float64():  # names the row, not the value (issue 17)
+        rating = to_float64(rating, args.rating_column, path)
     for col, values in zip(
         cols, (table.column(cols[0]), table.column(cols[1]), rating), strict=True
     ):
@@ -613,8 +614,9 @@ def _load(path: str, args: argparse.Namespace) -> tuple[Ratings, MovieLensSpec |
     if spec is not None:
         logger.info("Reading MovieLens %s from %s.", spec.name, path)
         return load_movielens(path, name=spec.name), spec
-    table = _read_ratings_table(path, args)
-    return Ratings.from_table(table), None
+    ratings = Ratings.from_table(_read_ratings_table(path, args))
+    report_duplicates(ratings.duplicates_dropped, "(user, item) ratings")
+    return ratings, None
 
 
 def _rating_range(

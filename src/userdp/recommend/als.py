@@ -37,7 +37,7 @@ import dp_accounting
 import numpy as np
 from scipy import sparse
 
-from userdp._validation import check_choice, check_int, check_real
+from userdp._validation import check_budget, check_choice, check_int, check_real
 from userdp.data.ratings import Ratings, as_ratings
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.multitask._kernels import segment_offsets, segment_statistics
@@ -350,6 +350,7 @@ class MatrixFactorization(RecommenderBase):
     # -- validation -----------------------------------------------------------------------------
     def _validate(self, budget: PrivacyBudget | None) -> None:
         name = "MatrixFactorization"
+        check_budget(budget, f"{name}.fit")
         check_choice(self.method, "method", name, METHODS)
         self._validate_common()
         check_int(self.dim, "dim", name, low=1)

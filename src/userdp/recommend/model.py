@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from userdp._validation import check_choice, check_int
+from userdp.data.io import check_model_file
 from userdp.data.ratings import as_ratings
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.multitask._kernels import batched, segment_offsets, segment_statistics
@@ -288,6 +289,7 @@ class RecommenderModel:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> RecommenderModel:
         """Read a model written by :meth:`save` (``allow_pickle=False``)."""
+        check_model_file(path)  # empty, truncated or foreign files: one clear DataError
         try:
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(str(z["meta"]))

@@ -31,7 +31,7 @@ import dp_accounting
 import numpy as np
 from scipy import sparse
 
-from userdp._validation import check_choice, check_int, check_real
+from userdp._validation import check_budget, check_choice, check_int, check_real
 from userdp.data.ratings import as_ratings
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask._kernels import segment_offsets, segment_statistics
@@ -375,6 +375,7 @@ class PublicFeatureRecommender(RecommenderBase):
 
     def _validate(self, budget: PrivacyBudget | None) -> None:
         name = "PublicFeatureRecommender"
+        check_budget(budget, f"{name}.fit")
         check_choice(self.variant, "variant", name, VARIANTS)
         self._validate_common()
         check_int(self.inner_steps, "inner_steps", name, low=1)

@@ -54,6 +54,7 @@ from userdp.recommend import (
     ItemSet,
     MatrixFactorization,
     frequency_buckets,
+    holdout_rmse,
     ml10m_split,
     ml20m_split,
     popularity_scores,
@@ -74,33 +75,6 @@ DIM = 16
 GD_STEPS = 20  # noisy GD steps in the Appendix C experiment
 
 
-def union(a: Ratings, b: Ratings) -> Ratings:
-    """Rows of two parts of one split (same code books), sorted by user."""
-    return Ratings.from_codes(
-        np.concatenate([a.users, b.users]),
-        np.concatenate([a.items, b.items]),
-        np.concatenate([a.values, b.values]),
-        n_users=a.n_users,
-        n_items=a.n_items,
-        user_labels=a.user_labels,
-        item_labels=a.item_labels,
-        keep_empty_users=True,
-    )
-
-
-def implicit(r: Ratings) -> Ratings:
-    return Ratings(r.users, r.items, np.ones_like(r.values), r.user_labels, r.item_labels)
-
-
-def score_rmse(model: MatrixFactorization, history: Ratings, test: Ratings, buckets) -> dict:
-    # By item id: a privately selected item set has its own codes (unknown items: the centre).
-    pred = model.predict(history, test.users, test.item_labels.take(test.items))
-    return {
-        "rmse": rmse(test.values, pred),
-        "buckets": sliced_rmse(test.items, test.values, pred, buckets).tolist(),
-    }
-
-
 # -- 1. ML10M protocol ------------------------------------------------------------------------
 def tune_als(split, rating_range, grid) -> dict[str, Any]:
     """Non-private ALS: (dim, reg) chosen on validation RMSE."""
@@ -111,7 +85,7 @@ def tune_als(split, rating_range, grid) -> dict[str, Any]:
             method="als", dim=dim, steps=15, reg=reg, rating_range=rating_range, seed=0
         )
         m.fit(split.train)
-        v = score_rmse(m, split.train, split.validation, val_buckets)["rmse"]
+        v = holdout_rmse(m, split.train, split.validation, val_buckets)["rmse"]
         if best is None or v < best[0]:
             best = (v, dim, reg)
     return {"dim": best[1], "reg": best[2], "validation_rmse": best[0]}
@@ -136,7 +110,7 @@ def rating_protocol(
         f"{ratings.n_ratings:,} ratings"
     )
     split = ml10m_split(ratings)
-    history = union(split.train, split.validation)
+    history = split.train.union(split.validation)
     buckets = frequency_buckets(split.train.item_counts())
     out: dict[str, Any] = {
         "n_users": ratings.n_users,
@@ -161,7 +135,7 @@ def rating_protocol(
     ).fit(split.train)
     out["als"] = {
         **als,
-        **score_rmse(m, history, split.test, buckets),
+        **holdout_rmse(m, history, split.test, buckets),
         "seconds": time.perf_counter() - t,
     }
     log(
@@ -196,7 +170,7 @@ def rating_protocol(
                 with warnings.catch_warnings():  # "no item reaches the cutoff": recorded below
                     warnings.simplefilter("ignore", UserWarning)
                     m.fit(split.train, budget=budget)
-                r = score_rmse(m, history, split.test, buckets)
+                r = holdout_rmse(m, history, split.test, buckets)
                 r["items"] = len(items)
                 r["trained_items"] = int(m.trained_items_.sum())
                 r["seconds"] = time.perf_counter() - t
@@ -228,8 +202,8 @@ def rating_protocol(
 # -- 2. ML20M protocol ------------------------------------------------------------------------
 def recall_protocol(name: str, ratings: Ratings, seeds: int, methods) -> dict:
     held = ml20m_split(ratings)
-    train = implicit(held.train)
-    history, targets = implicit(held.test_history), implicit(held.test_targets)
+    train = held.train.implicit()
+    history, targets = held.test_history.implicit(), held.test_targets.implicit()
     buckets = frequency_buckets(train.item_counts())
     log(
         f"[{name}] ML20M protocol: {train.n_ratings:,} training ratings, "

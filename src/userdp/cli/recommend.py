@@ -652,21 +652,6 @@ def _compact_users(r: Ratings) -> Ratings:
     )  # fmt: skip
 
 
-def _union(a: Ratings, b: Ratings) -> Ratings:
-    """Rows of two parts with the same code books, as one part (codes unchanged)."""
-    return Ratings.from_codes(
-        np.concatenate([a.users, b.users]),
-        np.concatenate([a.items, b.items]),
-        np.concatenate([a.values, b.values]),
-        n_users=a.n_users, n_items=a.n_items,
-        user_labels=a.user_labels, item_labels=a.item_labels, keep_empty_users=True,
-    )  # fmt: skip
-
-
-def _implicit(r: Ratings) -> Ratings:
-    return Ratings(r.users, r.items, np.ones_like(r.values), r.user_labels, r.item_labels)
-
-
 # -- public item features (the am-* methods) ----------------------------------------------------
 def _public_variants() -> set[str]:
     """The PublicFeatureRecommender variants this userdp has."""
@@ -1610,13 +1595,13 @@ def _protocol_task(
         kw = {} if args.split_seed is None else {"seed": args.split_seed}
         split = ml10m_split(ratings, **kw)
         train = split.train
-        history, targets = _union(split.train, split.validation), split.test
+        history, targets = split.train.union(split.validation), split.test
         rating_range = _rating_range(args, spec, methods)
     else:
         kw = {} if args.split_seed is None else {"seed": args.split_seed}
         held = ml20m_split(ratings, **kw)
-        train = _implicit(held.train)
-        history, targets = _implicit(held.test_history), _implicit(held.test_targets)
+        train = held.train.implicit()
+        history, targets = held.test_history.implicit(), held.test_targets.implicit()
         if args.rating_range is not None:
             logger.warning("--rating-range does not apply to ml20m (implicit 0..1); ignored.")
         rating_range = (0.0, 1.0)

@@ -225,6 +225,32 @@ class Ratings:
             0,
         )
 
+    def union(self, other: Ratings) -> Ratings:
+        """The rows of two parts with the same code books (e.g. train and validation) as one.
+
+        Codes are unchanged and users without rows are kept, as for :meth:`subset`.
+        """
+        if other.user_labels is not self.user_labels and not other.user_labels.equals(
+            self.user_labels
+        ):
+            raise DataError("Ratings.union needs two parts with the same user code book.")
+        return Ratings.from_codes(
+            np.concatenate([self.users, other.users]),
+            np.concatenate([self.items, other.items]),
+            np.concatenate([self.values, other.values]),
+            n_users=self.n_users,
+            n_items=self.n_items,
+            user_labels=self.user_labels,
+            item_labels=self.item_labels,
+            keep_empty_users=True,
+        )
+
+    def implicit(self) -> Ratings:
+        """The same (user, item) pairs with every value 1: implicit feedback (ML20M protocol)."""
+        return Ratings(
+            self.users, self.items, np.ones_like(self.values), self.user_labels, self.item_labels
+        )
+
     def restrict_items(self, vocabulary: Any) -> tuple[Ratings, int]:
         """The ratings re-coded on a fixed item ``vocabulary``; ratings of other items dropped.
 

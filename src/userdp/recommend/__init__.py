@@ -24,6 +24,7 @@ from userdp.recommend.model import RecommenderModel
 from userdp.recommend.protocols import (
     HeldOutSplit,
     RatingSplit,
+    holdout_rmse,
     ml10m_split,
     ml20m_split,
     restrict_items,
@@ -44,6 +45,7 @@ __all__ = [
     "RecommenderModel",
     "TrainingPlan",
     "frequency_buckets",
+    "holdout_rmse",
     "ml10m_split",
     "ml20m_split",
     "plan_noise",

@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from _harness import RESULTS, finish, log, machine, pyplot, versions
-from recommend import DEFAULT_MOVIELENS, EPSILONS, score_rmse, union
+from _harness import RESULTS, SHARED_DATA, finish, log, machine, pyplot, versions
 from userdp.data.features import movielens_item_features, movielens_user_features
 from userdp.data.movielens import load_movielens
 from userdp.data.synthetic import lowrank_ratings_with_features
@@ -45,12 +44,15 @@ from userdp.recommend import (
     PublicFeatureEncoder,
     PublicFeatureRecommender,
     frequency_buckets,
+    holdout_rmse,
     ml10m_split,
     rmse,
     sliced_rmse,
 )
 
 DELTA = 1e-5
+EPSILONS = (1.0, 5.0, 20.0)
+DEFAULT_MOVIELENS = SHARED_DATA / "movielens"
 DIM = 16
 METHODS = ("am-ssp", "am-ssp (id only)", "am-dpsgd", "adadpals (id only)")
 USER_FEATURES = "am-ssp + user features"  # ml-100k only: private age, gender, occupation
@@ -66,12 +68,16 @@ def encoder_for(method: str, families: list, n_items: int) -> Any:
 def train(method: str, families, split, rating_range, eps, seed, user_features=None, **kw) -> Any:
     budget = PrivacyBudget(eps, DELTA)
     if method.startswith("adadpals"):
-        m = MatrixFactorization(method="adadpals", dim=DIM, rating_range=rating_range, seed=seed)
+        # The MovieLens item list is the public catalogue, as in the papers' protocols.
+        m = MatrixFactorization(
+            items=split.train.item_labels, method="adadpals", dim=DIM,
+            rating_range=rating_range, seed=seed,
+        )  # fmt: skip
         return m.fit(split.train, budget=budget)
     variant = "dpsgd" if method == "am-dpsgd" else kw.pop("variant", "ssp2")
     m = PublicFeatureRecommender(
         encoder=encoder_for(method, families, split.train.n_items), variant=variant,
-        rating_range=rating_range, seed=seed, **kw,
+        items=split.train.item_labels, rating_range=rating_range, seed=seed, **kw,
     )  # fmt: skip
     if method == USER_FEATURES:
         m.fit(split.train, budget=budget, user_features=user_features)
@@ -93,7 +99,7 @@ class _WithUserFeatures:
 
 def utility(name, ratings, families, rating_range, seeds, methods, dpsgd_ok, users=None) -> dict:
     split = ml10m_split(ratings)
-    history = union(split.train, split.validation)
+    history = split.train.union(split.validation)
     buckets = frequency_buckets(split.train.item_counts())
     gm = float(split.train.values.mean())
     pred = np.full(split.test.n_ratings, gm)
@@ -115,7 +121,7 @@ def utility(name, ratings, families, rating_range, seeds, methods, dpsgd_ok, use
             for seed in range(seeds):
                 t = time.perf_counter()
                 m = train(method, families, split, rating_range, eps, 1000 * seed + 7, users)
-                r = score_rmse(m, history, split.test, buckets)
+                r = holdout_rmse(m, history, split.test, buckets)
                 r["seconds"] = time.perf_counter() - t
                 runs.append(r)
             rec = {
@@ -135,7 +141,7 @@ def utility(name, ratings, families, rating_range, seeds, methods, dpsgd_ok, use
 def time_to_rmse(ratings, families, rating_range) -> dict:
     """Test RMSE and seconds of AM-SSP and AM-DPSGD over training lengths, at epsilon 5."""
     split = ml10m_split(ratings)
-    history = union(split.train, split.validation)
+    history = split.train.union(split.validation)
     buckets = frequency_buckets(split.train.item_counts())
     out: dict[str, Any] = {"epsilon": 5.0, "curves": {}}
     for method in ("am-ssp", "am-dpsgd"):
@@ -144,8 +150,8 @@ def time_to_rmse(ratings, families, rating_range) -> dict:
             t = time.perf_counter()
             m = train(method, families, split, rating_range, 5.0, 7, inner_steps=inner)
             secs = time.perf_counter() - t
-            curve.append({"inner_steps": inner, "seconds": secs,
-                          "rmse": score_rmse(m, history, split.test, buckets)["rmse"]})  # fmt: skip
+            score = holdout_rmse(m, history, split.test, buckets)["rmse"]
+            curve.append({"inner_steps": inner, "seconds": secs, "rmse": score})
             log(f"  [time] {method} inner={inner}: RMSE {curve[-1]['rmse']:.4f} in {secs:.2f} s")
         out["curves"][method] = curve
     # The RMSE both methods reach: the worse of the two best ones ("time to the same RMSE").
@@ -163,13 +169,13 @@ def time_to_rmse(ratings, families, rating_range) -> dict:
 
 def ssp_variants(name, ratings, families, rating_range, seeds) -> list[dict]:
     split = ml10m_split(ratings)
-    history = union(split.train, split.validation)
+    history = split.train.union(split.validation)
     buckets = frequency_buckets(split.train.item_counts())
     out = []
     for variant in ("ssp2", "ssp1", "minibatch"):
         for eps in EPSILONS:
             vals = [
-                score_rmse(
+                holdout_rmse(
                     train("am-ssp", families, split, rating_range, eps, 1000 * s + 7,
                           variant=variant, batch_items=256),
                     history, split.test, buckets,

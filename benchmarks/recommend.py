@@ -48,10 +48,13 @@ from userdp.multitask import (
     task_weighted_noisy_gd,
     task_weighted_ssp,
 )
+from userdp.partition import select_partitions
 from userdp.privacy import NoiseSource, PrivacyBudget, calibrate_noise_scale
 from userdp.recommend import (
+    ItemSet,
     MatrixFactorization,
     frequency_buckets,
+    holdout_rmse,
     ml10m_split,
     ml20m_split,
     popularity_scores,
@@ -72,34 +75,6 @@ DIM = 16
 GD_STEPS = 20  # noisy GD steps in the Appendix C experiment
 
 
-def union(a: Ratings, b: Ratings) -> Ratings:
-    """Rows of two parts of one split (same code books), sorted by user."""
-    return Ratings.from_codes(
-        np.concatenate([a.users, b.users]),
-        np.concatenate([a.items, b.items]),
-        np.concatenate([a.values, b.values]),
-        n_users=a.n_users,
-        n_items=a.n_items,
-        user_labels=a.user_labels,
-        item_labels=a.item_labels,
-        keep_empty_users=True,
-    )
-
-
-def implicit(r: Ratings) -> Ratings:
-    return Ratings(r.users, r.items, np.ones_like(r.values), r.user_labels, r.item_labels)
-
-
-def score_rmse(model: MatrixFactorization, history: Ratings, test: Ratings, buckets) -> dict:
-    V = model.user_factors(history)
-    pred = model.center_ + np.einsum("nd,nd->n", V[test.users], model.item_factors_[test.items])
-    pred = np.clip(pred, *model.rating_range_)
-    return {
-        "rmse": rmse(test.values, pred),
-        "buckets": sliced_rmse(test.items, test.values, pred, buckets).tolist(),
-    }
-
-
 # -- 1. ML10M protocol ------------------------------------------------------------------------
 def tune_als(split, rating_range, grid) -> dict[str, Any]:
     """Non-private ALS: (dim, reg) chosen on validation RMSE."""
@@ -110,19 +85,32 @@ def tune_als(split, rating_range, grid) -> dict[str, Any]:
             method="als", dim=dim, steps=15, reg=reg, rating_range=rating_range, seed=0
         )
         m.fit(split.train)
-        v = score_rmse(m, split.train, split.validation, val_buckets)["rmse"]
+        v = holdout_rmse(m, split.train, split.validation, val_buckets)["rmse"]
         if best is None or v < best[0]:
             best = (v, dim, reg)
     return {"dim": best[1], "reg": best[2], "validation_rmse": best[0]}
 
 
-def rating_protocol(name: str, ratings: Ratings, rating_range, seeds: int, methods) -> dict:
+def item_set(train: Ratings, budget: PrivacyBudget, mode: str, fraction: float, seed: int):
+    """The model's item set and budget: the public catalogue (the split's item list, as in the
+    papers' protocols) for free, or partition selection with ``fraction`` of the budget."""
+    if mode == "catalogue":
+        return ItemSet.public(train.item_labels), budget
+    for_items, for_model = budget.split([fraction, 1.0 - fraction])
+    pairs = (train.users, train.item_labels.take(train.items))
+    chosen = select_partitions(pairs, epsilon=for_items.epsilon, delta=for_items.delta, seed=seed)
+    return ItemSet.selected(chosen), for_model
+
+
+def rating_protocol(
+    name: str, ratings: Ratings, rating_range, seeds: int, methods, mode="catalogue", fraction=0.1
+) -> dict:
     log(
         f"[{name}] ML10M protocol: {ratings.n_users:,} users, {ratings.n_items:,} items, "
         f"{ratings.n_ratings:,} ratings"
     )
     split = ml10m_split(ratings)
-    history = union(split.train, split.validation)
+    history = split.train.union(split.validation)
     buckets = frequency_buckets(split.train.item_counts())
     out: dict[str, Any] = {
         "n_users": ratings.n_users,
@@ -147,7 +135,7 @@ def rating_protocol(name: str, ratings: Ratings, rating_range, seeds: int, metho
     ).fit(split.train)
     out["als"] = {
         **als,
-        **score_rmse(m, history, split.test, buckets),
+        **holdout_rmse(m, history, split.test, buckets),
         "seconds": time.perf_counter() - t,
     }
     log(
@@ -160,13 +148,30 @@ def rating_protocol(name: str, ratings: Ratings, rating_range, seeds: int, metho
             runs = []
             for seed in range(seeds):
                 t = time.perf_counter()
-                m = MatrixFactorization(
-                    method=base, dim=DIM, rating_range=rating_range, seed=1000 * seed + 7, **extra
+                items, budget = item_set(
+                    split.train, PrivacyBudget(eps, DELTA), mode, fraction, 1000 * seed + 7
                 )
+                m = MatrixFactorization(
+                    items=items, method=base, dim=DIM, rating_range=rating_range,
+                    seed=1000 * seed + 7, **extra,
+                )  # fmt: skip
+                if len(items) == 0:  # the selection released nothing: predict the midpoint
+                    mid = np.full(split.test.n_ratings, 0.5 * sum(rating_range))
+                    r = {
+                        "rmse": rmse(split.test.values, mid),
+                        "buckets": sliced_rmse(
+                            split.test.items, split.test.values, mid, buckets
+                        ).tolist(),
+                        "items": 0, "trained_items": 0, "seconds": time.perf_counter() - t,
+                        "epsilon_spent": eps * fraction,
+                    }  # fmt: skip
+                    runs.append(r)
+                    continue
                 with warnings.catch_warnings():  # "no item reaches the cutoff": recorded below
                     warnings.simplefilter("ignore", UserWarning)
-                    m.fit(split.train, budget=PrivacyBudget(eps, DELTA))
-                r = score_rmse(m, history, split.test, buckets)
+                    m.fit(split.train, budget=budget)
+                r = holdout_rmse(m, history, split.test, buckets)
+                r["items"] = len(items)
                 r["trained_items"] = int(m.trained_items_.sum())
                 r["seconds"] = time.perf_counter() - t
                 r["epsilon_spent"] = m.budget_.epsilon
@@ -180,12 +185,16 @@ def rating_protocol(name: str, ratings: Ratings, rating_range, seeds: int, metho
                 "seconds": float(np.mean([r["seconds"] for r in runs])),
                 "epsilon_spent": max(r["epsilon_spent"] for r in runs),
                 "trained_items": float(np.mean([r["trained_items"] for r in runs])),
+                "items": float(np.mean([r["items"] for r in runs])),
+                "item_set": mode,
+                "selection_fraction": fraction if mode == "private" else 0.0,
                 "seeds": seeds,
             }
             out["runs"].append(rec)
             log(
                 f"  {method:14s} eps={eps:<4g} RMSE {rec['rmse']:.4f} buckets "
-                f"{np.round(rec['buckets'], 3).tolist()} ({rec['seconds']:.1f} s)"
+                f"{np.round(rec['buckets'], 3).tolist()} items {rec['items']:.0f} "
+                f"({rec['seconds']:.1f} s)"
             )
     return out
 
@@ -193,8 +202,8 @@ def rating_protocol(name: str, ratings: Ratings, rating_range, seeds: int, metho
 # -- 2. ML20M protocol ------------------------------------------------------------------------
 def recall_protocol(name: str, ratings: Ratings, seeds: int, methods) -> dict:
     held = ml20m_split(ratings)
-    train = implicit(held.train)
-    history, targets = implicit(held.test_history), implicit(held.test_targets)
+    train = held.train.implicit()
+    history, targets = held.test_history.implicit(), held.test_targets.implicit()
     buckets = frequency_buckets(train.item_counts())
     log(
         f"[{name}] ML20M protocol: {train.n_ratings:,} training ratings, "
@@ -222,7 +231,11 @@ def recall_protocol(name: str, ratings: Ratings, seeds: int, methods) -> dict:
         for eps in EPSILONS:
             vals = []
             for seed in range(seeds):
-                m = MatrixFactorization(method=method, dim=DIM, **opts, seed=1000 * seed + 7)
+                # The ML20M protocol's public catalogue: the training part's item list.
+                m = MatrixFactorization(
+                    items=train.item_labels, method=method, dim=DIM, **opts,
+                    seed=1000 * seed + 7,
+                )  # fmt: skip
                 vals.append(evaluate(m.fit(train, budget=PrivacyBudget(eps, DELTA))))
             rec = {
                 "method": method,
@@ -350,8 +363,9 @@ def step_times(ratings: Ratings) -> list[dict]:
         secs = {}
         for steps in (1, 3):
             m = MatrixFactorization(
-                method=method, dim=64, steps=steps, rating_range=(0.5, 5.0), seed=0
-            )
+                items=ratings.item_labels, method=method, dim=64, steps=steps,
+                rating_range=(0.5, 5.0), seed=0,
+            )  # fmt: skip
             t = time.perf_counter()
             m.fit(ratings, budget=None if method == "als" else PrivacyBudget(1.0, DELTA))
             secs[steps] = time.perf_counter() - t
@@ -517,6 +531,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="1M synthetic ratings, one seed, no timing: a smoke run.",
     )
+    p.add_argument(
+        "--item-set",
+        choices=("catalogue", "private"),
+        default="catalogue",
+        help="The ML10M-protocol models' item set: the split's item list as a public catalogue "
+        "(the papers' protocol), or chosen by partition selection (mad2r) with "
+        "--selection-fraction of each budget. Default: catalogue.",
+    )
+    p.add_argument("--selection-fraction", type=float, default=0.1)
+    p.add_argument(
+        "--only-synthetic",
+        action="store_true",
+        help="Skip the MovieLens sets, Appendix C and timings: the synthetic ML10M run alone.",
+    )
     p.add_argument("--out", type=Path, default=RESULTS)
     return p.parse_args(argv)
 
@@ -537,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         "rating": {},
         "recall": {},
     }
-    for name in SMALL_SETS:
+    for name in () if args.only_synthetic else SMALL_SETS:
         path = args.movielens / name
         if not path.exists():
             log(f"[{name}] not found at {path}: skipped")
@@ -553,13 +581,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     log(f"[synthetic] generated in {time.perf_counter() - t:.1f} s")
     results["rating"]["synthetic-10M" if not args.quick else "synthetic-1M"] = rating_protocol(
-        "synthetic", syn, (0.5, 5.0), 1, methods
+        "synthetic", syn, (0.5, 5.0), 1, methods, args.item_set, args.selection_fraction
     )
-    results["appendix_c"] = appendix_c(1 if args.quick else 2)
-    if not args.quick:
+    if not args.only_synthetic:
+        results["appendix_c"] = appendix_c(1 if args.quick else 2)
+    if not args.quick and not args.only_synthetic:
         results["timing"] = step_times(syn)
     results["seconds"] = time.perf_counter() - started
-    finish(results, args.out, "recommend_results", plots, print_summary)
+    suffix = "" if args.item_set == "catalogue" else "_private_items"
+    finish(results, args.out, f"recommend_results{suffix}", plots, print_summary)
     return 0
 
 

@@ -9,12 +9,51 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from userdp.exceptions import InvalidParameterError
+
+#: Smallest epsilon the estimators accept. Below it the Laplace scale (sensitivity / epsilon)
+#: is over a billion times the data's range, the release carries no information, and
+#: intermediate products under- or overflow (epsilon=1e-300 raised ZeroDivisionError).
+MIN_EPSILON = 1e-9
+#: Largest |bound| and smallest width of declared value bounds: squares of widths and sums
+#: over many users stay finite and normal in float64 inside this range.
+MAX_ABS_BOUND = 1e100
+MIN_BOUND_WIDTH = 1e-100
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` attributed to the first caller outside userdp (like pandas'
+    ``find_stack_level``), so a warning names the user's line, wherever userdp raised it."""
+    level = 2  # 1 would be this function
+    frame = sys._getframe(1)
+    while frame is not None and _inside_userdp(frame):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+def _inside_userdp(frame: Any) -> bool:
+    filename = frame.f_code.co_filename
+    if filename == "<string>":  # a generated method, e.g. a userdp dataclass's __init__
+        owner = frame.f_locals.get("self")
+        return owner is not None and type(owner).__module__.startswith("userdp.")
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
+
+
+def check_epsilon(value: object, caller: str, name: str = "epsilon") -> float:
+    """Return ``value`` as a float in ``[MIN_EPSILON, inf)`` (a finite epsilon for a release)."""
+    return check_real(value, name, caller, low=MIN_EPSILON, high=math.inf, high_open=True)
 
 
 def check_real(
@@ -45,6 +84,41 @@ def check_real(
             f"Got {value!r} instead."
         )
     return v
+
+
+def check_budget(value: object, caller: str, *, none: bool = True) -> Any:
+    """Check that ``value`` is a :class:`~userdp.privacy.PrivacyBudget` (or None if allowed).
+
+    A tuple such as ``(5.0, 1e-5)`` is refused with the fix, instead of an AttributeError
+    deep inside training.
+    """
+    from userdp.privacy.budget import PrivacyBudget  # the budget module imports this one
+
+    if (value is None and none) or isinstance(value, PrivacyBudget):
+        return value
+    raise InvalidParameterError(
+        f"The 'budget' parameter of {caller} must be a PrivacyBudget"
+        f"{' or None' if none else ''}. Got {value!r} instead. Build one with "
+        "PrivacyBudget(epsilon=..., delta=...)."
+    )
+
+
+def first_non_float(values: object) -> str:
+    """Where the first element that is not a float sits, as text for a message (no value).
+
+    For errors on arrays given to the API: "'values' must be an array of floats (first bad
+    element at index 3)" instead of NumPy's "could not convert string to float: 'alice'".
+    """
+    try:
+        flat = np.asarray(values, dtype=object).ravel()
+    except (TypeError, ValueError):
+        return "ragged or not an array"
+    for k, v in enumerate(flat):
+        try:
+            float(v)
+        except (TypeError, ValueError):
+            return f"first bad element at flat index {k}"
+    return "not convertible"
 
 
 def check_int(

@@ -14,13 +14,15 @@ import pytest
 from userdp.cli import ExitCode, main
 from userdp.cli import recommend as recommend_cli
 from userdp.data.synthetic import lowrank_ratings
-from userdp.recommend import MatrixFactorization, ml10m_split
+from userdp.recommend import RecommenderModel, ml10m_split
 from userdp.recommend import public as public_module
 
 EPS_DELTA = ["--epsilon", "1", "--delta", "1e-5"]
 FAST = ["--dim", "4", "--steps", "2", "--seed", "0", "--inner-steps", "5"]
 N_USERS, N_ITEMS = 200, 60
 N_RATED = 59  # lowrank_ratings(seed=0) leaves item 58 without ratings
+CATALOGUE: list[Path] = []  # the fixture's item catalogue file
+N_CATALOGUE = 61  # ids 0..60
 TRAIN = "userdp recommend train"
 EVALUATE = "userdp recommend evaluate"
 
@@ -73,10 +75,20 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         f"{_flags(1 + i % 18, 1 + (7 * i) % 18)}\n"
         for i in range(1, N_ITEMS + 1)
     )
+    # The public catalogue passed with --items: ids 0..60 cover the synthetic items (0..59) and
+    # the fake ml-100k's (1..60); ids nobody rated get rows of noise only.
+    (d / "items.txt").write_text("".join(f"{i}\n" for i in range(N_ITEMS + 1)))
+    CATALOGUE.append(d / "items.txt")
     folder = d / "ml-100k"
     folder.mkdir()
     (folder / "u.data").write_text(u_data)
     (folder / "u.item").write_text(u_item, encoding="latin-1")
+    jobs = ("student", "engineer", "writer")
+    u_user = "".join(
+        f"{u}|{15 + (7 * u) % 50}|{'FM'[u % 2]}|{jobs[u % 3]}|0000{u % 10}\n"
+        for u in range(1, N_USERS + 1)
+    )
+    (folder / "u.user").write_text(u_user, encoding="latin-1")
     return {
         "dir": d,
         "csv": d / "ratings.csv",
@@ -96,8 +108,11 @@ def ml_model(data: dict[str, Path]) -> Path:
     return path
 
 
-def _train(*args: str) -> int:
-    return main(["recommend", "train", *args])
+def _train(*args: str, catalogue: bool = True) -> int:
+    """``userdp recommend train ARGS``, with the fixture's public catalogue (``--items``) unless
+    ``catalogue=False`` (then private methods choose their items privately)."""
+    extra = ["--items", str(CATALOGUE[-1])] if catalogue and CATALOGUE else []
+    return main(["recommend", "train", *args, *extra])
 
 
 def _evaluate(*args: str) -> int:
@@ -125,23 +140,24 @@ def test_train_am_ssp_on_movielens_writes_the_item_embeddings_and_budget(data, t
     assert _train(*argv) == ExitCode.OK
     stdout, err = capsys.readouterr()
     assert stdout == ""
-    model = MatrixFactorization.load(out)
+    model = RecommenderModel.load(out)
     assert model.method == "am-ssp"
-    assert model.budget_.epsilon == pytest.approx(1.0, rel=1e-3)
-    assert model.budget_.epsilon <= 1.0 + 1e-9
-    assert model.budget_.delta == pytest.approx(1e-5)
-    assert model.item_factors_.shape == (N_ITEMS, 4)
-    assert np.all(np.isfinite(model.item_factors_))
-    assert model.rating_range_ == (1.0, 5.0)  # the version's scale
-    assert model.item_counts_ is not None and model.item_counts_.shape == (N_ITEMS,)
-    assert model.trained_items_.all()
-    assert sorted(model.item_labels_.to_pylist()) == list(range(1, N_ITEMS + 1))
+    assert model.budget.epsilon == pytest.approx(1.0, rel=1e-3)
+    assert model.budget.epsilon <= 1.0 + 1e-9
+    assert model.budget.delta == pytest.approx(1e-5)
+    assert model.item_factors.shape == (N_CATALOGUE, 4)  # the catalogue, not the rated items
+    assert np.all(np.isfinite(model.item_factors))
+    assert model.rating_range == (1.0, 5.0)  # the version's scale
+    assert model.item_counts is not None and model.item_counts.shape == (N_CATALOGUE,)
+    assert model.trained_items.all()
+    assert sorted(model.item_labels.to_pylist()) == list(range(N_CATALOGUE))
+    assert model.encoder_params is not None and model.encoder_params.ndim == 1
     lines = err.splitlines()
     assert lines[1].split()[:3] == ["method", "epsilon", "delta"]
-    assert lines[2].split()[:8] == ["am-ssp", "1", "1e-05", "200", "60", "4000", "4", "2"]
-    assert "genres (18), year (12), id (60)" in err
-    assert "not the encoder's parameters" in err
-    assert "not differentially private" in err
+    assert lines[2].split()[:6] == ["am-ssp", "1", "1e-05", str(N_CATALOGUE), "(public)", "61"]
+    assert "genres (18), year (12), id (61)" in err
+    assert "and the encoder's parameters" in err
+    assert "non-private, for the operator only" in err
 
 
 @pytest.mark.parametrize(
@@ -154,10 +170,10 @@ def test_every_public_method_trains(method, data, tmp_path):
     if method != "am-ssp-minibatch":
         argv = argv[:-2]
     assert _train(*argv) == ExitCode.OK
-    model = MatrixFactorization.load(out)
+    model = RecommenderModel.load(out)
     assert model.method == method
-    assert model.budget_.epsilon == pytest.approx(1.0, rel=1e-3)
-    assert np.all(np.isfinite(model.item_factors_))
+    assert model.budget.epsilon == pytest.approx(1.0, rel=1e-3)
+    assert np.all(np.isfinite(model.item_factors))
 
 
 def test_features_id_alone_trains_the_id_only_model_on_a_ratings_file(data, tmp_path, capsys):
@@ -166,10 +182,10 @@ def test_features_id_alone_trains_the_id_only_model_on_a_ratings_file(data, tmp_
     argv += [*EPS_DELTA, *FAST, "--rating-range", "0.5", "5"]
     assert _train(*argv) == ExitCode.OK
     err = capsys.readouterr().err
-    assert f"id-only encoder ({N_RATED} item embeddings)" in err
-    model = MatrixFactorization.load(out)
-    assert model.item_factors_.shape == (N_RATED, 4)
-    assert model.rating_range_ == (0.5, 5.0)
+    assert f"id-only encoder ({N_CATALOGUE} item embeddings)" in err
+    model = RecommenderModel.load(out)
+    assert model.item_factors.shape == (N_CATALOGUE, 4)
+    assert model.rating_range == (0.5, 5.0)
 
 
 def test_item_features_file_is_one_family(data, tmp_path, capsys):
@@ -178,16 +194,16 @@ def test_item_features_file_is_one_family(data, tmp_path, capsys):
     argv += ["--item-features", str(data["kinds"]), *EPS_DELTA, *FAST, "--rating-range", "0.5", "5"]
     assert _train(*argv) == ExitCode.OK  # default --features genres,year,id: the file and id
     err = capsys.readouterr().err
-    assert f"kinds (6), id ({N_RATED})" in err
-    model = MatrixFactorization.load(out)
-    assert model.item_factors_.shape == (N_RATED, 4)
+    assert f"kinds (6), id ({N_CATALOGUE})" in err
+    model = RecommenderModel.load(out)
+    assert model.item_factors.shape == (N_CATALOGUE, 4)
     # Without id: the file's family alone; items 50.. have no feature and embed to the bias.
     argv += ["--features", "genres", "--overwrite"]
     assert _train(*argv) == ExitCode.OK
     assert "encoder on kinds (6) with family dimension 4" in capsys.readouterr().err
-    model = MatrixFactorization.load(out)
+    model = RecommenderModel.load(out)
     codes = model.item_codes(pa.array(["50", "51", "52"]))
-    rows = model.item_factors_[codes]
+    rows = model.item_factors[codes]
     np.testing.assert_allclose(rows, np.broadcast_to(rows[0], rows.shape))
 
 
@@ -230,7 +246,7 @@ def test_help_names_the_public_methods(capsys):
     assert main(["recommend", "train", "--help"]) == ExitCode.OK
     out = capsys.readouterr().out
     assert "am-ssp-minibatch" in out and "am-dpsgd" in out
-    assert "encoder's parameters are not saved" in out
+    assert "encoder's parameters" in out and "--items FILE" in out
     assert "Default: genres,year,id." in out and "Default: 50." in out  # --inner-steps
 
 
@@ -327,5 +343,16 @@ def test_an_ml_20m_folder_trains_with_its_tag_genome(data, tmp_path, capsys):
     argv = [str(folder), "-o", str(out), "--method", "am-ssp", "--features", "genome,id"]
     assert _train(*argv, *EPS_DELTA, *FAST) == ExitCode.OK
     assert "encoder on genome (2), id" in capsys.readouterr().err
-    rated = np.unique(stars.items).size  # the code book holds the rated movies
-    assert MatrixFactorization.load(out).item_factors_.shape == (rated, 4)
+    # The model holds the catalogue's items (ids 0..60; 0 is not a movie: no genome row)
+    assert RecommenderModel.load(out).item_factors.shape == (N_CATALOGUE, 4)
+
+
+def test_user_features_train_a_model_that_saves_the_released_prior(data, tmp_path, capsys):
+    out = tmp_path / "m.npz"
+    argv = [str(data["ml"]), "-o", str(out), "--method", "am-ssp", *EPS_DELTA, *FAST, "-q"]
+    assert _train(*argv, "--user-features") == ExitCode.OK
+    model = RecommenderModel.load(out)
+    assert model.user_prior is not None and model.user_prior.shape == (7 + 2 + 21, 4)
+    assert model.budget.epsilon == pytest.approx(1.0, rel=1e-3)  # the prior is charged
+    assert _train(*argv, "--user-features", "--method", "adadpals") == ExitCode.USAGE
+    assert "--user-features applies to the am-* methods" in capsys.readouterr().err

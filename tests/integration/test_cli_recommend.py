@@ -20,12 +20,16 @@ from userdp.cli import recommend as recommend_cli
 from userdp.data.ratings import Ratings
 from userdp.data.synthetic import lowrank_ratings
 from userdp.exceptions import DataError
-from userdp.recommend import MatrixFactorization, ml10m_split
+from userdp.recommend import MatrixFactorization, RecommenderModel, ml10m_split
 
 EPS_DELTA = ["--epsilon", "1", "--delta", "1e-5"]
 FAST = ["--dim", "4", "--steps", "2", "--seed", "0"]
 N_USERS, N_ITEMS = 200, 60
 N_RATED = 59  # lowrank_ratings(seed=0) leaves item 58 without ratings; seed=1 rates all 60
+
+
+CATALOGUE: list[Path] = []  # the fixture's item catalogue file
+N_CATALOGUE = 61  # ids 0..60
 
 
 def _table(r: Ratings) -> pa.Table:
@@ -53,6 +57,10 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     )
     flags = "|".join(["0"] * 19)
     u_item = "".join(f"{i}|Movie {i} (1995)|01-Jan-1995||http://x|{flags}\n" for i in range(1, 61))
+    # The public catalogue passed with --items: ids 0..60 cover the synthetic items (0..59) and
+    # the fake ml-100k's (1..60); ids nobody rated get rows of noise only.
+    (d / "items.txt").write_text("".join(f"{i}\n" for i in range(N_ITEMS + 1)))
+    CATALOGUE.append(d / "items.txt")
     folder = d / "ml-100k"
     folder.mkdir()
     (folder / "u.data").write_text(u_data)
@@ -75,13 +83,16 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def model_path(data: dict[str, Path]) -> Path:
     """An adadpals model trained on the Parquet file (integer item ids)."""
     path = data["dir"] / "model.npz"
-    argv = ["recommend", "train", str(data["parquet"]), "-o", str(path), *EPS_DELTA, *FAST]
-    assert main([*argv, "--rating-range", "0.5", "5", "-q"]) == ExitCode.OK
+    argv = [str(data["parquet"]), "-o", str(path), *EPS_DELTA, *FAST]
+    assert _train(*argv, "--rating-range", "0.5", "5", "-q") == ExitCode.OK
     return path
 
 
-def _train(*args: str) -> int:
-    return main(["recommend", "train", *args])
+def _train(*args: str, catalogue: bool = True) -> int:
+    """``userdp recommend train ARGS``, with the fixture's public catalogue (``--items``) unless
+    ``catalogue=False`` (then private methods choose their items privately)."""
+    extra = ["--items", str(CATALOGUE[-1])] if catalogue and CATALOGUE else []
+    return main(["recommend", "train", *args, *extra])
 
 
 def _one_error_line(err: str, prog: str) -> str:
@@ -106,19 +117,18 @@ def test_train_writes_a_model_with_the_declared_budget(data, tmp_path, capsys):
     assert _train(*argv) == ExitCode.OK
     stdout, err = capsys.readouterr()
     assert stdout == ""
-    model = MatrixFactorization.load(out)
+    model = RecommenderModel.load(out)
     assert model.method == "adadpals"
-    assert model.budget_.epsilon == pytest.approx(1.0, rel=1e-3)
-    assert model.budget_.epsilon <= 1.0 + 1e-9
-    assert model.budget_.delta == pytest.approx(1e-5)
-    assert model.item_factors_.shape == (N_RATED, 4)
-    assert model.rating_range_ == (0.5, 5.0)
+    assert model.budget.epsilon == pytest.approx(1.0, rel=1e-3)
+    assert model.budget.epsilon <= 1.0 + 1e-9
+    assert model.budget.delta == pytest.approx(1e-5)
+    assert model.item_factors.shape == (N_CATALOGUE, 4)  # the public catalogue's items
+    assert model.rating_range == (0.5, 5.0)
+    assert model.item_source == "public"
     header, row = err.splitlines()[1:3]
-    assert header.split() == [
-        "method", "epsilon", "delta", "users", "items", "ratings", "dim", "steps", "seconds"
-    ]  # fmt: skip
-    assert row.split()[:8] == ["adadpals", "1", "1e-05", "200", str(N_RATED), "4000", "4", "2"]
-    assert "not differentially private" in err
+    assert header.split() == ["method", "epsilon", "delta", "items", "trained", "dim", "steps"]
+    assert row.split() == ["adadpals", "1", "1e-05", str(N_CATALOGUE), "(public)", "61", "4", "2"]
+    assert "non-private, for the operator only" in err
     assert not list(tmp_path.glob(".*tmp*"))  # the temporary file was renamed
 
 
@@ -130,11 +140,12 @@ def test_train_options_reach_the_model(data, tmp_path, capsys):
     assert _train(*argv) == ExitCode.OK
     err = capsys.readouterr().err
     assert "--mu only applies to adadpals and adadpsgd; ignored." in err
-    model = MatrixFactorization.load(out)
-    assert (model.method, model.center, model.sample_size) == ("dpsgd-tail", "midpoint", 7)
-    assert (model.clip_norm, model.count_fraction) == (0.5, 0.2)
-    assert model.mu == MatrixFactorization().mu  # the inapplicable --mu was not passed on
-    assert model.center_ == 3.0
+    model = RecommenderModel.load(out)
+    p = model.params
+    assert (model.method, p["center"], p["sample_size"]) == ("dpsgd-tail", "midpoint", 7)
+    assert (p["clip_norm"], p["count_fraction"]) == (0.5, 0.2)
+    assert p["mu"] == MatrixFactorization().mu  # the inapplicable --mu was not passed on
+    assert model.center == 3.0
 
 
 @pytest.mark.parametrize("layout", ["ml", "zip"])
@@ -142,17 +153,17 @@ def test_train_on_movielens_uses_the_version_scale(layout, data, tmp_path, capsy
     out = tmp_path / "m.npz"
     assert _train(str(data[layout]), "-o", str(out), *EPS_DELTA, *FAST, "-q") == ExitCode.OK
     assert capsys.readouterr() == ("", "")
-    model = MatrixFactorization.load(out)
-    assert model.rating_range_ == (1.0, 5.0)  # ml-100k: 1..5 stars, without --rating-range
-    assert model.item_labels_.type == pa.int64()
-    assert sorted(model.item_labels_.to_pylist()) == list(range(1, N_ITEMS + 1))
+    model = RecommenderModel.load(out)
+    assert model.rating_range == (1.0, 5.0)  # ml-100k: 1..5 stars, without --rating-range
+    assert model.item_labels.type == pa.int64()  # the catalogue's ids read as the data's type
+    assert sorted(model.item_labels.to_pylist()) == list(range(N_CATALOGUE))
 
 
 def test_als_is_not_private(data, tmp_path, capsys):
     out = tmp_path / "als.npz"
     assert _train(str(data["csv"]), "-o", str(out), "--method", "als", *FAST) == ExitCode.OK
     assert "non-private" in capsys.readouterr().err
-    assert MatrixFactorization.load(out).budget_ is None
+    assert RecommenderModel.load(out).budget is None
 
 
 def test_refuses_to_overwrite_without_flag(data, tmp_path, capsys):
@@ -399,3 +410,49 @@ def test_python_dash_m_userdp_recommend_help():
     for name in ("train", "evaluate", "neighbors"):
         assert name in done.stdout
     assert done.stderr == ""
+
+
+# -- the item set (issue 17) --------------------------------------------------------------------
+def test_train_chooses_the_item_set_privately_by_default(tmp_path, capsys):
+    # D' = synthetic ratings + one user holding a title nobody else rated.
+    r = lowrank_ratings(n_users=2000, n_items=20, n_ratings=16_000, seed=4)
+    schema = pa.schema([("user", pa.string()), ("item", pa.string()), ("rating", pa.float64())])
+    rare = pa.table({"user": ["carol-secret-user"], "item": ["rare-title-42"], "rating": [5.0]})
+    table = pa.concat_tables([r.to_arrow().cast(schema), rare.cast(schema)])
+    pacsv.write_csv(table, tmp_path / "r.csv")
+    out = tmp_path / "m.npz"
+    argv = [str(tmp_path / "r.csv"), "-o", str(out), "--epsilon", "4", "--delta", "1e-5"]
+    argv += ["--rating-range", "0.5", "5", "--dim", "2", "--steps", "1", "--seed", "0"]
+    assert _train(*argv, "--selection-fraction", "0.2", catalogue=False) == ExitCode.OK
+    err = capsys.readouterr().err
+    model = RecommenderModel.load(out)
+    assert model.item_source == "private"
+    assert 0 < model.n_items <= 20
+    assert "rare-title-42" not in model.item_labels.to_pylist()
+    assert model.budget.epsilon == pytest.approx(4.0, rel=1e-3)  # selection + training
+    assert model.budget.epsilon <= 4.0 * (1 + 1e-9)
+    raw = out.read_bytes()
+    for secret in ("rare-title-42", "carol-secret-user"):
+        assert secret.encode() not in raw and secret not in err
+    assert f"{model.n_items} (private)" in err
+
+
+def test_train_with_a_public_catalogue_drops_other_items(data, tmp_path, capsys):
+    (tmp_path / "few.txt").write_text("3\n17\n")
+    out = tmp_path / "m.npz"
+    argv = [str(data["parquet"]), "-o", str(out), *EPS_DELTA, *FAST, "--rating-range", "0.5", "5"]
+    assert _train(*argv, "--items", str(tmp_path / "few.txt"), catalogue=False) == ExitCode.OK
+    model = RecommenderModel.load(out)
+    assert model.item_labels.to_pylist() == [3, 17]  # read as the data's integer ids
+    assert model.item_source == "public" and model.budget.epsilon == pytest.approx(1.0, rel=1e-3)
+    assert "outside the item set" in capsys.readouterr().err
+
+
+def test_a_catalogue_that_names_no_rated_item_is_one_error_line(data, tmp_path, capsys):
+    (tmp_path / "other.txt").write_text("x1\nx2\n")
+    argv = [str(data["csv"]), "-o", str(tmp_path / "m.npz"), *EPS_DELTA, *FAST]
+    argv += ["--rating-range", "0.5", "5", "--items", str(tmp_path / "other.txt")]
+    assert _train(*argv, catalogue=False) == ExitCode.USAGE
+    line = _one_error_line(capsys.readouterr().err, "userdp recommend train")
+    assert "no rating names an item of the catalogue" in line
+    assert not (tmp_path / "m.npz").exists()

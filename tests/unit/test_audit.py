@@ -190,3 +190,16 @@ def test_recording_is_inactive_outside_the_auditor():
     with recording() as releases:
         pass
     assert releases == []
+
+
+def test_cli_audits_a_given_file_and_names_a_missing_column(tmp_path, capsys):
+    good = tmp_path / "pairs.csv"
+    good.write_text("user,item\n" + "".join(f"{u},{u % 7}\n" for u in range(60)))
+    code = main(["audit", "--input", str(good), "--mechanism", "select[basic]", "--max-removals",
+                 "2", "--epsilon-runs", "0"])  # fmt: skip
+    assert code == 0
+    assert "select[basic]" in capsys.readouterr().out
+    bad = tmp_path / "bad.csv"
+    bad.write_text("person,item\n1,2\n")
+    assert main(["audit", "--input", str(bad), "--epsilon-runs", "0"]) == 2
+    assert "missing column(s) 'user'" in capsys.readouterr().err

@@ -219,10 +219,12 @@ def test_read_csv_keeps_null_like_tokens_as_strings(tmp_path):
     assert all(isinstance(v, str) for v in c.item_values(c.items).to_pylist())
 
 
-def test_read_csv_keeps_empty_strings(tmp_path):
+def test_read_csv_refuses_empty_string_ids(tmp_path):
+    """Issue 12: empty ids were accepted silently; now refused with the column and row."""
     p = tmp_path / "pairs.csv"
     p.write_text('user,item\na,""\nb,x\n')
-    assert pair_set(read(p)) == {("a", ""), ("b", "x")}
+    with pytest.raises(DataError, match=r"Column 'item' has an empty value \(first at row 0\)"):
+        read(p)
 
 
 def test_read_tsv_with_and_without_header(tmp_path):

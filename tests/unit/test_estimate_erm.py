@@ -320,7 +320,8 @@ def test_labels_in_minus_one_one_are_returned_in_the_same_encoding():
     x, y, users, _ = logistic_data(17)
     y_pm = np.where(y == 1, 1, -1)
     a = WeightedERM(epsilon=EPS, delta=DELTA, h=3.0, steps=10, seed=18).fit(x, y, users)
-    b = WeightedERM(epsilon=EPS, delta=DELTA, h=3.0, steps=10, seed=18).fit(x, y_pm, users)
+    b = WeightedERM(epsilon=EPS, delta=DELTA, h=3.0, steps=10, seed=18, classes=(-1, 1))
+    b.fit(x, y_pm, users)
     np.testing.assert_array_equal(b.classes_, [-1, 1])
     np.testing.assert_allclose(a.coef_, b.coef_)
     assert set(np.unique(b.predict(x))) <= {-1, 1}
@@ -470,7 +471,7 @@ def test_bad_parameters_are_rejected_before_the_data_are_read(params, match):
             lambda x, y, u: (x, np.where(np.arange(y.size) == 3, np.inf, y), u),
             "'y' has a non-finite value at row 3",
         ),
-        (lambda x, y, u: (x, y + 1, u), r"labels in \{0, 1\} or \{-1, \+1\}"),
+        (lambda x, y, u: (x, y + 1, u), r"labels in classes=\(0, 1\)"),
         (lambda x, y, u: (x[:0], y[:0], u[:0]), "at least one record"),
         (lambda x, y, u: (x, y, np.where(u == u[0], np.nan, u)), "'users' contains NaN"),
         (
@@ -501,3 +502,22 @@ def test_prediction_checks_the_feature_count_and_the_loss():
         model.predict(x[:, :3])
     with pytest.raises(InvalidParameterError, match="predict_proba needs loss='logistic'"):
         model.predict_proba(x)
+
+
+def test_the_label_set_is_declared_not_read_from_the_data():
+    # Issue 17: a user holding the only label -1 must not change classes_ (it was the set of
+    # labels seen); the declared classes are released, and labels outside them are refused
+    # without printing them.
+    x, y, users, _ = logistic_data(19)
+    model = WeightedERM(epsilon=EPS, delta=DELTA, h=3.0, steps=5, seed=1).fit(x, y, users)
+    np.testing.assert_array_equal(model.classes_, [0, 1])
+    only_ones = np.ones_like(y)
+    model = WeightedERM(epsilon=EPS, delta=DELTA, h=3.0, steps=5, seed=1)
+    np.testing.assert_array_equal(model.fit(x, only_ones, users).classes_, [0, 1])
+    y2 = only_ones.copy()
+    y2[0] = -1  # the added user's unique label
+    with pytest.raises(DataError, match=r"1 row\(s\) are not \(first at row 0\)") as info:
+        WeightedERM(epsilon=EPS, delta=DELTA, h=3.0, steps=5, seed=1).fit(x, y2, users)
+    assert "-1." not in str(info.value)
+    with pytest.raises(InvalidParameterError, match="'classes' parameter"):
+        WeightedERM(epsilon=EPS, delta=DELTA, classes=(1, 2)).fit(x, y, users)

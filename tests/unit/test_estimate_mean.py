@@ -241,7 +241,7 @@ def test_bad_data_raise_data_error(fn):
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        (dict(epsilon=0.0), "'epsilon' parameter of {name} must be a float in the range \\(0, inf"),
+        (dict(epsilon=0.0), "'epsilon' parameter of {name} must be a float in the range \\[1e-09"),
         (dict(epsilon=-1.0), "'epsilon' parameter of {name}.*Got -1.0 instead"),
         (dict(epsilon=float("inf")), "'epsilon' parameter of {name}"),
         (dict(bounds=(1.0, 1.0)), "'bounds' parameter of {name} must be a pair"),

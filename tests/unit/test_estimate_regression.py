@@ -373,7 +373,7 @@ def test_predict_with_the_wrong_number_of_features_raises():
 
 # -- bad input -------------------------------------------------------------------------------------
 BAD_PARAMS = [
-    (dict(epsilon=0.0), r"'epsilon' parameter .* range \(0, inf\)\. Got 0\.0"),
+    (dict(epsilon=0.0), r"'epsilon' parameter .* range \[1e-09, inf\)\. Got 0\.0"),
     (dict(epsilon=-1.0), r"'epsilon' parameter .* Got -1\.0"),
     (dict(epsilon=math.inf), r"'epsilon' parameter"),
     (dict(epsilon="1"), r"'epsilon' parameter"),

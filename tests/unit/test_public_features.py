@@ -12,6 +12,7 @@ from userdp.data.synthetic import lowrank_ratings
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask._kernels import segment_offsets, segment_statistics
 from userdp.privacy import PrivacyAccountant, PrivacyBudget
+from userdp.recommend.als import MatrixFactorization
 from userdp.recommend.encoders import FeatureFamily, IdEncoder, PublicFeatureEncoder
 from userdp.recommend.public import (
     PublicFeatureRecommender,
@@ -107,7 +108,8 @@ def test_am_ssp_trains_to_the_budget_and_beats_the_mean_without_noise(variant):
     ids = FeatureFamily("id", sp.identity(60, format="csr"))
     enc = PublicFeatureEncoder([*_families(60, np.random.default_rng(2)), ids], 4, seed=0)
     private = PublicFeatureRecommender(encoder=enc, variant=variant, rating_range=(0.5, 5.0),
-                                       inner_steps=20, batch_items=16, seed=1)  # fmt: skip
+                                       inner_steps=20, batch_items=16, seed=1,
+                                       items=data.item_labels)  # fmt: skip
     private.fit(data, budget=PrivacyBudget(3.0, 1e-5))
     assert private.budget_.epsilon == pytest.approx(3.0, rel=1e-4)
     assert private.item_factors_.shape == (60, 4) and np.all(np.isfinite(private.item_factors_))
@@ -154,7 +156,7 @@ def test_am_dpsgd_charges_one_gradient_release_per_inner_step():
     data = lowrank_ratings(n_users=80, n_items=20, n_ratings=1000, seed=7)
     model = PublicFeatureRecommender(
         encoder=IdEncoder(20, 2), variant="dpsgd", steps=steps, inner_steps=inner,
-        rating_range=(0.5, 5.0), seed=2,
+        rating_range=(0.5, 5.0), seed=2, items=data.item_labels,
     ).fit(data, budget=PrivacyBudget(4.0, delta))  # fmt: skip
     assert model.budget_.epsilon == pytest.approx(4.0, rel=1e-4)
     assert np.all(np.isfinite(model.item_factors_))
@@ -205,7 +207,8 @@ def test_a_model_with_user_features_spends_the_budget_and_gives_cold_users_their
     data = lowrank_ratings(n_users=300, n_items=50, n_ratings=9_000, rank=2, seed=5)
     fams = _user_families(data.n_users, 4)
     enc = PublicFeatureEncoder(_families(50, np.random.default_rng(2)), 4, seed=0)
-    m = PublicFeatureRecommender(encoder=enc, rating_range=(0.5, 5.0), seed=1)
+    m = PublicFeatureRecommender(encoder=enc, rating_range=(0.5, 5.0), seed=1,
+                                 items=data.item_labels)  # fmt: skip
     m.fit(data, budget=PrivacyBudget(2.0, 1e-5), user_features=fams)
     assert PrivacyAccountant().compose(m.dp_event_).spent(1e-5).epsilon == pytest.approx(2.0)
     assert m.user_prior_.shape == (7, 4)
@@ -228,3 +231,24 @@ def test_user_features_are_refused_when_the_model_has_none_or_the_rows_do_not_ma
         PublicFeatureRecommender(encoder=enc, rating_range=(0.5, 5.0)).fit(
             data, user_features=_user_families(99, 1)
         )
+
+
+@pytest.mark.parametrize(
+    ("kw", "fragment"),
+    [
+        ({"center": "typo"}, "'center' parameter"),
+        ({"rating_range": (5.0, 1.0)}, "low < high"),
+        ({"count_fraction": 1.5}, "'count_fraction' parameter"),
+        ({"mu": -1.0}, "'mu' parameter"),
+    ],
+)
+def test_the_common_keywords_are_checked_as_in_matrix_factorization(kw, fragment):
+    # Issue 14: PublicFeatureRecommender checked 9 of its keywords; the shared base checks all
+    # the ones it shares with MatrixFactorization, with the same wording.
+    data = lowrank_ratings(n_users=50, n_items=10, n_ratings=300, seed=1)
+    for make in (
+        lambda: PublicFeatureRecommender(encoder=IdEncoder(10, 2), **kw),
+        lambda: MatrixFactorization(method="als", **kw),
+    ):
+        with pytest.raises(InvalidParameterError, match=fragment):
+            make().fit(data)

@@ -72,3 +72,23 @@ def test_from_table_names_the_missing_column_and_rejects_text_ratings():
         Ratings.from_table({"user": [1], "item": [2], "score": [3.0]})
     with pytest.raises(DataError, match="must be numeric"):
         Ratings.from_columns([1], [2], ["good"])
+
+
+def test_union_of_two_parts_holds_every_row_with_the_same_codes():
+    r = Ratings.from_columns(["a", "a", "b", "c"], ["x", "y", "x", "z"], [1.0, 2.0, 3.0, 4.0])
+    first, second = r.subset(np.array([0, 3])), r.subset(np.array([1, 2]))
+    both = first.union(second)
+    assert both.n_users == r.n_users and both.n_items == r.n_items
+    got = sorted(zip(both.users.tolist(), both.items.tolist(), both.values.tolist(), strict=True))
+    want = sorted(zip(r.users.tolist(), r.items.tolist(), r.values.tolist(), strict=True))
+    assert got == want
+    other = Ratings.from_columns(["q"], ["x"], [1.0])
+    with pytest.raises(DataError, match="same user code book"):
+        first.union(other)
+
+
+def test_implicit_keeps_the_pairs_and_sets_every_value_to_one():
+    r = Ratings.from_columns(["a", "b"], ["x", "y"], [4.5, 0.5])
+    i = r.implicit()
+    assert np.array_equal(i.users, r.users) and np.array_equal(i.items, r.items)
+    assert np.all(i.values == 1.0)

@@ -119,7 +119,7 @@ def run_audit(
         Runs per side for the empirical epsilon lower bounds (0 skips them). Experiments are
         those of :data:`~userdp.audit.hard.EXPERIMENTS` whose mechanism is audited.
     epsilon_scale : int, default=1
-        Size factor of the hard neighbours (novel items held by the added user: 20 x scale).
+        Size factor of the hard neighbours (novel items held by the added user: 200 x scale).
     """
     started = time.perf_counter()
     names = list(MECHANISMS) if mechanisms is None else list(mechanisms)

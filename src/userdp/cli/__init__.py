@@ -1,21 +1,26 @@
-"""The ``userdp`` command line: ``select``, ``recommend``, ``estimate`` and ``generate``.
+"""The ``userdp`` command line: ``select``, ``recommend``, ``estimate``, ``generate``, ``audit``.
 
 :func:`main` does the work and returns an exit code (what tests and Python callers use);
 :func:`console_main` is the installed script's entry point and exits the process.
 
 Exit codes (:class:`ExitCode`): 0 success, 1 unexpected error, 2 bad arguments or input (one
 line ``userdp CMD: error: ...`` on stderr), 130 interrupted.
+
+This module imports no subcommand (and so no NumPy, PyArrow, SciPy, dp-accounting or PySpark)
+until :func:`main` runs: ``userdp --version`` stays fast, and Ctrl-C while those load is
+handled like any other interrupt.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 
 from userdp import __version__
 
-from . import audit, estimate, generate, recommend, select
 from .options import ArgumentParser, ExitCode
 
 __all__ = ["ExitCode", "build_parser", "console_main", "main"]
@@ -36,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
     commands.required = True
+    from . import audit, estimate, generate, recommend, select  # heavy: NumPy, PyArrow, SciPy, ...
+
     select.add_parser(commands)
     generate.add_parser(commands)
     recommend.add_parser(commands)
@@ -50,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     Errors are reported on stderr, never raised, except with ``--debug``. ``KeyboardInterrupt``
     and ``BrokenPipeError`` propagate to the caller (:func:`console_main` handles them).
     """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv == ["--version"]:  # the fast path: no subcommand is imported
+        print(f"userdp {__version__}")
+        return ExitCode.OK
     parser = build_parser()
     try:
         args, extras = parser.parse_known_args(argv)
@@ -67,8 +78,14 @@ def console_main() -> None:
         code = main()
         sys.stdout.flush()
     except KeyboardInterrupt:
-        print("userdp: interrupted", file=sys.stderr)
-        code = ExitCode.INTERRUPTED
+        # One line, then leave at once: worker threads, Spark's py4j threads and interpreter
+        # shutdown would otherwise print more tracebacks. Outputs were already rolled back
+        # (atomic_output's cleanup ran while the interrupt unwound the stack).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        print("userdp: interrupted", file=sys.stderr, flush=True)
+        os._exit(ExitCode.INTERRUPTED)
     except BrokenPipeError:
         # The reader went away (e.g. `userdp select ... | head`): stop quietly. Point stdout
         # at devnull so the interpreter's final flush does not raise again.

@@ -115,6 +115,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="Seed of the replayed runs and of the synthetic data. Default: %(default)s.",
     )
     parser.add_argument(
+        "--novel-items",
+        type=positive_int,
+        default=200_000,
+        metavar="N",
+        help="Items (a multiple of 200) held by the added user of the selection's novel-user "
+        "experiment, at most 100 runs per side. Default: %(default)s.",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="Print the report as JSON instead of tables."
     )
     parser.set_defaults(handler=lambda args: run_guarded(PROG, run, args), parser=parser)
@@ -180,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     logger.info("auditing %d mechanisms", len(names))
     report = run_audit(names, table=table, users=args.users, max_removals=args.max_removals,
                        seed=args.seed, epsilon_runs=args.epsilon_runs,
-                       epsilon_scale=max(1, args.users // 40))  # fmt: skip
+                       epsilon_scale=max(1, args.novel_items // 200))  # fmt: skip
     print(report.to_json() if args.json else report.table())
     if args.json and not args.quiet:
         print(f"{PROG}: {'FAIL' if report.failed else 'pass'}; worst ratio "

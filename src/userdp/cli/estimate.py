@@ -8,6 +8,7 @@ runs the usual baseline that keeps at most h rows per user instead.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import logging
 import math
@@ -19,14 +20,24 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from userdp.data.io import FORMATS, read_table
+from userdp.data.io import FORMATS, read_table, to_float64
 from userdp.estimate.mean import sample_limited_mean, weighted_mean
 from userdp.estimate.quantile import sample_limited_quantile, weighted_quantile
 from userdp.estimate.regression import LabelPrivateLinearRegression
 from userdp.exceptions import DataError, InvalidParameterError
 
-from .options import atomic_output, check_output_path, common_options, non_negative_int, run_guarded
+from .options import (
+    atomic_output,
+    check_column_roles,
+    check_output_path,
+    common_options,
+    delimiter,
+    is_stdout,
+    non_negative_int,
+    run_guarded,
+)
 
 __all__ = ["add_parser"]
 
@@ -44,7 +55,8 @@ may own many rows. Rows are weighted so that each user's total weight is bounded
   linreg    linear regression of --label-column on the feature columns with label privacy:
             the features and which rows belong to which user are public, the labels private.
 
-The estimate goes to stdout (or --output as JSON); logs and a summary go to stderr.
+The estimate goes to stdout (or --output: .json gives JSON, .csv a name,estimate table, '-'
+JSON on stdout); logs and a summary go to stderr.
 """
 
 EPILOG = """\
@@ -164,6 +176,14 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         help="Format of INPUT. Default: from its name.",
     )
     parser.add_argument(
+        "--delimiter",
+        type=delimiter,
+        default=None,
+        metavar="CHAR",
+        help="Field separator of a CSV/TSV INPUT, one character or 'tab'. Default: ',' for "
+        "CSV, tab for TSV.",
+    )
+    parser.add_argument(
         "--user-column",
         default="user",
         metavar="NAME",
@@ -203,9 +223,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         default=None,
-        metavar="OUT.json",
-        help="Write the estimate and its privacy parameters as JSON to OUT.json. Default: a "
-        "table on stdout.",
+        metavar="OUT",
+        help="Write the estimate and its privacy parameters to OUT: .json gives JSON, .csv a "
+        "two-column table (name,estimate), '-' JSON on stdout. Default: a table on stdout.",
     )
     parser.add_argument(
         "--json",
@@ -215,7 +235,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="Replace OUT.json if it exists. Default: refuse to overwrite an existing file.",
+        help="Replace OUT if it exists. Default: refuse to overwrite an existing file.",
     )
 
 
@@ -257,7 +277,8 @@ def _add_values(parser: argparse.ArgumentParser, *, quantile: bool) -> None:
         default=None,
         metavar="H",
         help="Fix the per-user threshold h instead of choosing it (then no budget is spent on "
-        "choosing). Default: chosen to minimise the expected error.",
+        "choosing): a number > 0 for weighted, a whole number of rows for sample-limit. "
+        "Default: chosen to minimise the expected error.",
     )
     if not quantile:
         parser.add_argument(
@@ -303,10 +324,11 @@ def _add_linreg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threshold",
         type=_threshold,
-        default="best",
+        default=None,
         metavar="H",
-        help="Per-user row limit h for sample-limit: a number, 'best' (minimises the expected "
-        "error) or 'max' (every row). Default: %(default)s.",
+        help="Per-user row limit h, for --method sample-limit only (gwa chooses its own "
+        "weights): a whole number, 'best' (minimises the expected error) or 'max' (every "
+        "row). Default: best.",
     )
     parser.add_argument(
         "--noise-variance",
@@ -328,7 +350,12 @@ def _add_linreg(parser: argparse.ArgumentParser) -> None:
 def _read(args: argparse.Namespace, numeric: Sequence[str]) -> tuple[np.ndarray, pa.Table]:
     """The user column as strings and the named numeric columns as float64."""
     wanted = (args.user_column, *numeric)
-    table = read_table(args.input, columns=wanted, format=args.format)  # type: ignore[arg-type]
+    table = read_table(
+        args.input,
+        columns=wanted,
+        format=args.format,
+        delimiter=args.delimiter,
+    )
     for col in wanted:
         if col not in table.column_names:
             raise DataError(
@@ -340,19 +367,20 @@ def _read(args: argparse.Namespace, numeric: Sequence[str]) -> tuple[np.ndarray,
     users = table.column(args.user_column)
     if users.null_count:
         raise DataError(f"{args.input}: column {args.user_column!r} has empty values.")
+    users = users.cast(pa.string())
+    empty = pc.equal(pc.binary_length(users), 0)
+    if pc.any(empty).as_py():
+        raise DataError(
+            f"{args.input}: column {args.user_column!r} has an empty value (first at row "
+            f"{pc.index(empty, True).as_py()}); an empty id names no user."
+        )
     cast = {}
     for col in numeric:
-        values = table.column(col)
-        try:
-            values = values.cast(pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-            raise DataError(
-                f"{args.input}: column {col!r} must hold numbers: {str(err).splitlines()[0]}"
-            ) from err
+        values = to_float64(table.column(col), col, args.input)
         if values.null_count:
             raise DataError(f"{args.input}: column {col!r} has {values.null_count} empty values.")
         cast[col] = values
-    users_np = users.cast(pa.string()).to_numpy(zero_copy_only=False)
+    users_np = users.to_numpy(zero_copy_only=False)
     return users_np, pa.table(cast)
 
 
@@ -360,7 +388,10 @@ def _feature_columns(args: argparse.Namespace) -> list[str]:
     if args.feature_columns is not None:
         return list(args.feature_columns)
     names = read_table(
-        args.input, columns=(args.user_column, args.label_column), format=args.format
+        args.input,
+        columns=(args.user_column, args.label_column),
+        format=args.format,
+        delimiter=args.delimiter,
     ).column_names
     rest = [n for n in names if n not in (args.user_column, args.label_column)]
     if not rest:
@@ -368,13 +399,51 @@ def _feature_columns(args: argparse.Namespace) -> list[str]:
     return rest
 
 
+#: Suffixes of --output and the format each writes.
+_OUTPUT_FORMATS = {".json": "json", ".csv": "csv"}
+
+
 def _check(args: argparse.Namespace) -> None:
+    """Check options before reading anything (the library checks ranges again)."""
     bounds = args.label_range if args.statistic == "linreg" else args.bounds
+    flag = "--label-range" if args.statistic == "linreg" else "--bounds"
     if not (math.isfinite(bounds[0]) and math.isfinite(bounds[1]) and bounds[0] < bounds[1]):
-        flag = "--label-range" if args.statistic == "linreg" else "--bounds"
         raise InvalidParameterError(
             f"{flag} must be two finite numbers LOWER < UPPER; got {bounds[0]:g} {bounds[1]:g}."
         )
+    if args.statistic == "linreg":
+        roles: dict[str, Any] = {"--user-column": args.user_column,
+                                 "--label-column": args.label_column}  # fmt: skip
+        if args.feature_columns is not None:
+            roles["--feature-columns"] = args.feature_columns
+        check_column_roles(roles)
+        if args.method == "gwa" and args.threshold is not None:
+            raise InvalidParameterError(
+                "--threshold applies to --method sample-limit only; gwa weights every row and "
+                "chooses no threshold."
+            )
+        if args.threshold is None:
+            args.threshold = "best"
+        elif isinstance(args.threshold, float) and not args.threshold.is_integer():
+            raise InvalidParameterError(
+                f"--threshold must be a whole number of rows for sample-limit; got "
+                f"{args.threshold:g}."
+            )
+    else:
+        check_column_roles({"--user-column": args.user_column,
+                            "--value-column": args.value_column})  # fmt: skip
+        if args.method == "sample-limit" and args.threshold is not None:
+            if not float(args.threshold).is_integer():
+                raise InvalidParameterError(
+                    f"--threshold must be a whole number of rows for sample-limit; got "
+                    f"{args.threshold:g}."
+                )
+    if args.output is not None and not is_stdout(args.output):
+        if Path(args.output).suffix.lower() not in _OUTPUT_FORMATS:
+            raise InvalidParameterError(
+                f"--output {args.output!r}: the name must end in .json (JSON) or .csv (a "
+                "name,estimate table), or be '-' for JSON on stdout."
+            )
 
 
 def _run_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float]]:
@@ -449,7 +518,13 @@ def run(args: argparse.Namespace) -> int:
     record = {"statistic": args.statistic, **info, "delta": 0.0, "estimates": estimates}
     if output is not None:
         with atomic_output(output, overwrite=args.overwrite) as tmp:
-            tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+            if _OUTPUT_FORMATS.get(output.suffix.lower()) == "csv":
+                with open(tmp, "w", encoding="utf-8", newline="") as f:
+                    writer = csv.writer(f, lineterminator="\n")
+                    writer.writerow(["name", "estimate"])
+                    writer.writerows([name, repr(value)] for name, value in estimates.items())
+            else:
+                tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         logger.info("Wrote the estimate to %s.", output)
     elif args.json:
         print(json.dumps(record, indent=2))

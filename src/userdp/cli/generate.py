@@ -22,6 +22,7 @@ from .options import (
     atomic_output,
     check_output_path,
     common_options,
+    is_stdout,
     non_negative_int,
     positive_int,
     run_guarded,
@@ -73,7 +74,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "output",
         metavar="OUTPUT",
-        help="File to write: CSV (.csv, .csv.gz) or Parquet (.parquet, .pq).",
+        help="File to write: CSV (.csv, .csv.gz) or Parquet (.parquet, .pq); - for CSV on stdout.",
     )
     parser.add_argument(
         "--users",
@@ -101,6 +102,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _output_format(path: Path) -> str:
+    if is_stdout(path):  # '-' or /dev/stdout: CSV text
+        return "csv"
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes[-1:] in ([".parquet"], [".pq"]):
         return "parquet"

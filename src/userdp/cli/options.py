@@ -11,6 +11,9 @@ import argparse
 import contextlib
 import logging
 import os
+import re
+import shutil
+import stat
 import sys
 import tempfile
 import warnings
@@ -27,13 +30,19 @@ __all__ = [
     "ExitCode",
     "Progress",
     "atomic_output",
+    "check_column_roles",
+    "check_not_an_input",
     "check_output_path",
     "common_options",
+    "delimiter",
     "input_size",
+    "is_stdout",
     "non_negative_int",
     "one_line",
     "positive_int",
+    "report_duplicates",
     "run_guarded",
+    "start_spark",
 ]
 
 logger = logging.getLogger("userdp")
@@ -57,8 +66,20 @@ def one_line(message: object) -> str:
     return text or "no details"
 
 
+#: Arguments that are numbers, not options: ``-1``, ``-1.5``, ``-1e3``, ``-1.5E+3``, ``-inf``.
+#: argparse's own pattern knows only ``-1`` and ``-1.5``, so ``--bounds -1e3 1e3`` failed.
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|infinity|nan)$", re.I)
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """An argparse parser whose errors are one line, ``PROG: error: MESSAGE``, with exit 2."""
+    """An argparse parser whose errors are one line, ``PROG: error: MESSAGE``, with exit 2.
+
+    Negative numbers in scientific notation (``-1e3``) and ``-inf`` are values, not options.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_NUMBER
 
     def error(self, message: str) -> NoReturn:
         self.exit(
@@ -221,19 +242,54 @@ def input_size(path: str | os.PathLike[str]) -> int:
         return 0
 
 
+#: Output names that mean "standard output" (``-o -``, ``-o /dev/stdout``).
+_STDOUT_NAMES = ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+def is_stdout(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` names standard output: ``-`` or ``/dev/stdout`` and its aliases."""
+    return os.fspath(path) in _STDOUT_NAMES
+
+
+def _refuse_special(p: Path, *, directory: bool) -> None:
+    """Refuse an existing ``p`` that is a symbolic link or not a regular file (even with
+    ``--overwrite``): replacing a FIFO, a device node or a link's target is never intended."""
+    try:
+        mode = os.lstat(p).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise InvalidParameterError(
+            f"The output path {str(p)!r} is a symbolic link; name the file itself (or remove "
+            "the link)."
+        )
+    if stat.S_ISDIR(mode):
+        if directory:
+            return
+        raise InvalidParameterError(f"The output path {str(p)!r} is a directory.")
+    if not stat.S_ISREG(mode):
+        raise InvalidParameterError(
+            f"The output path {str(p)!r} is not a regular file (a FIFO, socket or device); "
+            "userdp only replaces regular files. Use '-o -' for standard output."
+        )
+
+
 def check_output_path(
     path: str | os.PathLike[str], *, overwrite: bool, directory: bool = False
 ) -> Path:
     """Check before any work that ``path`` can be written; raise InvalidParameterError if not.
 
-    ``directory=True``: the output is a directory of part files (Spark's Parquet output), which
-    ``--overwrite`` may replace.
+    ``-`` and ``/dev/stdout`` mean standard output (:func:`atomic_output` writes there). An
+    existing symbolic link, FIFO or device is refused even with ``overwrite``. ``directory=True``:
+    the output is a directory of part files (Spark's Parquet output), which ``--overwrite`` may
+    replace.
     """
+    if is_stdout(path):
+        return Path(os.fspath(path))
     p = Path(path)
     if str(path) == "" or p.name == "":
         raise InvalidParameterError(f"The output path {str(path)!r} is not a file name.")
-    if p.is_dir() and not directory:
-        raise InvalidParameterError(f"The output path {str(p)!r} is a directory.")
+    _refuse_special(p, directory=directory)
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise InvalidParameterError(
@@ -243,11 +299,71 @@ def check_output_path(
         raise InvalidParameterError(
             f"Cannot write {str(p)!r}: no permission to create files in {str(parent)!r}."
         )
-    if (p.exists() or p.is_symlink()) and not overwrite:
+    if p.exists() and not overwrite:
         raise InvalidParameterError(
             f"The output file {str(p)!r} already exists; pass --overwrite to replace it."
         )
     return p
+
+
+def check_not_an_input(output: str | os.PathLike[str] | None, inputs: Sequence[Any]) -> None:
+    """Refuse an ``output`` that is one of the ``inputs`` (same file, even under another name).
+
+    Writing the result over the data it is computed from would destroy the input, with
+    ``--overwrite`` or not. ``inputs`` may hold non-path values; only existing paths count.
+    """
+    if output is None or is_stdout(output) or not os.path.exists(output):
+        return
+    for value in inputs:
+        if isinstance(value, (str, os.PathLike)) and os.fspath(value) and os.path.exists(value):
+            try:
+                same = os.path.samefile(value, output)
+            except OSError:
+                continue
+            if same:
+                raise InvalidParameterError(
+                    f"The output {os.fspath(output)!r} is the input {os.fspath(value)!r}; "
+                    "write the result to another file."
+                )
+
+
+def check_column_roles(roles: dict[str, Any]) -> None:
+    """Refuse a column named for two roles (``--user-column x --item-column x``).
+
+    ``roles`` maps an option (``"--user-column"``) to a column name or a list of names
+    (``--feature-columns``). Shared by every command that reads columns.
+    """
+    from userdp.data.io import check_column_roles as check
+
+    check(roles)
+
+
+def report_duplicates(n_duplicates: int, what: str = "(user, item) pairs") -> None:
+    """Warn that ``n_duplicates`` input rows repeated an earlier pair (and which one was kept).
+
+    Duplicates are never dropped silently: select and recommend report them the same way.
+    """
+    if n_duplicates:
+        kept = "the last rating of each is kept" if "rating" in what else "each counts once"
+        logger.warning(
+            "%d input row%s repeated earlier %s; %s (an exact count, for the operator only; "
+            "not differentially private).",
+            n_duplicates,
+            "" if n_duplicates == 1 else "s",
+            what,
+            kept,
+        )
+
+
+def delimiter(text: str) -> str:
+    """argparse type of ``--delimiter``: one character, or ``tab`` / ``\\t``."""
+    if text in ("tab", "\\t", "\t"):
+        return "\t"
+    if len(text) != 1 or text in ('"', "\n", "\r"):
+        raise argparse.ArgumentTypeError(
+            f"must be one character (or 'tab'), not a quote or line break; got {text!r}"
+        )
+    return text
 
 
 def _new_file_mode(existing: Path) -> int:
@@ -265,14 +381,28 @@ def atomic_output(path: Path, *, overwrite: bool) -> Iterator[Path]:
 
     Readers never see a half-written file, and a failed or interrupted write leaves any existing
     file untouched. Without ``overwrite``, an existing ``path`` is refused (checked again just
-    before the rename, in case it appeared while the job ran).
+    before the rename, in case it appeared while the job ran), and so is a link or a non-regular
+    file with it. For standard output (``-``, ``/dev/stdout``) the temporary file is copied to
+    stdout when the block succeeds, so a failed run prints nothing.
     """
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    to_stdout = is_stdout(path)
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f".{'stdout' if to_stdout else path.name}.",
+        suffix=".tmp",
+        dir=None if to_stdout else path.parent,
+    )
     os.close(fd)
     tmp = Path(tmp_name)
     try:
         yield tmp
-        if not overwrite and (path.exists() or path.is_symlink()):
+        if to_stdout:
+            sys.stdout.flush()
+            with open(tmp, "rb") as f:
+                shutil.copyfileobj(f, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+            return
+        _refuse_special(path, directory=False)
+        if not overwrite and path.exists():
             raise InvalidParameterError(
                 f"The output file {str(path)!r} already exists; pass --overwrite to replace it."
             )
@@ -283,16 +413,61 @@ def atomic_output(path: Path, *, overwrite: bool) -> Iterator[Path]:
             tmp.unlink()
 
 
+def start_spark(master: str | None, *, verbose: int = 0) -> Any:
+    """Start (or reuse) the Spark session for a CLI command, without console noise.
+
+    The JVM inherits the process's stderr when it is launched, and prints its start-up notes,
+    log4j lines and stage progress bars there (even with ``-q`` and without a terminal). So
+    the launch happens with file descriptor 2 pointed at ``os.devnull`` (restored at once for
+    Python), progress bars are off, and Spark's own log level is ERROR. Errors still reach
+    the command as exceptions (one line each, see :func:`run_guarded`). ``-vv`` keeps Spark's
+    console output, for debugging.
+    """
+    from userdp.spark import spark_session
+
+    config = {"spark.ui.showConsoleProgress": "false"}
+    if verbose >= 2:
+        return spark_session(master, config=config)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        session = spark_session(master, config=config)
+        session.sparkContext.setLogLevel("ERROR")
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    return session
+
+
+#: Exceptions raised by Spark (through py4j) on bad input: exit 2 with their first line.
+_SPARK_ERRORS = ("py4j.protocol", "pyspark.errors", "pyspark.sql.utils")
+#: Longest error message printed without --debug (Java stack traces can be 15,000 characters).
+_MAX_MESSAGE = 300
+
+
+def _is_spark_error(err: BaseException) -> bool:
+    return any(type(err).__module__.startswith(m) for m in _SPARK_ERRORS)
+
+
 def run_guarded(prog: str, command: Callable[[argparse.Namespace], int], args: Any) -> int:
     """Run ``command(args)`` and map exceptions to exit codes with one line on stderr.
 
-    :class:`~userdp.exceptions.UserDPError` and ``OSError`` (bad parameters, data or files) give
+    :class:`~userdp.exceptions.UserDPError`, ``OSError`` and Spark's errors on bad input give
     ``userdp CMD: error: ...`` and exit 2; anything else ``userdp CMD: unexpected error: ...``
-    and exit 1. With ``--debug`` the exception propagates with its traceback. A broken stdout
-    pipe and Ctrl-C propagate to :func:`userdp.cli.console_main`.
+    and exit 1. The line is short (a Java stack is cut to its first line) and, for userdp's
+    own errors, never holds a cell value of the data. With ``--debug`` the exception propagates
+    with its traceback (and the values). An output that is one of the inputs is refused before
+    the command runs. A broken stdout pipe and Ctrl-C propagate to
+    :func:`userdp.cli.console_main`.
     """
     try:
         with configured_logging(prog, args.verbose, args.quiet):
+            inputs = [v for k, v in vars(args).items() if k != "output"]
+            flat = [x for v in inputs for x in (v if isinstance(v, list) else [v])]
+            check_not_an_input(getattr(args, "output", None), flat)
             return command(args)
     except BrokenPipeError:
         raise
@@ -304,6 +479,9 @@ def run_guarded(prog: str, command: Callable[[argparse.Namespace], int], args: A
     except Exception as err:
         if args.debug:
             raise
+        if _is_spark_error(err):
+            print(f"{prog}: error: Spark: {_describe(err)}", file=sys.stderr)
+            return ExitCode.USAGE
         print(
             f"{prog}: unexpected error: {type(err).__name__}: {_describe(err)} "
             "(rerun with --debug for the traceback)",
@@ -316,4 +494,18 @@ def _describe(err: BaseException) -> str:
     if isinstance(err, OSError) and err.strerror:
         where = f"{err.filename!s}: " if err.filename else ""
         return one_line(f"{where}{err.strerror}")
-    return one_line(err) if str(err) else type(err).__name__
+    if isinstance(err, UserDPError):
+        text = str(err)
+        cause = err.__cause__
+        if cause is not None and _is_spark_error(cause) and str(cause) in text:
+            text = text.replace(str(cause), _describe(cause))  # "...: <Java stack>" -> one line
+        text = one_line(text) if text else type(err).__name__
+        return text if len(text) <= 2 * _MAX_MESSAGE else text[: 2 * _MAX_MESSAGE - 3] + "..."
+    if _is_spark_error(err):  # a Java stack trace: its first line that says something
+        lines = [ln.strip().lstrip(": ").strip() for ln in str(err).splitlines()]
+        useful = [ln for ln in lines if ln and not ln.startswith("An error occurred while")]
+        text = useful[0] if useful else ""
+    else:
+        text = str(err)
+    text = one_line(text) if text.strip() else type(err).__name__
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."

@@ -33,8 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import sparse
 
-from userdp.data.features import movielens_item_features
-from userdp.data.io import FORMATS, read_table
+from userdp.data.features import movielens_item_features, movielens_user_features
+from userdp.data.io import FORMATS, read_table, to_float64
 from userdp.data.movielens import (
     MOVIELENS,
     MovieLensSpec,
@@ -44,14 +44,18 @@ from userdp.data.movielens import (
 )
 from userdp.data.ratings import Ratings
 from userdp.exceptions import DataError, InvalidParameterError
+from userdp.partition import ALGORITHMS as SELECTION_ALGORITHMS
+from userdp.partition import select_partitions
 from userdp.privacy.budget import PrivacyBudget
 from userdp.recommend import (
     METHODS,
     FeatureFamily,
     IdEncoder,
+    ItemSet,
     MatrixFactorization,
     PublicFeatureEncoder,
     PublicFeatureRecommender,
+    RecommenderModel,
     frequency_buckets,
     ml10m_split,
     ml20m_split,
@@ -67,8 +71,10 @@ from .options import (
     atomic_output,
     check_output_path,
     common_options,
+    delimiter,
     non_negative_int,
     positive_int,
+    report_duplicates,
     run_guarded,
 )
 
@@ -215,7 +221,9 @@ _DEFAULTS = _keyword_defaults(MatrixFactorization)
 #: PublicFeatureRecommender's keyword defaults (the am-* methods).
 _PUBLIC_DEFAULTS = _keyword_defaults(PublicFeatureRecommender)
 #: Its keywords the CLI sets itself (not tuning flags).
-_PUBLIC_OWN = ("encoder", "variant", "steps", "rating_range", "center", "seed", "progress")
+_PUBLIC_OWN = (
+    "encoder", "items", "variant", "steps", "rating_range", "center", "seed", "progress",
+)  # fmt: skip
 _ALL_VARIANTS = lambda v: True  # noqa: E731
 _AM = "the am-* methods"
 _MF = "the matrix-factorization methods, not am-*"
@@ -397,6 +405,11 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
         help="Format of ratings files, when the file name does not tell it. Default: from the "
         "file name.",
     )
+    data.add_argument(
+        "--delimiter", type=delimiter, default=None, metavar="CHAR",
+        help="Field separator of CSV/TSV ratings files, one character or 'tab'. Default: ',' "
+        "for CSV, tab for TSV.",
+    )  # fmt: skip
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -574,7 +587,7 @@ def _movielens_spec(path: Path) -> MovieLensSpec | None:
 def _read_ratings_table(path: str, args: argparse.Namespace) -> pa.Table:
     """A ratings file as a table with columns user, item and rating (float64)."""
     cols = (args.user_column, args.item_column, args.rating_column)
-    table = read_table(path, columns=cols, format=args.format)  # type: ignore[arg-type]
+    table = read_table(path, columns=cols, format=args.format, delimiter=args.delimiter)
     for col in cols:
         if col not in table.column_names:
             raise DataError(
@@ -583,14 +596,8 @@ def _read_ratings_table(path: str, args: argparse.Namespace) -> pa.Table:
                 "and --rating-column."
             )
     rating = table.column(args.rating_column)
-    if rating.type != pa.float64():
-        try:
-            rating = rating.cast(pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-            raise DataError(
-                f"{path}: column {args.rating_column!r} must hold numbers: "
-                f"{str(err).splitlines()[0]}"
-            ) from err
+    if rating.type != pa.float64():  # names the row, not the value (issue 17)
+        rating = to_float64(rating, args.rating_column, path)
     for col, values in zip(
         cols, (table.column(cols[0]), table.column(cols[1]), rating), strict=True
     ):
@@ -607,8 +614,9 @@ def _load(path: str, args: argparse.Namespace) -> tuple[Ratings, MovieLensSpec |
     if spec is not None:
         logger.info("Reading MovieLens %s from %s.", spec.name, path)
         return load_movielens(path, name=spec.name), spec
-    table = _read_ratings_table(path, args)
-    return Ratings.from_table(table), None
+    ratings = Ratings.from_table(_read_ratings_table(path, args))
+    report_duplicates(ratings.duplicates_dropped, "(user, item) ratings")
+    return ratings, None
 
 
 def _rating_range(
@@ -642,21 +650,6 @@ def _compact_users(r: Ratings) -> Ratings:
         n_users=r.n_users, n_items=r.n_items,
         user_labels=r.user_labels, item_labels=r.item_labels,
     )  # fmt: skip
-
-
-def _union(a: Ratings, b: Ratings) -> Ratings:
-    """Rows of two parts with the same code books, as one part (codes unchanged)."""
-    return Ratings.from_codes(
-        np.concatenate([a.users, b.users]),
-        np.concatenate([a.items, b.items]),
-        np.concatenate([a.values, b.values]),
-        n_users=a.n_users, n_items=a.n_items,
-        user_labels=a.user_labels, item_labels=a.item_labels, keep_empty_users=True,
-    )  # fmt: skip
-
-
-def _implicit(r: Ratings) -> Ratings:
-    return Ratings(r.users, r.items, np.ones_like(r.values), r.user_labels, r.item_labels)
 
 
 # -- public item features (the am-* methods) ----------------------------------------------------
@@ -827,47 +820,112 @@ def _fit_public(
     args: argparse.Namespace,
     options: dict[str, Any],
     *,
+    items: Any = None,
+    user_features: Any = None,
     progress: bool = False,
-) -> MatrixFactorization:
-    """Train an am-* method; return its release as a MatrixFactorization (item embeddings)."""
+) -> PublicFeatureRecommender:
+    """Train an am-* method; its release is ``model_`` (a RecommenderModel, with the released
+    user-feature prior when ``user_features`` are given)."""
     model = PublicFeatureRecommender(
         encoder=encoder,
+        items=items,
         variant=PUBLIC_METHODS[method],
         steps=args.steps,
         rating_range=rating_range,
         seed=args.seed,
         progress=progress,
         **{k: v for k, v in options.items() if k in _PUBLIC_DEFAULTS},
-    ).fit(train, budget=budget)
+    ).fit(train, budget=budget, user_features=user_features)
     if not np.all(np.isfinite(model.item_factors_)):
         raise DataError(f"{method} diverged (non-finite item embeddings); lower --learning-rate.")
-    return _released(model, method)
+    return model
 
 
-def _released(model: PublicFeatureRecommender, method: str) -> MatrixFactorization:
-    """The public-feature model's released item embeddings as a fitted MatrixFactorization.
+def _check_user_features(args: argparse.Namespace, spec: MovieLensSpec | None) -> None:
+    """Before reading data: --user-features needs an am-* method and ml-100k or ml-1m."""
+    if not args.user_features:
+        return
+    if args.method not in PUBLIC_METHODS:
+        raise InvalidParameterError(
+            f"--user-features applies to the am-* methods ({', '.join(PUBLIC_METHODS)}); got "
+            f"--method {args.method}."
+        )
+    if spec is None or spec.name not in ("ml-100k", "ml-1m"):
+        raise InvalidParameterError(
+            "--user-features reads MovieLens' user file: INPUT must be ml-100k or ml-1m (the "
+            "versions with age, gender and occupation)."
+        )
 
-    Scoring, ``save`` and ``neighbors`` then work as for the other methods; the encoder's
-    parameters are not part of it.
+
+# -- the item set -------------------------------------------------------------------------------
+def _read_catalogue(path: str, item_type: pa.DataType) -> pa.Array:
+    """``--items FILE``: one item id per line (.txt, as ``userdp select`` writes), or a table
+    with an ``item`` column. Ids are matched to the ratings' id type when they convert."""
+    where = f"--items {path}"
+    if Path(path).suffix.lower() == ".txt":
+        try:
+            with open(path, encoding="utf-8") as f:
+                ids = pa.array([line.rstrip("\r\n") for line in f if line.strip()])
+        except (OSError, UnicodeDecodeError) as err:
+            raise DataError(f"{where}: cannot read the file ({type(err).__name__}).") from err
+    else:
+        table = read_table(path, columns=("item", "item"))
+        if "item" not in table.column_names:
+            raise DataError(
+                f"{where}: column 'item' not found; the file has columns "
+                f"{table.column_names!r} (or give a .txt file with one item id per line)."
+            )
+        ids = table.column("item").combine_chunks()
+    if len(ids) == 0:
+        raise DataError(f"{where}: the catalogue is empty.")
+    if ids.type != item_type:
+        try:
+            ids = ids.cast(item_type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass  # compared as given; unmatched ratings are dropped
+    return pc.unique(ids)
+
+
+def _item_set(
+    args: argparse.Namespace, ratings: Ratings, budget: PrivacyBudget | None
+) -> tuple[ItemSet | None, PrivacyBudget | None]:
+    """The item set of ``train`` and the budget left for the model.
+
+    ``--items FILE``: a public catalogue, free. Otherwise, for private methods: partition
+    selection on the (user, item) pairs with ``--selection-fraction`` of epsilon and delta
+    (the CLI may use two capabilities; the recommender itself never imports partition). The
+    non-private als trains on the data's items.
     """
-    factors = np.asarray(model.item_factors_, dtype=np.float64)
-    shared = {
-        k: getattr(model, k)
-        for k in _DEFAULTS
-        if k in _PUBLIC_DEFAULTS and k not in ("seed", "progress") and hasattr(model, k)
-    }
-    out = MatrixFactorization(method=method, dim=int(factors.shape[1]), **shared)
-    out.item_factors_ = factors
-    out.item_labels_ = model.item_labels_
-    out.center_ = float(model.center_)
-    out.rating_range_ = tuple(model.rating_range_)
-    out.item_counts_ = getattr(model, "item_counts_", None)
-    out.trained_items_ = np.ones(factors.shape[0], dtype=bool)
-    out.budget_ = model.budget_
-    out.dp_event_ = getattr(model, "dp_event_", None)
-    out.plan_ = None
-    out.fit_seconds_ = float(model.fit_seconds_)
-    return out
+    if args.items is not None:
+        catalogue = ItemSet.public(_read_catalogue(args.items, ratings.item_labels.type))
+        if ratings.restrict_items(catalogue.labels)[0].n_ratings == 0:
+            raise DataError(
+                f"--items {args.items}: no rating names an item of the catalogue (item ids are "
+                f"compared as {catalogue.labels.type}); check the ids and --item-column."
+            )
+        return catalogue, budget
+    if budget is None:
+        return None, None
+    f = args.selection_fraction
+    selection_budget, model_budget = budget.split([f, 1.0 - f])
+    pairs = (ratings.users, ratings.item_labels.take(pa.array(ratings.items)))
+    result = select_partitions(
+        pairs,
+        epsilon=selection_budget.epsilon,
+        delta=selection_budget.delta,
+        algorithm=args.selection_algorithm,
+        seed=args.seed,
+    )
+    logger.info(
+        "Selected %d items privately (%s, epsilon %.4g, delta %.3g).",
+        len(result), args.selection_algorithm, selection_budget.epsilon, selection_budget.delta,
+    )  # fmt: skip
+    if len(result) == 0:
+        raise DataError(
+            "Private item selection released no item at this budget: raise --epsilon or "
+            "--selection-fraction, or pass a public catalogue with --items FILE."
+        )
+    return ItemSet.selected(result), model_budget
 
 
 # -- output -------------------------------------------------------------------------------------
@@ -900,8 +958,13 @@ features (--features: MovieLens genres, year, decade, tags, a table given by --i
 and id), trained privately with adaptive weights: am-ssp (one release of the item statistics
 per step, SSP2), am-ssp1 (a fresh release per encoder step, SSP1), am-ssp-minibatch (SSP2 with
 random item batches), am-dpsgd (DP-SGD with user-level clipping). The saved model holds the
-released item embeddings (so 'evaluate --model' and 'neighbors' read it like any other); the
-encoder's parameters are not saved yet.
+released item embeddings and the encoder's parameters.
+
+item set: the model's items are fixed before training and never depend on one user. By default
+private methods choose them privately by partition selection on the (user, item) pairs
+(--selection-algorithm, spending --selection-fraction of --epsilon and --delta; the saved
+budget is the total). With --items FILE the items are a public catalogue (free). Ratings of
+other items are dropped.
 """
 
 
@@ -941,6 +1004,31 @@ def _add_train(commands: Any) -> argparse.ArgumentParser:
         help="Failure probability delta in (0, 1), far below 1 / (number of users) (for "
         "example 1e-5). Required by private methods; refused by als.",
     )  # fmt: skip
+    parser.add_argument(
+        "--user-features", action="store_true",
+        help="am-* methods on ml-100k or ml-1m: pull each user's embedding toward a private "
+        "prior of the users sharing their age, gender and occupation (private features: the "
+        "prior is released with noise, --user-feature-fraction of the budget, and saved in the "
+        "model). Default: off.",
+    )  # fmt: skip
+    chosen = parser.add_argument_group("item set")
+    chosen.add_argument(
+        "--items", metavar="FILE", default=None,
+        help="A public catalogue of item ids: one per line (.txt, as 'userdp select' writes) "
+        "or a table with an 'item' column. The model has exactly these items and spends "
+        "nothing on choosing them. Default: choose the items privately.",
+    )  # fmt: skip
+    chosen.add_argument(
+        "--selection-fraction", type=_fraction, default=0.1, metavar="F",
+        help="Share of --epsilon and --delta spent choosing the item set privately (without "
+        "--items), in (0, 1). Default: %(default)s.",
+    )  # fmt: skip
+    chosen.add_argument(
+        "--selection-algorithm", choices=list(SELECTION_ALGORITHMS), default="mad2r",
+        metavar="NAME",
+        help="Partition-selection algorithm that chooses the item set, one of "
+        f"{', '.join(SELECTION_ALGORITHMS)}. Default: %(default)s.",
+    )  # fmt: skip
     _add_model_options(parser)
     _add_input_options(parser)
     parser.set_defaults(
@@ -956,20 +1044,29 @@ def run_train(args: argparse.Namespace) -> int:
     _check_rating_range(args)
     options = _model_options(args, [args.method])
     _check_public(args, [args.method], _movielens_spec(Path(args.input)))
+    _check_user_features(args, _movielens_spec(Path(args.input)))
     output = check_output_path(args.output, overwrite=args.overwrite)
     ratings, spec = _load(args.input, args)
     logger.info("Read %s.", ratings)
     rating_range = _rating_range(args, spec, [args.method])
     budget = None if args.epsilon is None else PrivacyBudget(args.epsilon, args.delta)
+    item_set, model_budget = _item_set(args, ratings, budget)
+    train = _compact_users(ratings)
+    user_features = None
+    if args.user_features:
+        user_features = movielens_user_features(args.input, train.user_labels, name=spec.name)
     encoder = None
     if args.method in PUBLIC_METHODS:
-        encoder = _encoder(args, _item_families(args, spec, ratings), ratings.n_items)
-        model = _fit_public(
-            args.method, encoder, _compact_users(ratings), budget, rating_range, args, options,
-            progress=_interactive(args.quiet),
+        # The encoder's rows are the item set's items (features looked up per id).
+        on_items = ratings if item_set is None else ratings.restrict_items(item_set.labels)[0]
+        encoder = _encoder(args, _item_families(args, spec, on_items), on_items.n_items)
+        fitted = _fit_public(
+            args.method, encoder, train, model_budget, rating_range, args, options,
+            items=item_set, user_features=user_features, progress=_interactive(args.quiet),
         )  # fmt: skip
     else:
-        model = MatrixFactorization(
+        fitted = MatrixFactorization(
+            items=item_set,
             method=args.method,
             dim=args.dim,
             steps=args.steps,
@@ -977,51 +1074,54 @@ def run_train(args: argparse.Namespace) -> int:
             seed=args.seed,
             progress=_interactive(args.quiet),
             **{k: v for k, v in options.items() if k in _DEFAULTS},
-        )
-        model.fit(_compact_users(ratings), budget=budget)
+        ).fit(train, budget=model_budget)
+    model = fitted.model_
     with atomic_output(output, overwrite=args.overwrite) as tmp:
         model.save(tmp)
     logger.info("Wrote the model to %s.", output)
     if not args.quiet:
         seconds = time.perf_counter() - start
-        print(_train_summary(model, ratings, output, seconds, encoder), file=sys.stderr)
+        print(_train_summary(model, fitted, ratings, output, seconds, encoder), file=sys.stderr)
     return 0
 
 
 def _train_summary(
-    model: MatrixFactorization, r: Ratings, output: Path, seconds: float, encoder: Any = None
+    model: RecommenderModel,
+    fitted: Any,
+    r: Ratings,
+    output: Path,
+    seconds: float,
+    encoder: Any = None,
 ) -> str:
+    """The release (released values and declared parameters), then the operator's exact,
+    non-private figures on their own labelled line."""
     prog = f"{PROG} train"
-    b = model.budget_
+    b = model.budget
     row = [
         model.method,
         "non-private" if b is None else f"{b.epsilon:g}",
         "-" if b is None else f"{b.delta:g}",
-        str(r.n_users),
-        str(r.n_items),
-        str(r.n_ratings),
+        f"{model.n_items} ({model.item_source})",
+        str(int(model.trained_items.sum())),
         str(model.dim),
-        str(model.steps),
-        f"{model.fit_seconds_:.2f}",
+        str(model.params.get("steps", "-")),
     ]
-    header = ["method", "epsilon", "delta", "users", "items", "ratings", "dim", "steps", "seconds"]
-    lo, hi = model.rating_range_
+    header = ["method", "epsilon", "delta", "items", "trained", "dim", "steps"]
+    lo, hi = model.rating_range
     lines = [
-        (
-            f"{prog}: wrote {output} in {seconds:.2f} s (training "
-            f"{model.fit_seconds_:.2f} s; rating range {lo:g}..{hi:g}, center "
-            f"{model.center_:.4g})."
-        ),
+        f"{prog}: wrote {output} (rating range {lo:g}..{hi:g}, center {model.center:.4g}).",
         _format_table(header, [row], indent="  "),
     ]
     if encoder is not None:
         lines.append(
             f"{prog}: {model.method}: {_describe_encoder(encoder)}; the model holds the "
-            "released item embeddings, not the encoder's parameters."
+            "released item embeddings and the encoder's parameters."
         )
+    diag = fitted.diagnostics_
     lines.append(
-        f"{prog}: note: the user, item and rating counts are exact, for the operator only; "
-        "they are not differentially private and are not part of the release."
+        f"{prog}: non-private, for the operator only (not part of the release, never saved): "
+        f"{r.n_users} users, {r.n_ratings} ratings, {diag['ratings_outside_item_set']} "
+        f"outside the item set; {seconds:.2f} s ({diag['fit_seconds']:.2f} s training)."
     )
     return "\n".join(lines)
 
@@ -1202,7 +1302,7 @@ class _Task:
     k: int
 
 
-def _score_model(model: MatrixFactorization, task: _Task) -> list[tuple[str, float, list[float]]]:
+def _score_model(model: RecommenderModel, task: _Task) -> list[tuple[str, float, list[float]]]:
     out = []
     buckets = frequency_buckets(task.train.item_counts(), N_BUCKETS)
     h, t = task.history, task.targets
@@ -1215,7 +1315,7 @@ def _score_model(model: MatrixFactorization, task: _Task) -> list[tuple[str, flo
         codes = model.item_codes(h.item_labels)
         known = codes >= 0  # items the model has no embedding for are never recommended
         U = np.zeros((h.n_items, V.shape[1]))
-        U[known] = model.item_factors_[codes[known]]
+        U[known] = model.item_factors[codes[known]]
 
         def score(users: np.ndarray) -> np.ndarray:
             s = V[users] @ U.T
@@ -1333,7 +1433,7 @@ def _evaluate_saved(args: argparse.Namespace) -> tuple[list[_Row], str]:
     ]  # fmt: skip
     if ignored:
         logger.warning("%s only apply to training; ignored with --model.", ", ".join(ignored))
-    model = MatrixFactorization.load(args.model)
+    model = RecommenderModel.load(args.model)
     history, targets = _aligned(_read_any(args.history, args), _read_any(args.test, args))
     metric = args.metric or "both"
     task = _Task(
@@ -1346,7 +1446,7 @@ def _evaluate_saved(args: argparse.Namespace) -> tuple[list[_Row], str]:
     started = time.perf_counter()
     scored = _score_model(model, task)
     seconds = time.perf_counter() - started
-    b = model.budget_
+    b = model.budget
     rows = [
         _Row(model.method, b and b.epsilon, b and b.delta, name, value, sliced, seconds)
         for name, value, sliced in scored
@@ -1445,17 +1545,28 @@ def _evaluate_protocol(args: argparse.Namespace) -> tuple[list[_Row], str]:
             with progress.stage(stage):
                 started = time.perf_counter()
                 budget = None if eps is None else PrivacyBudget(eps, args.delta)
+                # The protocols treat the input's item list (MovieLens' movie list) as the
+                # public catalogue, as the papers do; 'train' chooses it privately instead.
+                catalogue = None if budget is None else ItemSet.public(train.item_labels)
                 if method in PUBLIC_METHODS:
-                    model = _fit_public(method, encoder, train, budget, rating_range, args, options)
+                    model = _fit_public(
+                        method, encoder, train, budget, rating_range, args, options,
+                        items=catalogue,
+                    ).model_  # fmt: skip
                 else:
-                    model = MatrixFactorization(
-                        method=method,
-                        dim=args.dim,
-                        steps=args.steps,
-                        rating_range=rating_range,
-                        seed=args.seed,
-                        **{k: v for k, v in options.items() if k in _DEFAULTS},
-                    ).fit(train, budget=budget)
+                    model = (
+                        MatrixFactorization(
+                            items=catalogue,
+                            method=method,
+                            dim=args.dim,
+                            steps=args.steps,
+                            rating_range=rating_range,
+                            seed=args.seed,
+                            **{k: v for k, v in options.items() if k in _DEFAULTS},
+                        )
+                        .fit(train, budget=budget)
+                        .model_
+                    )
                 scored = _score_model(model, task)
                 seconds = time.perf_counter() - started
                 delta = None if eps is None else args.delta
@@ -1484,13 +1595,13 @@ def _protocol_task(
         kw = {} if args.split_seed is None else {"seed": args.split_seed}
         split = ml10m_split(ratings, **kw)
         train = split.train
-        history, targets = _union(split.train, split.validation), split.test
+        history, targets = split.train.union(split.validation), split.test
         rating_range = _rating_range(args, spec, methods)
     else:
         kw = {} if args.split_seed is None else {"seed": args.split_seed}
         held = ml20m_split(ratings, **kw)
-        train = _implicit(held.train)
-        history, targets = _implicit(held.test_history), _implicit(held.test_targets)
+        train = held.train.implicit()
+        history, targets = held.test_history.implicit(), held.test_targets.implicit()
         if args.rating_range is not None:
             logger.warning("--rating-range does not apply to ml20m (implicit 0..1); ignored.")
         rating_range = (0.0, 1.0)
@@ -1604,10 +1715,10 @@ def _titles(source: str) -> dict[str, str]:
 
 def run_neighbors(args: argparse.Namespace) -> int:
     """Run ``userdp recommend neighbors`` on parsed arguments; errors propagate to the guard."""
-    model = MatrixFactorization.load(args.model)
+    model = RecommenderModel.load(args.model)
     titles = _titles(args.movies) if args.movies is not None else None
-    ids = _parse_ids(args.items, model.item_labels_.type)
-    codes = model.item_codes(pa.array(ids, type=model.item_labels_.type))
+    ids = _parse_ids(args.items, model.item_labels.type)
+    codes = model.item_codes(pa.array(ids, type=model.item_labels.type))
     unknown = [text for text, c in zip(args.items, codes, strict=True) if c < 0]
     if unknown:
         shown = ", ".join(repr(u) for u in unknown[:5])

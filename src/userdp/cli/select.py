@@ -27,12 +27,15 @@ from userdp.partition.rounds import COMPOSITIONS
 from .options import (
     Progress,
     atomic_output,
+    check_column_roles,
     check_output_path,
     common_options,
+    delimiter,
     input_size,
     non_negative_int,
     positive_int,
     run_guarded,
+    start_spark,
 )
 
 __all__ = ["add_parser", "run"]
@@ -92,6 +95,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         choices=FORMATS,
         default=None,
         help="Input format, when the file name does not tell it. Default: from the file name.",
+    )
+    data.add_argument(
+        "--delimiter",
+        type=delimiter,
+        default=None,
+        metavar="CHAR",
+        help="Field separator of a CSV/TSV INPUT, one character or 'tab' (local engine). "
+        "Default: ',' for CSV, tab for TSV.",
     )
     data.add_argument(
         "--engine",
@@ -236,6 +247,7 @@ def _check_parameters(args: argparse.Namespace) -> dict[str, Any]:
         raise InvalidParameterError(f"--epsilon must be a finite number > 0; got {args.epsilon:g}.")
     if not (math.isfinite(args.delta) and 0 < args.delta < 1):
         raise InvalidParameterError(f"--delta must be in (0, 1); got {args.delta:g}.")
+    check_column_roles({"--user-column": args.user_column, "--item-column": args.item_column})
     spec = ALGORITHMS[args.algorithm]
     options: dict[str, Any] = {
         "seed": args.seed,
@@ -262,6 +274,8 @@ def _check_parameters(args: argparse.Namespace) -> dict[str, Any]:
             f"{', '.join(n for n, s in ALGORITHMS.items() if args.engine in s.engines)} with "
             "--engine spark."
         )
+    if args.engine == "spark" and args.delimiter is not None:
+        raise InvalidParameterError("--delimiter applies to --engine local only.")
     if args.engine != "spark" and args.spark_master is not None:
         logger.warning("--spark-master only applies to --engine spark; ignored.")
     return options
@@ -319,6 +333,7 @@ def run(args: argparse.Namespace) -> int:
                 item_column=args.item_column,
                 format=args.format,
                 header=args.header,
+                delimiter=args.delimiter,
             )
             logger.info("Read %s.", data)
         with progress.stage("select"):
@@ -351,7 +366,6 @@ def _run_spark(
 ) -> int:
     """``--engine spark``: read, select and write through Spark; items never all on the driver."""
     from userdp.partition import spark as engine
-    from userdp.spark import spark_session
 
     progress = Progress(
         ["start Spark", "read", "select", "write"],
@@ -359,7 +373,7 @@ def _run_spark(
     )
     try:
         with progress.stage("start Spark"):
-            session = spark_session(args.spark_master)
+            session = start_spark(args.spark_master, verbose=args.verbose)
         with progress.stage("read"):
             fmt = args.format or infer_format(args.input)
             frame = engine.read(args.input, format=fmt, header=args.header, spark=session)
@@ -460,10 +474,10 @@ def _diagnostics(result: SelectionResult | SparkSelectionResult) -> str:
     counts = [f"{d.n_users} users", f"{d.n_pairs} distinct (user, item) pairs"]
     if d.duplicates_dropped:
         counts.append(f"{d.duplicates_dropped} duplicate rows dropped")
-    if sum(d.pairs_dropped_by_capping):
-        counts.append(
-            f"{sum(d.pairs_dropped_by_capping)} pairs dropped by the per-user cap (all rounds)"
-        )
+    if any(d.pairs_dropped_by_capping):  # per round: a pair may be dropped in several rounds
+        rounds = enumerate(d.pairs_dropped_by_capping, start=1)
+        per_round = ", ".join(f"{n} in round {r}" for r, n in rounds)
+        counts.append(f"pairs dropped by the per-user cap: {per_round}")
     return (
         f"{PROG}: diagnostics (NOT differentially private: exact counts for the operator "
         f"only, not part of the release): {', '.join(counts)}; selection took {d.seconds:.2f} s."

@@ -21,10 +21,59 @@ __all__ = ["Contributions", "as_contributions"]
 _MAX_CODE = np.iinfo(np.int32).max
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _exact_ints(seq: list[Any]) -> list[Any] | None:
+    """Python ints beyond int64 as their exact decimal strings (None if there are none)."""
+    big = any(
+        isinstance(v, int) and not isinstance(v, bool) and not _INT64[0] <= v <= _INT64[1]
+        for v in seq
+    )
+    if not big:
+        return None
+    return [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in seq]
+
+
+def _first_odd_type(seq: Any) -> int | None:
+    """Index of the first element whose Python type differs from the first element's."""
+    try:
+        kinds = (type(v) for v in seq)
+        first = next(kinds)
+    except (TypeError, StopIteration):
+        return None
+    for k, kind in enumerate(kinds, start=1):
+        if kind is not first:
+            return k
+    return None
+
+
+def _from_python(values: Any, column: str) -> pa.ChunkedArray:
+    seq = values if isinstance(values, np.ndarray) else list(values)
+    try:
+        return pa.chunked_array([pa.array(seq)])
+    except OverflowError:
+        exact = _exact_ints(list(seq))  # 20-digit ids: keep them exactly, as strings
+        if exact is None:
+            raise
+        return pa.chunked_array([pa.array(exact)])
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as err:
+        row = _first_odd_type(seq)
+        where = f" (first at row {row})" if row is not None else ""
+        raise DataError(
+            f"Column {column!r} cannot be read as one typed column: it mixes value "
+            f"types{where}; ids must all be strings or all integers (rerun with --debug to "
+            "see the value)."
+        ) from err
+
+
 def _to_arrow(values: Any, column: str) -> pa.ChunkedArray:
     """Convert a column-like object to a non-null PyArrow chunked array, naming ``column``.
 
     Chunks are kept as they are (no copy into one buffer); dictionary columns are decoded.
+    Python integers beyond int64 become their exact decimal strings. Nested values (lists,
+    structs), nulls, NaN and empty strings are refused with the column and the first row,
+    never the value itself.
     """
     try:
         if isinstance(values, pa.ChunkedArray):
@@ -38,12 +87,19 @@ def _to_arrow(values: Any, column: str) -> pa.ChunkedArray:
         ):  # pandas Series / Index
             arr = pa.chunked_array([pa.Array.from_pandas(values)])
         else:
-            seq = values if isinstance(values, np.ndarray) else list(values)
-            arr = pa.chunked_array([pa.array(seq)])
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as err:
-        raise DataError(f"Column {column!r} cannot be read as one typed column: {err}") from err
+            arr = _from_python(values, column)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as err:
+        raise DataError(
+            f"Column {column!r} cannot be read as one typed column of ids ({type(err).__name__}; "
+            "rerun with --debug for details)."
+        ) from err
     if pa.types.is_dictionary(arr.type):
         arr = arr.cast(arr.type.value_type)
+    if pa.types.is_nested(arr.type):
+        raise DataError(
+            f"Column {column!r} holds {arr.type} values; ids must be scalars (strings or "
+            "integers). Explode or join the lists first."
+        )
     if arr.null_count:
         first = pc.index(pc.is_null(arr), True).as_py()
         raise DataError(
@@ -55,6 +111,18 @@ def _to_arrow(values: Any, column: str) -> pa.ChunkedArray:
         if pc.any(nan).as_py():
             first = pc.index(nan, True).as_py()
             raise DataError(f"Column {column!r} has NaN values (first at row {first}).")
+    if (
+        pa.types.is_string(arr.type)
+        or pa.types.is_large_string(arr.type)
+        or (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type))
+    ):
+        empty = pc.equal(pc.binary_length(arr), 0)
+        if pc.any(empty).as_py():
+            first = pc.index(empty, True).as_py()
+            raise DataError(
+                f"Column {column!r} has an empty value (first at row {first}); an empty id "
+                "names no user or item. Drop or fill those rows."
+            )
     return arr
 
 
@@ -225,7 +293,10 @@ class Contributions:
             try:
                 u, i = pair
             except (TypeError, ValueError) as err:
-                raise DataError(f"Row {row} is not a (user, item) pair: {pair!r}.") from err
+                raise DataError(
+                    f"Row {row} is not a (user, item) pair (got a {type(pair).__name__}"
+                    f"{f' of length {len(pair)}' if hasattr(pair, '__len__') else ''})."
+                ) from err
             users.append(u)
             items.append(i)
         return cls.from_columns(users, items)
@@ -234,18 +305,23 @@ class Contributions:
     def from_table(
         cls, table: Any, user_column: str = "user", item_column: str = "item"
     ) -> Contributions:
-        """Build from a PyArrow table, pandas DataFrame or mapping of columns."""
+        """Build from a PyArrow table, pandas DataFrame, mapping of columns, or any table
+        exporting the Arrow PyCapsule stream interface (``__arrow_c_stream__``: Polars, DuckDB).
+        """
+        from userdp.data.io import check_column_roles
+
+        check_column_roles({"user column": user_column, "item column": item_column})
+        if not isinstance(table, (pa.Table, Mapping)) and not _is_pandas(table):
+            table = _arrow_table(table)
         if isinstance(table, pa.Table):
             names = table.column_names
             get = table.column
         elif isinstance(table, Mapping):
             names = list(table.keys())
             get = table.__getitem__
-        elif hasattr(table, "columns") and hasattr(table, "__getitem__"):  # pandas DataFrame
+        else:  # pandas DataFrame
             names = [str(c) for c in table.columns]
             get = table.__getitem__
-        else:
-            raise DataError(f"Cannot read columns from an object of type {type(table).__name__}.")
         for col in (user_column, item_column):
             if col not in names:
                 raise DataError(
@@ -286,6 +362,25 @@ class Contributions:
         )
 
 
+def _is_pandas(obj: Any) -> bool:
+    return hasattr(obj, "columns") and hasattr(obj, "iloc")
+
+
+def _arrow_table(obj: Any) -> pa.Table:
+    """An object with the Arrow PyCapsule stream interface as a table; DataError otherwise."""
+    kind = f"{type(obj).__module__.split('.')[0]}.{type(obj).__name__}"
+    if hasattr(obj, "__arrow_c_stream__"):
+        try:
+            return pa.table(obj)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as err:
+            raise DataError(f"Cannot read a table from an object of type {kind}.") from err
+    raise DataError(
+        f"Cannot read columns from an object of type {kind}; pass a PyArrow table, a pandas "
+        "DataFrame, a mapping of columns or an object with the Arrow PyCapsule interface "
+        "(for Polars: upgrade it, or call .to_arrow())."
+    )
+
+
 def as_contributions(
     data: Any, *, user_column: str = "user", item_column: str = "item"
 ) -> Contributions:
@@ -297,8 +392,11 @@ def as_contributions(
     """
     if isinstance(data, Contributions):
         return data
-    if isinstance(data, (pa.Table, Mapping)) or (
-        hasattr(data, "columns") and hasattr(data, "iloc")
+    if (
+        isinstance(data, (pa.Table, Mapping))
+        or _is_pandas(data)
+        or hasattr(data, "__arrow_c_stream__")
+        or hasattr(data, "columns")  # another DataFrame library: refused with a short message
     ):
         return Contributions.from_table(data, user_column, item_column)
     if isinstance(data, np.ndarray):

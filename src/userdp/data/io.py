@@ -3,13 +3,25 @@
 The format comes from the file name (``.csv``, ``.tsv``/``.tab``, ``.parquet``/``.pq``,
 ``.jsonl``/``.ndjson``, each optionally ``.gz``/``.bz2``/``.zst``), or from ``format=``.
 Text columns are read as strings with *no* null markers, so tokens like "null", "NA", "none" or
-"true" stay items instead of silently becoming missing values.
+"true" stay items instead of silently becoming missing values. JSON integers too large for int64
+(20-digit ids) are read as their exact decimal strings, never rounded to float64. A ``.json``
+file holding one JSON array (what ``userdp select -o x.json`` writes) is read too: an array of
+objects as rows, an array of plain values as one column named ``item``.
+
+Error messages name the file, line or column, never a cell value: pipelines log errors, and a
+value may be private. The underlying error (with the value) stays chained for ``--debug``.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import stat
+import zipfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -19,7 +31,16 @@ import pyarrow.parquet as pq
 from userdp.data.contributions import Contributions
 from userdp.exceptions import DataError, InvalidParameterError
 
-__all__ = ["FORMATS", "infer_format", "read", "read_table"]
+__all__ = [
+    "FORMATS",
+    "check_column_roles",
+    "check_model_file",
+    "infer_format",
+    "read",
+    "read_table",
+    "safe_message",
+    "to_float64",
+]
 
 FORMATS = ("csv", "tsv", "parquet", "jsonl")
 _SUFFIXES = {
@@ -34,6 +55,63 @@ _SUFFIXES = {
     ".json": "jsonl",
 }
 _COMPRESSION = (".gz", ".bz2", ".zst", ".lz4")
+_INT64_MAX = 2**63 - 1
+#: An integer literal of 19 or more digits as a JSON value: it may not fit int64.
+_LONG_INT = re.compile(rb"[:\[,]\s*-?\d{19,}\s*[,}\]]")
+
+
+def check_column_roles(roles: Mapping[str, str | Sequence[str]]) -> None:
+    """Refuse a column that plays two roles, e.g. the user column also given as the item.
+
+    ``roles`` maps a role (``"user column"`` or a CLI flag ``"--user-column"``) to a column
+    name or a sequence of names. Reading one column as both the privacy unit and the released
+    item (or a private label as a public feature) would silently break the guarantee.
+
+    Examples
+    --------
+    >>> check_column_roles({"user column": "uid", "item column": "query"})  # distinct: fine
+    """
+    seen: dict[str, str] = {}
+    for role, names in roles.items():
+        for name in [names] if isinstance(names, str) else list(names):
+            if name in seen:
+                first = seen[name]
+                both = f"both the {first}" if first != role else f"the {role} twice"
+                raise InvalidParameterError(
+                    f"The column {name!r} is given as {both}"
+                    f"{'' if first == role else f' and the {role}'}; each column plays one "
+                    "role only."
+                )
+            seen[name] = role
+
+
+def check_model_file(path: str | os.PathLike[str]) -> None:
+    """Check that ``path`` looks like a saved userdp model (a complete ``.npz`` archive).
+
+    Raises :class:`~userdp.exceptions.DataError` with one clear sentence for a missing, empty,
+    truncated or foreign file (a CSV given as the model), instead of NumPy's EOFError,
+    BadZipFile or its advice about ``allow_pickle``.
+    """
+    name = os.fspath(path)
+    hint = "train one with 'userdp recommend train'"
+    try:
+        st = os.stat(name)
+    except OSError as err:
+        raise DataError(f"Cannot read the userdp model {name!r}: {err.strerror}.") from err
+    if not stat.S_ISREG(st.st_mode):
+        raise DataError(f"{name!r} is not a userdp model file: it is not a regular file.")
+    if st.st_size == 0:
+        raise DataError(f"{name!r} is not a userdp model file: it is empty; {hint}.")
+    try:
+        with zipfile.ZipFile(name) as z:
+            members = z.namelist()
+    except (zipfile.BadZipFile, OSError) as err:
+        raise DataError(
+            f"{name!r} is not a userdp model file: not a complete .npz archive (truncated, or "
+            f"another kind of file); {hint}."
+        ) from err
+    if not members or not all(m.endswith(".npy") for m in members):
+        raise DataError(f"{name!r} is not a userdp model file: unexpected contents; {hint}.")
 
 
 def infer_format(path: str | os.PathLike[str]) -> str:
@@ -55,62 +133,234 @@ def infer_format(path: str | os.PathLike[str]) -> str:
 def read_table(
     path: str | os.PathLike[str],
     *,
-    columns: tuple[str, str] = ("user", "item"),
+    columns: tuple[str, ...] = ("user", "item"),
     format: str | None = None,
     header: bool = True,
+    delimiter: str | None = None,
 ) -> pa.Table:
     """Read a file into a PyArrow table holding at least ``columns``.
 
-    ``header=False`` (CSV/TSV only) names the first two columns after ``columns``.
+    ``header=False`` (CSV/TSV only) names the first columns after ``columns``. ``delimiter``
+    (CSV/TSV only) overrides the format's separator (``,`` for CSV, tab for TSV). A name may
+    appear only once in ``columns``: a column plays one role.
     """
+    if len(set(columns)) != len(columns):
+        raise InvalidParameterError(
+            f"A column is named twice in columns={tuple(columns)!r} (for example as both the "
+            "user and the item column); each column plays one role only."
+        )
     fmt = infer_format(path) if format is None else format
     if fmt not in FORMATS:
         raise InvalidParameterError(
             f"The 'format' parameter of read must be one of {', '.join(FORMATS)}. "
             f"Got {fmt!r} instead."
         )
+    if delimiter is not None and (not isinstance(delimiter, str) or len(delimiter) != 1):
+        raise InvalidParameterError(
+            f"The 'delimiter' parameter of read must be one character. Got {delimiter!r} instead."
+        )
     if not os.path.exists(path):
         raise DataError(f"Cannot read {str(path)!r}: no such file or directory.")
+    if os.path.isdir(path) and not any(
+        f.is_file() and not f.name.startswith((".", "_")) for f in Path(path).rglob("*")
+    ):
+        raise DataError(f"Cannot read {str(path)!r}: the directory holds no data files.")
     try:
         if fmt == "parquet":
             schema = pq.read_schema(path) if os.path.isfile(path) else None
             wanted = list(columns) if schema is None or set(columns) <= set(schema.names) else None
             return pq.read_table(path, columns=wanted)
         if fmt == "jsonl":
-            return pajson.read_json(path)
-        # Both columns are read as strings: "01" and "1" are different items, and no token
-        # ("null", "nan", "true", "") turns into a missing value or a number.
-        if header:
-            read_opts = pacsv.ReadOptions(block_size=1 << 26)
-            names = list(columns)
-        else:
-            read_opts = pacsv.ReadOptions(autogenerate_column_names=True, block_size=1 << 26)
-            names = ["f0", "f1"]
-        parse = pacsv.ParseOptions(
-            delimiter="," if fmt == "csv" else "\t", quote_char='"' if fmt == "csv" else False
+            return _read_json(path)
+        return _read_csv(path, columns, fmt, header, delimiter)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, UnicodeDecodeError) as err:
+        raise DataError(f"Cannot read {str(path)!r} as {fmt}: {safe_message(err)}") from err
+
+
+#: Arrow messages that quote a cell value.
+_QUOTES_A_VALUE = ("conversion error", "Could not convert", "Failed to parse", "invalid value")
+
+
+def safe_message(err: BaseException) -> str:
+    """First line of a reader's error (Arrow, NumPy), without the cell values it may quote.
+
+    Arrow appends the offending row to "CSV parse error: Expected 2 columns, got 3: <row>" and
+    quotes the value in "CSV conversion error to double: invalid value 'alice@example.com'";
+    a pipeline's log must not receive either. The full error stays chained for ``--debug``.
+    """
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    if text.startswith("CSV parse error") or "JSON parse error" in text:
+        kept = re.match(r"CSV parse error: (Row #\d+: )?Expected \d+ columns, got \d+", text)
+        head = kept.group(0) if kept else text.split(": ", 1)[0] + ": a malformed row"
+        return head + " (rerun with --debug to see the row)"
+    if "FieldRef" in text:
+        return "a file of the directory lacks the requested columns"
+    if any(marker in text for marker in _QUOTES_A_VALUE):
+        return re.sub(r"'[^']*'|\"[^\"]*\"", "<value>", text) + " (rerun with --debug to see it)"
+    return text
+
+
+def _read_csv(
+    path: str | os.PathLike[str],
+    columns: Sequence[str],
+    fmt: str,
+    header: bool,
+    delimiter: str | None,
+) -> pa.Table:
+    # Every column is read as strings: "01" and "1" are different items, and no token
+    # ("null", "nan", "true", "") turns into a missing value or a number.
+    names = list(columns) if header else [f"f{k}" for k in range(len(columns))]
+    parse = pacsv.ParseOptions(
+        delimiter=delimiter or ("," if fmt == "csv" else "\t"),
+        quote_char='"' if fmt == "csv" else False,
+    )
+    convert = pacsv.ConvertOptions(
+        column_types={n: pa.string() for n in names},
+        null_values=[],
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+    )
+    if not header:
+        convert.include_columns = names[:2]  # extra columns are left out
+
+    def read(use_threads: bool, bad: list[Any]) -> pa.Table:
+        read_opts = pacsv.ReadOptions(
+            block_size=1 << 26, use_threads=use_threads, autogenerate_column_names=not header
         )
-        convert = pacsv.ConvertOptions(
-            column_types={n: pa.string() for n in names},
-            null_values=[],
-            strings_can_be_null=False,
-            quoted_strings_can_be_null=False,
-        )
-        if not header:
-            convert.include_columns = names  # extra columns are left out
-        table = pacsv.read_csv(
+        parse.invalid_row_handler = lambda row: bad.append(row) or "error"
+        return pacsv.read_csv(
             path, read_options=read_opts, parse_options=parse, convert_options=convert
         )
-        if not header:
-            if table.num_columns < 2:
+
+    bad: list[Any] = []
+    try:
+        table = read(True, bad)
+    except pa.ArrowInvalid as err:
+        if not bad:
+            raise
+        row = bad[0]
+        if row.number is None:  # parallel reads do not number rows: find it serially
+            again: list[Any] = []
+            try:
+                read(False, again)
+            except pa.ArrowInvalid:
+                pass
+            row = again[0] if again else row
+        where = f"line {row.number}" if row.number is not None else "a line"
+        raise DataError(
+            f"Cannot read {str(path)!r} as {fmt}: {where} has {row.actual_columns} columns, "
+            f"expected {row.expected_columns} (is the delimiter right? see --delimiter)."
+        ) from err
+    if not header:
+        if table.num_columns < 2:
+            raise DataError(
+                f"{str(path)!r} has {table.num_columns} column(s); a header-less file needs "
+                "the user in column 1 and the item in column 2."
+            )
+        table = table.rename_columns(list(columns[:2]))
+    return table
+
+
+def _read_json(path: str | os.PathLike[str]) -> pa.Table:
+    """JSON Lines (or one JSON array) with integers beyond int64 kept as exact strings."""
+    with pa.input_stream(os.fspath(path), compression="detect") as f:
+        data = f.read()
+    if data.lstrip()[:1] == b"[":
+        try:
+            rows = json.loads(data)
+        except ValueError as err:
+            raise DataError(
+                f"Cannot read {str(path)!r} as a JSON array: malformed JSON at line "
+                f"{getattr(err, 'lineno', '?')}."
+            ) from err
+        if not isinstance(rows, list):
+            raise DataError(f"Cannot read {str(path)!r}: expected a JSON array.")
+        if rows and not all(isinstance(r, dict) for r in rows):
+            rows = [{"item": r} for r in rows]  # a list of values: userdp select's .json output
+        return _table_from_rows(rows)
+    if not _LONG_INT.search(data):
+        return pajson.read_json(pa.BufferReader(data))
+    rows = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as err:
                 raise DataError(
-                    f"{str(path)!r} has {table.num_columns} column(s); a header-less file needs "
-                    "the user in column 1 and the item in column 2."
-                )
-            table = table.rename_columns(list(columns))
-        return table
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, UnicodeDecodeError) as err:
-        msg = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise DataError(f"Cannot read {str(path)!r} as {fmt}: {msg}") from err
+                    f"Cannot read {str(path)!r} as jsonl: line {number} is not valid JSON."
+                ) from err
+    return _table_from_rows(rows)
+
+
+def to_float64(values: pa.ChunkedArray, column: str, where: str) -> pa.ChunkedArray:
+    """Cast a column to float64; a DataError names the column and first bad row, not the value.
+
+    ``where`` prefixes the message (the file name).
+    """
+    try:
+        return values.cast(pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+        row = _first_bad_row(values)
+        at = "" if row is None else f" (first bad value at row {row})"
+        raise DataError(
+            f"{where}: column {column!r} must hold numbers{at}; rerun with --debug to see the "
+            "value."
+        ) from err
+
+
+def _first_bad_row(values: pa.ChunkedArray) -> int | None:
+    """Index of the first value that does not cast to float64, by bisection on slices."""
+
+    def ok(lo: int, hi: int) -> bool:
+        try:
+            values.slice(lo, hi - lo).cast(pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return False
+        return True
+
+    lo, hi = 0, len(values)
+    if hi == 0 or ok(lo, hi):
+        return None
+    while hi - lo > 1:  # invariant: [lo, hi) holds the first bad value, [0, lo) is clean
+        mid = (lo + hi) // 2
+        if ok(lo, mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _beyond_int64(value: object) -> bool:
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and not -_INT64_MAX - 1 <= value <= _INT64_MAX
+    )
+
+
+def _table_from_rows(rows: list[Any]) -> pa.Table:
+    """A table from parsed JSON objects; a column with an integer beyond int64 becomes strings
+    (exact decimal text), as does any id-like column mixing such integers with other values."""
+    names: dict[str, None] = {}
+    for r in rows:
+        if not isinstance(r, dict):
+            raise DataError("Every JSON row must be an object of column values.")
+        names.update(dict.fromkeys(r))
+    columns = {}
+    for name in names:
+        values = [r.get(name) for r in rows]
+        if any(
+            isinstance(v, int)
+            and not isinstance(v, bool)
+            and not -_INT64_MAX - 1 <= v <= _INT64_MAX
+            for v in values
+        ):
+            values = [v if v is None or isinstance(v, str) else json.dumps(v) for v in values]
+        try:
+            columns[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as err:
+            raise DataError(f"Column {name!r} mixes types that cannot form one column.") from err
+    return pa.table(columns)
 
 
 def read(
@@ -120,8 +370,11 @@ def read(
     item_column: str = "item",
     format: str | None = None,
     header: bool = True,
+    delimiter: str | None = None,
 ) -> Contributions:
     """Read a file of (user, item) rows into :class:`Contributions`.
+
+    ``delimiter`` (CSV/TSV only) overrides the format's separator.
 
     Examples
     --------
@@ -131,5 +384,12 @@ def read(
     >>> read(p).item_values([0, 1]).to_pylist()
     ['null', 'NA']
     """
-    table = read_table(path, columns=(user_column, item_column), format=format, header=header)
+    check_column_roles({"user column": user_column, "item column": item_column})
+    table = read_table(
+        path,
+        columns=(user_column, item_column),
+        format=format,
+        header=header,
+        delimiter=delimiter,
+    )
     return Contributions.from_table(table, user_column, item_column)

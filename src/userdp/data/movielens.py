@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from userdp._validation import check_choice
+from userdp.data.io import safe_message
 from userdp.data.ratings import Ratings
 from userdp.exceptions import DataError, InvalidParameterError
 
@@ -440,7 +441,7 @@ def _read_csv(
                 stream, read_options=read, parse_options=parse, convert_options=convert
             )
     except _READ_ERRORS as err:
-        raise DataError(f"Cannot read {files.describe(key)}: {err}") from err
+        raise DataError(f"Cannot read {files.describe(key)}: {safe_message(err)}") from err
 
 
 def _read_header_csv(
@@ -496,7 +497,7 @@ def _read_text(
             ),
         )
     except pa.ArrowException as err:
-        raise DataError(f"Cannot read {files.describe(key)}: {err}") from err
+        raise DataError(f"Cannot read {files.describe(key)}: {safe_message(err)}") from err
 
 
 def _check_no_nulls(table: pa.Table, where: str) -> None:

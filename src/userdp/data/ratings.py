@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from userdp.data.contributions import _encode, _run_starts, _to_arrow, check_codes
 from userdp.exceptions import DataError
 
-__all__ = ["Ratings", "as_ratings"]
+__all__ = ["Ratings", "as_ratings", "vocabulary_array"]
 
 
 class Ratings:
@@ -224,6 +225,68 @@ class Ratings:
             0,
         )
 
+    def union(self, other: Ratings) -> Ratings:
+        """The rows of two parts with the same code books (e.g. train and validation) as one.
+
+        Codes are unchanged and users without rows are kept, as for :meth:`subset`.
+        """
+        if other.user_labels is not self.user_labels and not other.user_labels.equals(
+            self.user_labels
+        ):
+            raise DataError("Ratings.union needs two parts with the same user code book.")
+        return Ratings.from_codes(
+            np.concatenate([self.users, other.users]),
+            np.concatenate([self.items, other.items]),
+            np.concatenate([self.values, other.values]),
+            n_users=self.n_users,
+            n_items=self.n_items,
+            user_labels=self.user_labels,
+            item_labels=self.item_labels,
+            keep_empty_users=True,
+        )
+
+    def implicit(self) -> Ratings:
+        """The same (user, item) pairs with every value 1: implicit feedback (ML20M protocol)."""
+        return Ratings(
+            self.users, self.items, np.ones_like(self.values), self.user_labels, self.item_labels
+        )
+
+    def restrict_items(self, vocabulary: Any) -> tuple[Ratings, int]:
+        """The ratings re-coded on a fixed item ``vocabulary``; ratings of other items dropped.
+
+        Returns ``(ratings, dropped)``: item code ``c`` is ``vocabulary[c]`` (items of the
+        vocabulary nobody rated keep a code without rows), user codes are unchanged, and
+        ``dropped`` counts the ratings of items outside the vocabulary (exact: report it to
+        the curator only). A recommender trained on the result has shapes that depend only on
+        the vocabulary, never on which items the users happened to rate.
+        """
+        vocab = vocabulary_array(vocabulary)
+        labels = self.item_labels
+        if labels.type != vocab.type:
+            try:
+                labels = labels.cast(vocab.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+                raise DataError(
+                    f"Item ids of type {self.item_labels.type} cannot be matched to the item "
+                    f"vocabulary ({vocab.type})."
+                ) from err
+        recode = np.asarray(
+            pc.index_in(labels, value_set=vocab).fill_null(-1).to_numpy(zero_copy_only=False),
+            dtype=np.int64,
+        )
+        codes = recode[self.items]
+        keep = codes >= 0
+        if not keep.any():  # nobody rated an item of the vocabulary: no rows, same code books
+            empty = np.zeros(0, dtype=np.int32)
+            out = Ratings(empty, empty.copy(), np.zeros(0), self.user_labels, vocab)
+            return out, int(keep.size)
+        out = Ratings.from_codes(
+            self.users[keep], codes[keep], self.values[keep],
+            n_users=self.n_users, n_items=len(vocab),
+            user_labels=self.user_labels, item_labels=vocab, keep_empty_users=True,
+        )  # fmt: skip
+        return out, int(keep.size - np.count_nonzero(keep))
+
     def item_values(self, codes: np.ndarray) -> pa.Array:
         """Original item ids of ``codes``."""
         return self.item_labels.take(pa.array(np.asarray(codes, dtype=np.int64)))
@@ -242,6 +305,26 @@ class Ratings:
         return (
             f"Ratings(n_users={self.n_users}, n_items={self.n_items}, n_ratings={self.n_ratings})"
         )
+
+
+def vocabulary_array(vocabulary: Any) -> pa.Array:
+    """An item vocabulary (labels of any one type) as a PyArrow array; duplicates refused."""
+    if isinstance(vocabulary, pa.ChunkedArray):
+        vocab = vocabulary.combine_chunks()
+    elif isinstance(vocabulary, pa.Array):
+        vocab = vocabulary
+    else:
+        try:
+            vocab = pa.array(list(vocabulary))
+        except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError) as err:
+            raise DataError(
+                "The item vocabulary must be a sequence of item ids of one type."
+            ) from err
+    if vocab.null_count:
+        raise DataError(f"The item vocabulary has {vocab.null_count} empty id(s).")
+    if len(pc.unique(vocab)) != len(vocab):
+        raise DataError("The item vocabulary repeats an item id; every id must appear once.")
+    return vocab
 
 
 def as_ratings(

@@ -15,13 +15,12 @@ References
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import linalg, optimize, sparse
 
-from userdp._validation import check_int, check_real
+from userdp._validation import check_int, check_real, first_non_float, warn
 from userdp.estimate.weighting import check_features, factorize_users
 from userdp.exceptions import DataError
 
@@ -38,7 +37,9 @@ def _as_labels(y: object, n: int, caller: str) -> np.ndarray:
     try:
         arr = np.asarray(y, dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise DataError(f"{caller}: 'y' must be a 1-D array of floats ({err}).") from err
+        raise DataError(
+            f"{caller}: 'y' must be a 1-D array of floats ({first_non_float(y)})."
+        ) from err
     if arr.ndim != 1:
         raise DataError(f"{caller}: 'y' must be 1-D; got shape {arr.shape}.")
     if arr.size != n:
@@ -439,12 +440,11 @@ def _solve_codes(
     lower = float(min(lower, objective))
     converged = bool(objective - lower <= tol * objective)
     if not objective - lower <= 1e-3 * objective:
-        warnings.warn(
+        warn(
             f"solve_gwa stopped {(objective - lower) / objective:.2g} (relative) above the "
             f"optimum after {n_iter} Newton iterations; the estimator is still unbiased and "
             "private, only less accurate. Consider raising 'max_iter'.",
             UserWarning,
-            stacklevel=3,
         )
     return GWASolution(dz.unsort(c), objective, t, lower, n_iter, converged)
 

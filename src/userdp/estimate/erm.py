@@ -252,6 +252,10 @@ def _tradeoff_h(
     return float(best_limit_h(sizes, 1.0, unit, counts=counts))
 
 
+#: The declared label sets of the logistic loss (public schema).
+CLASSES = ((0, 1), (-1, 1))
+
+
 class WeightedERM:
     """Linear model trained by weighted ERM with user-level differential privacy (Alg. 2).
 
@@ -262,8 +266,11 @@ class WeightedERM:
     Parameters
     ----------
     loss : {"logistic", "squared"}, default="logistic"
-        ``log(1 + exp(-y theta.x))`` with labels in {0, 1} or {-1, +1} (the encoding is treated
-        as public schema), or ``(theta.x - y)^2 / 2``.
+        ``log(1 + exp(-y theta.x))`` with labels in ``classes``, or ``(theta.x - y)^2 / 2``.
+    classes : (0, 1) or (-1, 1), default=(0, 1)
+        The logistic loss's label set, declared (public schema): ``classes_`` is this, never
+        read from the data, so a user holding a label nobody else has cannot change it
+        (issue 17). Labels outside it are refused; the second class is the positive one.
     epsilon : float
         Total epsilon, in (0, inf).
     delta : float
@@ -309,7 +316,7 @@ class WeightedERM:
     intercept_ : float
         0.0 when ``fit_intercept`` is False.
     classes_ : ndarray, shape (2,)
-        The label encoding of the logistic loss.
+        The declared ``classes`` (logistic loss).
     h_ : float
         The contribution bound used (released; chosen from public or privatized sizes).
     noise_multiplier_ : float
@@ -380,6 +387,7 @@ class WeightedERM:
         self,
         *,
         loss: str = "logistic",
+        classes: tuple[int, int] = (0, 1),
         epsilon: float,
         delta: float,
         lipschitz: float = 1.0,
@@ -394,6 +402,7 @@ class WeightedERM:
         seed: int | None = None,
     ) -> None:
         self.loss = loss
+        self.classes = classes
         self.epsilon = epsilon
         self.delta = delta
         self.lipschitz = lipschitz
@@ -410,6 +419,11 @@ class WeightedERM:
     # -- validation -------------------------------------------------------------------------
     def _validate_params(self) -> None:
         check_constraints(self, self._parameter_constraints, _CALLER)
+        if self.classes not in CLASSES:  # a tuple rule; the constraints table takes strings
+            raise InvalidParameterError(
+                f"The 'classes' parameter of {_CALLER} must be one of "
+                f"{', '.join(map(repr, CLASSES))}. Got {self.classes!r} instead."
+            )
         if self.weighting == "limit" and self.h is not None and self.h < 1:
             raise InvalidParameterError(
                 f"The 'h' parameter of {_CALLER} must be a float in the range [1, inf) with "
@@ -438,18 +452,17 @@ class WeightedERM:
         return x, labels, users
 
     def _encode_labels(self, labels: np.ndarray) -> np.ndarray:
-        """Map {0, 1} or {-1, +1} labels to {-1, +1}; the encoding is public schema."""
-        found = np.unique(labels)
-        if np.all(np.isin(found, (0.0, 1.0))):
-            self.classes_ = np.array([0, 1])
-        elif np.all(np.isin(found, (-1.0, 1.0))):
-            self.classes_ = np.array([-1, 1])
-        else:
+        """Map labels in the declared ``classes`` to {-1, +1}; ``classes_`` is the declaration."""
+        neg, pos = (float(c) for c in self.classes)
+        outside = ~np.isin(labels, (neg, pos))
+        if outside.any():
             raise DataError(
-                f"{_CALLER}.fit: loss='logistic' needs labels in {{0, 1}} or {{-1, +1}}; got "
-                f"values {found[:5].tolist()}."
+                f"{_CALLER}.fit: loss='logistic' needs labels in classes={tuple(self.classes)!r}; "
+                f"{int(outside.sum())} row(s) are not (first at row {int(np.argmax(outside))}). "
+                "Declare classes=(-1, 1) for labels in {-1, +1}."
             )
-        return np.where(labels == 1.0, 1.0, -1.0)
+        self.classes_ = np.array(self.classes)
+        return np.where(labels == pos, 1.0, -1.0)
 
     # -- fitting ----------------------------------------------------------------------------
     def fit(self, X: object, y: object, users: object) -> WeightedERM:

@@ -27,7 +27,7 @@ from typing import Literal
 import dp_accounting
 import numpy as np
 
-from userdp._validation import check_int, check_real
+from userdp._validation import check_epsilon, check_int, check_real
 from userdp.estimate.weighting import (
     best_limit_h,
     best_smooth_h,
@@ -221,9 +221,7 @@ def _validate(
     selection_share: object,
 ) -> tuple[np.ndarray, np.ndarray, float, tuple[float, float], float | None, float]:
     y, u = check_records(values, users, caller)
-    eps = check_real(
-        epsilon, "epsilon", caller, low=0.0, high=math.inf, low_open=True, high_open=True
-    )
+    eps = check_epsilon(epsilon, caller)
     lo, hi = check_bounds(bounds, caller)
     if not isinstance(public_user_sizes, (bool, np.bool_)):
         raise InvalidParameterError(

@@ -76,7 +76,13 @@ import dp_accounting
 import numpy as np
 from scipy import linalg
 
-from userdp._validation import check_choice, check_constraints, check_int, check_real
+from userdp._validation import (
+    MIN_EPSILON,
+    check_choice,
+    check_constraints,
+    check_epsilon,
+    check_int,
+)
 from userdp.estimate._gwa import (
     GWASolution,
     _as_codes,
@@ -342,13 +348,7 @@ class LabelPrivateRegressionResult:
 
 
 def _check_epsilon(epsilon: object, caller: str) -> float:
-    eps = check_real(epsilon, "epsilon", caller, low=0.0, high=math.inf, low_open=True)
-    if math.isinf(eps):
-        raise InvalidParameterError(
-            f"The 'epsilon' parameter of {caller} must be a float in the range (0, inf). "
-            f"Got {epsilon!r} instead."
-        )
-    return eps
+    return check_epsilon(epsilon, caller)
 
 
 def _check_label_range(label_range: object, caller: str) -> tuple[float, float]:
@@ -633,7 +633,7 @@ class LabelPrivateLinearRegression:
     """
 
     _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = {
-        "epsilon": {"low": 0.0, "low_open": True, "high": math.inf, "high_open": True},
+        "epsilon": {"low": MIN_EPSILON, "high": math.inf, "high_open": True},
         "method": {"choices": METHODS},
         "fit_intercept": {"bool": True},
         "selection_share": {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True},

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import dp_accounting
 import numpy as np
 
-from userdp._validation import check_real
+from userdp._validation import MAX_ABS_BOUND, MIN_BOUND_WIDTH, check_real, first_non_float
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
@@ -62,7 +62,9 @@ def check_records(values: object, users: object, caller: str) -> tuple[np.ndarra
     try:
         y = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise DataError(f"{caller}: 'values' must be an array of floats ({err}).") from err
+        raise DataError(
+            f"{caller}: 'values' must be an array of floats ({first_non_float(values)})."
+        ) from err
     u = np.asarray(users)
     if y.ndim != 1 or u.ndim != 1:
         raise DataError(
@@ -86,10 +88,12 @@ def check_records(values: object, users: object, caller: str) -> tuple[np.ndarra
 
 
 def check_bounds(bounds: object, caller: str) -> tuple[float, float]:
-    """Validate ``bounds = (lower, upper)``: two finite floats with ``lower < upper``."""
+    """Validate ``bounds = (lower, upper)``: two floats with ``lower < upper``, ``|lower|,
+    |upper| <= 1e100`` and ``upper - lower >= 1e-100`` (so squares and sums stay finite)."""
     msg = (
-        f"The 'bounds' parameter of {caller} must be a pair (lower, upper) of finite floats "
-        f"with lower < upper. Got {bounds!r} instead."
+        f"The 'bounds' parameter of {caller} must be a pair (lower, upper) of floats with "
+        f"lower < upper, |lower|, |upper| <= {MAX_ABS_BOUND:g} and upper - lower >= "
+        f"{MIN_BOUND_WIDTH:g}. Got {bounds!r} instead."
     )
     try:
         lower, upper = bounds  # type: ignore[misc]
@@ -98,7 +102,9 @@ def check_bounds(bounds: object, caller: str) -> tuple[float, float]:
         raise InvalidParameterError(msg) from err
     if isinstance(lower, bool) or isinstance(upper, bool):
         raise InvalidParameterError(msg)
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+    if not (abs(lo) <= MAX_ABS_BOUND and abs(hi) <= MAX_ABS_BOUND and lo < hi):
+        raise InvalidParameterError(msg)
+    if not hi - lo >= MIN_BOUND_WIDTH:
         raise InvalidParameterError(msg)
     return lo, hi
 
@@ -109,7 +115,9 @@ def check_features(X: object, caller: str) -> np.ndarray:
     try:
         x = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise DataError(f"{caller}: 'X' must be a 2-D array of floats ({err}).") from err
+        raise DataError(
+            f"{caller}: 'X' must be a 2-D array of floats ({first_non_float(X)})."
+        ) from err
     if x.ndim != 2:
         raise DataError(f"{caller}: 'X' must be 2-D; got shape {x.shape}.")
     finite = np.isfinite(x).all(axis=1)

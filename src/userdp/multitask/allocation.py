@@ -11,13 +11,17 @@ per-task statistics are weighted by w has l2 sensitivity proportional to sqrt(be
 
 Every rule reads only the user's own rows, released values (the private counts of
 :func:`private_counts`) and fresh random bits, so the *distribution* of a user's weights does not
-depend on anyone else's data: that is what makes the weighted sensitivity bound hold. (For a
-fixed seed the bits are drawn by row position, so inserting a user can change which tasks
-another user samples; each user's sample is still uniform and independent of the data.)
+depend on anyone else's data: that is what makes the weighted sensitivity bound hold. Pass
+``keys`` from :func:`row_keys` (a keyed hash of the user's and the task's *labels* under the
+noise source's secret salt) and the random choices of a user are a function of that user's own
+rows only: rerunning on a neighbouring dataset with the same seed changes no other user's
+sample, which is what an audit that couples D and D' relies on. Without ``keys`` the bits are
+drawn by row position (each user's sample is still uniform and independent of the data).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -35,6 +39,7 @@ __all__ = [
     "check_distinct",
     "check_weighted_rows",
     "private_counts",
+    "row_keys",
     "sample_per_user",
     "tail_sampling",
     "uniform_sampling",
@@ -135,16 +140,67 @@ def check_weighted_rows(
     return users, tasks, x, y, w
 
 
-def sample_per_user(users: np.ndarray, k: int, noise: NoiseSource) -> np.ndarray:
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser on uint64 (a bijection that spreads every input bit)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _label_keys(labels: object, salt: int) -> np.ndarray:
+    """A keyed 64-bit BLAKE2b hash of every label (its type and value), as uint64."""
+    secret = (salt & ((1 << 64) - 1)).to_bytes(8, "little")
+    values = labels.to_pylist() if hasattr(labels, "to_pylist") else list(labels)
+    out = np.empty(len(values), dtype=np.uint64)
+    for n, v in enumerate(values):
+        digest = hashlib.blake2b(
+            f"{type(v).__name__}:{v!r}".encode(), digest_size=8, key=secret
+        ).digest()
+        out[n] = int.from_bytes(digest, "little")
+    return out
+
+
+def row_keys(
+    users: np.ndarray, tasks: np.ndarray, user_labels: object, task_labels: object, salt: int
+) -> np.ndarray:
+    """Per-row random keys that depend only on the (user label, task label) pair and ``salt``.
+
+    ``salt`` is secret (``NoiseSource.salt``), so the keys are as unpredictable as fresh random
+    bits, but a user's keys do not change when another user is added or removed, or when codes
+    shift. Returns uint64 of shape (n_rows,); pass it as ``keys=`` to the sampling rules.
+    """
+    uk = _label_keys(user_labels, salt)
+    tk = _mix64(_label_keys(task_labels, salt ^ 0x7A5C))
+    with np.errstate(over="ignore"):
+        return _mix64(uk[np.asarray(users)] ^ tk[np.asarray(tasks)])
+
+
+def _random_bits(users: np.ndarray, noise: NoiseSource, keys: np.ndarray | None) -> np.ndarray:
+    """32 random bits per row as int64: the row's key, or fresh bits by row position."""
+    if keys is None:
+        return noise.random_bits(users.size, 32).astype(np.int64)
+    keys = np.asarray(keys, dtype=np.uint64)
+    if keys.shape != users.shape:
+        raise DataError(f"'keys' must have shape {users.shape}; got {keys.shape}.")
+    return (keys >> np.uint64(32)).astype(np.int64)
+
+
+def sample_per_user(
+    users: np.ndarray, k: int, noise: NoiseSource, *, keys: np.ndarray | None = None
+) -> np.ndarray:
     """Boolean mask keeping ``min(k, n_j)`` rows of every user j, uniformly at random.
 
     One ``argsort`` of packed int64 keys ``(user << 32) | random32``: each user's rows come out
-    in random order and the first k are kept.
+    in random order and the first k are kept. ``keys`` (from :func:`row_keys`) makes the
+    random order a function of each user's own rows.
     """
     users = np.asarray(users)
     if users.size == 0:
         return np.zeros(0, dtype=bool)
-    key = (users.astype(np.int64) << 32) | noise.random_bits(users.size, 32).astype(np.int64)
+    key = (users.astype(np.int64) << 32) | _random_bits(users, noise, keys)
     order = np.argsort(key)
     return _first_k(users, order, k)
 
@@ -168,11 +224,16 @@ def private_counts(
     count_sample: int,
     noise_multiplier: float,
     noise: NoiseSource,
+    keys: np.ndarray | None = None,
+    index: object = None,
 ) -> PrivateCounts:
     """Noisy per-task user counts and a noisy user count (one Gaussian release).
 
     Each user contributes at most ``count_sample`` of their tasks (chosen uniformly at random),
     each counted once, plus 1 to the user count; rows must be distinct (task, user) pairs.
+
+    ``keys`` (from :func:`row_keys`) fixes each user's counted tasks by their own rows;
+    ``index`` labels the released vector's axis for the release recorder (None: fixed axis).
 
     Privacy
     -------
@@ -186,12 +247,16 @@ def private_counts(
     count_sample = check_int(count_sample, "count_sample", "private_counts", low=1)
     z = check_real(noise_multiplier, "noise_multiplier", "private_counts", low=0.0, low_open=True)
     check_distinct(users, tasks, "private_counts")
-    keep = sample_per_user(users, count_sample, noise)
+    keep = sample_per_user(users, count_sample, noise, keys=keys)
     exact = np.bincount(tasks[keep], minlength=n_tasks).astype(np.float64)
     n_exact = float(np.unique(users).size) if users.size else 0.0
     sd = z * math.sqrt(count_sample + 1)
-    noisy = exact + noise.gaussian(sd, n_tasks)
-    n_noisy = n_exact + float(noise.gaussian(sd, 1)[0])
+    # One vector (task counts, then the user count): its axis is fixed by n_tasks.
+    released = noise.add_gaussian(
+        np.append(exact, n_exact), sd, statistic="private counts (tasks, users)",
+        l2=math.sqrt(count_sample + 1), index=index,
+    )  # fmt: skip
+    noisy, n_noisy = released[:n_tasks], float(released[n_tasks])
     del exact, n_exact
     return PrivateCounts(noisy, n_noisy, count_sample, z, dp_accounting.GaussianDpEvent(z))
 
@@ -205,7 +270,12 @@ def _sampled_weight(k: int, beta: float | None, caller: str) -> float:
 
 
 def uniform_sampling(
-    users: np.ndarray, k: int, noise: NoiseSource, *, beta: float | None = None
+    users: np.ndarray,
+    k: int,
+    noise: NoiseSource,
+    *,
+    beta: float | None = None,
+    keys: np.ndarray | None = None,
 ) -> np.ndarray:
     """Equal weights on ``k`` tasks per user chosen uniformly at random, 0 elsewhere.
 
@@ -215,7 +285,7 @@ def uniform_sampling(
     """
     k = check_int(k, "k", "uniform_sampling", low=1)
     weight = _sampled_weight(k, beta, "uniform_sampling")
-    return sample_per_user(users, k, noise) * weight
+    return sample_per_user(users, k, noise, keys=keys) * weight
 
 
 def tail_sampling(
@@ -226,6 +296,7 @@ def tail_sampling(
     noise: NoiseSource,
     *,
     beta: float | None = None,
+    keys: np.ndarray | None = None,
 ) -> np.ndarray:
     """Equal weights on each user's ``k`` tasks with the smallest private counts, 0 elsewhere.
 
@@ -236,7 +307,7 @@ def tail_sampling(
     k = check_int(k, "k", "tail_sampling", low=1)
     weight = _sampled_weight(k, beta, "tail_sampling")
     counts = np.asarray(counts, dtype=np.float64)
-    jitter = noise.uniform(users.size)
+    jitter = _random_bits(users, noise, keys)
     order = np.lexsort((jitter, counts[tasks], users))
     return _first_k(users, order, k) * weight
 

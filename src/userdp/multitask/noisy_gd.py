@@ -141,7 +141,7 @@ def task_weighted_noisy_gd(
         c *= np.minimum(1.0, gamma / np.maximum(np.abs(c) * x_norm, 1e-300))
         # grad_i = sum_{j in Omega_i} w_ij c_ij x_ij, as a (tasks x rows) sparse product.
         s = sparse.csr_matrix(((w * c)[order], order, offsets), shape=(n_tasks, n))
-        grad = s @ x + noise.gaussian(z * sensitivity, n_tasks * d).reshape(n_tasks, d)
+        grad = noise.add_gaussian(s @ x, z * sensitivity, statistic="task gradient", l2=sensitivity)
         theta = theta - eta * (grad + ridge * theta)
         if radius is not None:
             theta *= np.minimum(1.0, radius / np.maximum(np.linalg.norm(theta, axis=1), 1e-300))[

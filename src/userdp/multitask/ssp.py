@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import dp_accounting
 import numpy as np
@@ -68,20 +69,40 @@ def perturb_statistics(
     gram_sigma: float,
     moment_sigma: float,
     noise: NoiseSource,
+    gram_l2: float | None = None,
+    moment_l2: float | None = None,
+    index: Any = None,
+    gram_statistic: str = "item gram",
+    moment_statistic: str = "item moment",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Add Gaussian noise to stacked Gram matrices (symmetric) and moment vectors.
 
     The Gram noise is drawn on the upper triangle (diagonal included) and mirrored, so each
     noisy ``A_i`` is symmetric and the mechanism's l2 sensitivity is that of the upper
     triangle, which is at most the Frobenius norm of the change (Algorithm 1, lines 4-6).
+    ``gram_l2`` / ``moment_l2`` are the declared sensitivities given to the release recorder
+    (``gram_l2`` defaults to ``gram_sigma``, i.e. noise multiplier 1); ``moment_l2=None`` with
+    ``moment_sigma=0``-like use releases the Gram alone. ``index`` labels the tasks.
     """
-    m, d, _ = gram.shape
+    if gram_l2 is None:
+        gram_l2 = gram_sigma
+    if moment_l2 is None and moment.size:
+        moment_l2 = moment_sigma
+    d = gram.shape[1]
     iu = np.triu_indices(d)
-    tri = noise.gaussian(gram_sigma, m * iu[0].size).reshape(m, -1)
-    e = np.zeros_like(gram)
-    e[:, iu[0], iu[1]] = tri
-    e[:, iu[1], iu[0]] = tri
-    return gram + e, moment + noise.gaussian(moment_sigma, moment.size).reshape(moment.shape)
+    tri = noise.add_gaussian(
+        gram[:, iu[0], iu[1]], gram_sigma, statistic=gram_statistic, l2=gram_l2,
+        index=index,
+    )  # fmt: skip
+    out = np.empty_like(gram)
+    out[:, iu[0], iu[1]] = tri
+    out[:, iu[1], iu[0]] = tri
+    if moment_l2 is None:  # no moment release (the gravity Gram)
+        return out, moment
+    noisy = noise.add_gaussian(
+        moment, moment_sigma, statistic=moment_statistic, l2=moment_l2, index=index
+    )
+    return out, noisy
 
 
 def project_psd(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -179,8 +200,9 @@ def task_weighted_ssp(
     root = math.sqrt(beta)
     d_a, d_b = gx * gx * root, gx * gy * root
     gram_hat, moment_hat = perturb_statistics(
-        gram, moment, gram_sigma=z_a * d_a, moment_sigma=z_b * d_b, noise=noise
-    )
+        gram, moment, gram_sigma=z_a * d_a, moment_sigma=z_b * d_b, noise=noise,
+        gram_l2=d_a, moment_l2=d_b, gram_statistic="task gram", moment_statistic="task moment",
+    )  # fmt: skip
     del gram, moment
     theta = solve_ridge(gram_hat, moment_hat, ridge)
     event = dp_accounting.ComposedDpEvent(

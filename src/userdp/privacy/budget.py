@@ -6,7 +6,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from userdp._validation import check_fractions, check_real
+from userdp._validation import check_fractions, check_real, warn
 from userdp.exceptions import BudgetExceededError, InvalidParameterError
 
 __all__ = ["PrivacyBudget"]
@@ -49,17 +49,9 @@ class PrivacyBudget:
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", delta)
         if eps > 20:
-            warnings.warn(
-                f"epsilon={eps!r} gives a very weak guarantee; values above ~10 are unusual.",
-                UserWarning,
-                stacklevel=3,
-            )
+            warn(f"epsilon={eps!r} gives a very weak guarantee; values above ~10 are unusual.")
         if delta > 1e-3:
-            warnings.warn(
-                f"delta={delta!r} is large; delta is usually far below 1/(number of users).",
-                UserWarning,
-                stacklevel=3,
-            )
+            warn(f"delta={delta!r} is large; delta is usually far below 1/(number of users).")
 
     def split(
         self, fractions: Sequence[float], delta_fractions: Sequence[float] | None = None

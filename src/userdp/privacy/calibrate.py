@@ -34,6 +34,10 @@ __all__ = [
 SAFE_NOISE_INFLATION = 2.0**-12
 
 
+#: Most upward nudges of a Gaussian sigma (relative steps 1e-12 * 2^k): a factor of ~1e7 at most.
+_MAX_NUDGES = 80
+
+
 def gaussian_delta(sigma: float, epsilon: float, l2_sensitivity: float = 1.0) -> float:
     """Smallest delta for which N(0, sigma^2) noise on an l2-sensitivity query is (eps, delta)-DP.
 
@@ -68,11 +72,29 @@ def gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0) ->
         delta, "delta", "gaussian_sigma", low=0.0, high=1.0, low_open=True, high_open=True
     )
     d2 = check_real(l2_sensitivity, "l2_sensitivity", "gaussian_sigma", low=0.0, low_open=True)
-    sigma = float(dp_accounting.get_sigma_gaussian(eps, delta))
-    # Round toward more noise: brentq's root may sit a hair on the wrong side.
-    while gaussian_delta(sigma, eps) > delta:
-        sigma = math.nextafter(sigma, math.inf) * (1 + 1e-12)
-    return sigma * d2
+    too_large = (
+        f"The 'epsilon' parameter of gaussian_sigma is too large to calibrate Gaussian noise "
+        f"in floating point: got {eps!r} at delta={delta!r}. Use epsilon <= 1e6 (above ~10 "
+        "the guarantee is already very weak)."
+    )
+    try:
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            sigma = float(dp_accounting.get_sigma_gaussian(eps, delta))
+    except (ValueError, ArithmeticError) as err:  # e.g. "function value is NaN" at 1e300
+        raise InvalidParameterError(too_large) from err
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise InvalidParameterError(too_large)
+    # Round toward more noise: brentq's root may sit a hair on the wrong side. The relative
+    # step doubles from 1e-12, so the loop ends within _MAX_NUDGES steps even where the exact
+    # condition loses precision (huge epsilon, where sigma must grow by a visible factor);
+    # typical budgets need 0-2 steps, so their sigma is unchanged.
+    step = 1e-12
+    for _ in range(_MAX_NUDGES):
+        if gaussian_delta(sigma, eps) <= delta:
+            return sigma * d2
+        sigma = math.nextafter(sigma, math.inf) * (1 + step)
+        step *= 2
+    raise InvalidParameterError(too_large)
 
 
 def partition_threshold(

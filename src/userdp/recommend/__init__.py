@@ -5,10 +5,14 @@ DPSGD variants; :mod:`~userdp.recommend.metrics` scores them (RMSE, Recall@k, sl
 frequency) and :mod:`~userdp.recommend.protocols` holds the ML10M / ML20M benchmark splits.
 :class:`PublicFeatureRecommender` (AM-SSP, Krichene et al. 2023b) trains an item encoder on
 public item features (:mod:`~userdp.recommend.encoders`, :mod:`userdp.data.features`).
+Both train on an :class:`ItemSet` fixed before training (a public catalogue, or a vocabulary
+chosen by ``userdp.select_partitions`` and passed in: this package never imports
+``userdp.partition``) and release a :class:`RecommenderModel`.
 """
 
 from userdp.recommend.als import METHODS, MatrixFactorization, TrainingPlan, plan_noise
 from userdp.recommend.encoders import FeatureFamily, IdEncoder, ItemEncoder, PublicFeatureEncoder
+from userdp.recommend.items import ItemSet
 from userdp.recommend.metrics import (
     frequency_buckets,
     popularity_scores,
@@ -16,9 +20,11 @@ from userdp.recommend.metrics import (
     rmse,
     sliced_rmse,
 )
+from userdp.recommend.model import RecommenderModel
 from userdp.recommend.protocols import (
     HeldOutSplit,
     RatingSplit,
+    holdout_rmse,
     ml10m_split,
     ml20m_split,
     restrict_items,
@@ -31,12 +37,15 @@ __all__ = [
     "HeldOutSplit",
     "IdEncoder",
     "ItemEncoder",
+    "ItemSet",
     "MatrixFactorization",
     "PublicFeatureEncoder",
     "PublicFeatureRecommender",
     "RatingSplit",
+    "RecommenderModel",
     "TrainingPlan",
     "frequency_buckets",
+    "holdout_rmse",
     "ml10m_split",
     "ml20m_split",
     "plan_noise",

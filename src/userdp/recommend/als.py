@@ -3,7 +3,9 @@
 Items are tasks, users are users. Each step solves the user embeddings exactly (never
 released) and the item embeddings privately, by task-weighted SSP (DPALS family) or by
 full-batch noisy gradient descent with user-level clipping (DPSGD family). Only the item
-embeddings, the private centring value and the private item counts are released; a user's
+embeddings, the private centring value and the private item counts are released, over an item
+set fixed before training (a public catalogue or a privately selected vocabulary, see
+:mod:`userdp.recommend.items`), as one :class:`~userdp.recommend.RecommenderModel`; a user's
 embedding is computed from the released item embeddings and the user's own history (the
 billboard model, Remark D.1).
 
@@ -24,10 +26,8 @@ adadpsgd        noisy GD          w_ij ~ n_hat_i^-mu, per-user normalised
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -35,17 +35,16 @@ from typing import Any
 
 import dp_accounting
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from scipy import sparse
 
-from userdp._validation import check_choice, check_int, check_real
-from userdp.data.ratings import as_ratings
-from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
-from userdp.multitask._kernels import batched, segment_offsets, segment_statistics
+from userdp._validation import check_budget, check_choice, check_int, check_real
+from userdp.data.ratings import Ratings, as_ratings
+from userdp.exceptions import DataError, InvalidParameterError
+from userdp.multitask._kernels import segment_offsets, segment_statistics
 from userdp.multitask.allocation import (
     adaptive_weights,
     private_counts,
+    row_keys,
     sample_per_user,
     tail_sampling,
     uniform_sampling,
@@ -55,6 +54,9 @@ from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import calibrate_noise_scale
 from userdp.privacy.noise import NoiseSource
+from userdp.recommend._base import RecommenderBase
+from userdp.recommend.items import ItemSet, as_item_set
+from userdp.recommend.model import RecommenderModel, solve_users
 
 __all__ = [
     "AUTO_CUTOFF",
@@ -62,6 +64,7 @@ __all__ = [
     "MatrixFactorization",
     "TrainingPlan",
     "centre",
+    "centre_all",
     "mean_statistics",
     "plan_noise",
 ]
@@ -191,11 +194,17 @@ def plan_noise(
     return make(scale)
 
 
-class MatrixFactorization:
+class MatrixFactorization(RecommenderBase):
     """Matrix factorization recommender trained with user-level differential privacy.
 
     Parameters
     ----------
+    items : ItemSet, sequence of item ids, or None
+        The item set, fixed before training (see :mod:`userdp.recommend.items`): a public
+        catalogue (any sequence of distinct ids, or ``ItemSet.public``) or a privately
+        selected vocabulary (``ItemSet.selected(select_partitions(...))``, whose event is
+        composed into ``dp_event_``). Ratings of other items are dropped. Required by private
+        methods; ``als`` without it trains on the data's items.
     method : str, default="adadpals"
         One of :data:`METHODS` (see the module docstring).
     dim : int, default=32
@@ -242,11 +251,14 @@ class MatrixFactorization:
         "gravity" regulariser of implicit ALS) that pushes down items a user did not rate; use it
         with 0/1 feedback and Recall (the ML20M protocol). The all-users Gram ``sum_j v_j v_j^T``
         it needs in the item solve is released with noise (sensitivity ``max_norm^2``, a
-        ``gravity`` share of each step); in the user solve ``U^T U`` is public.
+        ``gravity`` share of each step); in the user solve ``U^T U`` is public: the released
+        item factors over the fixed item set. That is why the item set must be fixed first: a
+        new item entering ``U`` moved every user's solve (issue 18; see ``fit``'s Privacy).
     top_items : float or None, default=None
-        Train only on the items whose *private* counts are in the top fraction (the ML20M
-        protocol trains on the top 10 %); the others get zero factors. Post-processing of the
-        released counts, so it costs nothing extra.
+        Train only on the ``ceil(top_items * len(items))`` items with the largest *private*
+        counts (the ML20M protocol trains on the top 10 %); the others get zero factors. The
+        number is a fraction of the item set's size (public or released), never of the exact
+        number of items rated, and the ranking uses released counts: post-processing, free.
     min_item_count : float, "auto" or None, default=None
         Train only on items whose private count is at least this. ``"auto"`` (SSP methods)
         sets it to ``AUTO_CUTOFF * z_b * sqrt(dim)``, where an item's moment noise starts to
@@ -261,8 +273,11 @@ class MatrixFactorization:
 
     Attributes
     ----------
-    item_factors_ : ndarray, shape (n_items, dim)
+    model_ : RecommenderModel
+        The release: what ``save`` writes. The attributes below are views of it.
+    item_factors_ : ndarray, shape (len(items), dim)
     item_labels_ : pyarrow.Array
+        The item set (never the data's items for private methods).
     center_ : float
     item_counts_ : ndarray or None
         Released private item counts (exact counts are never stored for private methods).
@@ -273,11 +288,16 @@ class MatrixFactorization:
     dp_event_ : dp_accounting.DpEvent or None
     plan_ : TrainingPlan or None
     fit_seconds_ : float
+        Not private and never saved.
+    diagnostics_ : dict
+        Exact, NON-PRIVATE figures for the curator (ratings outside the item set, fit time);
+        never saved, never part of the release.
     """
 
     def __init__(
         self,
         *,
+        items: Any = None,
         method: str = "adadpals",
         dim: int = 32,
         steps: int = 3,
@@ -302,6 +322,7 @@ class MatrixFactorization:
         seed: int | None = None,
         progress: bool = False,
     ) -> None:
+        self.items = items
         self.method = method
         self.dim = dim
         self.steps = steps
@@ -329,19 +350,14 @@ class MatrixFactorization:
     # -- validation -----------------------------------------------------------------------------
     def _validate(self, budget: PrivacyBudget | None) -> None:
         name = "MatrixFactorization"
+        check_budget(budget, f"{name}.fit")
         check_choice(self.method, "method", name, METHODS)
+        self._validate_common()
         check_int(self.dim, "dim", name, low=1)
-        check_int(self.steps, "steps", name, low=1)
-        check_real(self.mu, "mu", name, low=0.0)
         check_int(self.sample_size, "sample_size", name, low=1)
-        check_int(self.count_sample, "count_sample", name, low=1)
-        check_real(self.max_norm, "max_norm", name, low=0.0, low_open=True)
-        check_real(self.reg, "reg", name, low=0.0, low_open=True)
-        check_real(self.noise_reg, "noise_reg", name, low=0.0)
         check_real(self.learning_rate, "learning_rate", name, low=0.0, low_open=True)
         check_real(self.step_offset, "step_offset", name, low=0.0, low_open=True)
         check_int(self.sgd_steps, "sgd_steps", name, low=1)
-        check_real(self.clip_norm, "clip_norm", name, low=0.0, low_open=True)
         check_real(self.unobserved_weight, "unobserved_weight", name, low=0.0)
         if self.top_items is not None:
             check_real(self.top_items, "top_items", name, low=0.0, high=1.0, low_open=True)
@@ -354,19 +370,6 @@ class MatrixFactorization:
                 )
         elif self.min_item_count is not None:
             check_real(self.min_item_count, "min_item_count", name)
-        if self.rating_range is not None:
-            lo, hi = self.rating_range
-            check_real(lo, "rating_range[0]", name)
-            check_real(hi, "rating_range[1]", name)
-            if not lo < hi:
-                raise InvalidParameterError(
-                    f"The 'rating_range' parameter of {name} must be (low, high) with low < high. "
-                    f"Got {self.rating_range!r} instead."
-                )
-        if not isinstance(self.center, str):
-            check_real(self.center, "center", name)
-        else:
-            check_choice(self.center, "center", name, ["private-mean", "midpoint"])
         if self.method == "als":
             if budget is not None:
                 raise InvalidParameterError(
@@ -397,34 +400,51 @@ class MatrixFactorization:
         return self.method.rsplit("-", 1)[-1] if self.method != "als" else "none"
 
     # -- training -------------------------------------------------------------------------------
-    def fit(self, ratings: Any, *, budget: PrivacyBudget | None = None) -> MatrixFactorization:
+    def fit(
+        self,
+        ratings: Any,
+        *,
+        budget: PrivacyBudget | None = None,
+        accountant: PrivacyAccountant | None = None,
+    ) -> MatrixFactorization:
         """Train on ``ratings`` (a :class:`~userdp.data.Ratings` or a user/item/rating table).
+
+        The item set is fixed first (``items``): ratings of other items are dropped (counted
+        in ``diagnostics_``) and every shape below depends only on the item set.
 
         Privacy
         -------
-        Neighbouring datasets differ in all ratings of one user. The run composes: the private
-        counts (``GaussianDpEvent``, sensitivity ``sqrt(count_sample + 1)``), the private mean
-        (sensitivity 1 after scaling each coordinate by its bound), and per step either the two
-        SSP releases (sensitivities ``max_norm^2`` and ``max_norm * half_width``: every user's
-        squared weights sum to at most 1) or ``sgd_steps`` gradient releases (sensitivity
-        ``clip_norm``, user-level clipping). Noise is calibrated to ``budget`` by search with the
-        accountant; ``budget_`` is what the accountant reports.
+        Neighbouring datasets differ in all ratings of one user. With the item set fixed
+        before any statistic (public, or privately selected and composed into ``dp_event_``),
+        and conditioned on the values released before it, each release moves by at most its
+        stated l2 sensitivity when a user is added (re-derived for issue 18, tested by
+        ``tests/property/test_recommend_neighbours.py`` with a user whose items are all new):
+
+        - private counts: ``sqrt(count_sample + 1)`` (at most ``count_sample`` counts move by
+          1, and the user count by 1);
+        - private mean: 1 per coordinate after scaling, ``sqrt(2)`` in all;
+        - item Gram stack (SSP): ``max_norm^2``: the user adds ``w_ij v v^T`` to the items it
+          rated, ``sum_i w_ij^2 <= 1``, ``||v|| <= max_norm``. The unobserved term does not
+          enter it (its ``alpha G`` is added after the release), and no other user's ``v``
+          changes: their solves use only their own rows and the *released* item factors
+          (``alpha U^T U`` over the fixed item set, public);
+        - item moment stack (SSP): ``max_norm * half_width`` (``|r - center| <= half_width``);
+        - gravity Gram ``sum_j v_j v_j^T`` (``unobserved_weight > 0``): ``max_norm^2``; a user
+          whose items are all outside the set still adds its ``v v^T`` (``v = 0`` then);
+        - item gradient (DPSGD family): ``clip_norm`` (user-level clipping; the unobserved
+          term ``2 alpha U G`` uses the released ``G`` and is added after the noise).
+
+        Before the item set was fixed, a user bringing an item nobody else rated changed the
+        shape of ``U`` and entered every user's ``alpha U^T U``, so every user's ``v`` moved
+        and these bounds failed by up to 4.2x (issue 18). Noise is calibrated to ``budget``
+        by search with the accountant; ``budget_`` is what the accountant reports for the
+        whole release (the private selection of the item set included). With ``accountant``
+        the training event is composed into it before any data is read (refused there when
+        it would exceed the accountant's budget).
         """
         started = time.perf_counter()
         self._validate(budget)
-        data = as_ratings(ratings)
-        noise = NoiseSource(self.seed)
-        rng = noise.stream(0x4D46)  # initialisation (data-independent)
-        d = int(self.dim)
         private = self.method != "als"
-        lo, hi = (
-            self.rating_range
-            if self.rating_range is not None
-            else (float(data.values.min()), float(data.values.max()))
-        )
-        values = np.clip(data.values, lo, hi)
-        users, items = data.users, data.items
-        n_users, n_items = data.n_users, data.n_items
         plan = None
         if private:
             plan = plan_noise(
@@ -437,6 +457,26 @@ class MatrixFactorization:
                 moment_share=self.moment_share,
                 gravity_share=0.05 if self.unobserved_weight > 0 else None,
             )
+            if accountant is not None:
+                accountant.compose(plan.event())
+        full = as_ratings(ratings)
+        data, item_set, dropped = _restrict(full, self.items, private, "MatrixFactorization")
+        noise = NoiseSource(self.seed)
+        rng = noise.stream(0x4D46)  # initialisation (data-independent: the item set is fixed)
+        d = int(self.dim)
+        lo, hi = (
+            self.rating_range
+            if self.rating_range is not None
+            else (float(data.values.min()), float(data.values.max()))
+        )
+        values = np.clip(data.values, lo, hi)
+        users, items = data.users, data.items
+        n_users, n_items = data.n_users, data.n_items
+        labels = data.item_labels
+        # Per-row random keys from (user label, item label): a user's random choices depend
+        # only on that user's rows.
+        keys = row_keys(users, items, data.user_labels, labels, noise.salt) if private else None
+        if private:
             counts = private_counts(
                 users,
                 items,
@@ -444,21 +484,24 @@ class MatrixFactorization:
                 count_sample=self.count_sample,
                 noise_multiplier=plan.counts,
                 noise=noise,
+                keys=keys,
             )
             item_counts = counts.counts
             freq = np.maximum(item_counts, 0.0)
         else:
             item_counts = None
             freq = np.bincount(items, minlength=n_items).astype(np.float64)
-        # Centre on all ratings: items left untrained predict it.
-        center = centre(
-            values, users, lo, hi, center=self.center, count_sample=self.count_sample,
+        # Centre on all ratings, those outside the item set too: items left untrained or
+        # unknown predict it.
+        center = centre_all(
+            full, lo, hi, center=self.center, count_sample=self.count_sample,
             noise_multiplier=None if plan is None else plan.center, noise=noise,
         )  # fmt: skip
         trained = np.ones(n_items, dtype=bool)
         score = item_counts if private else freq  # released (or, for als, exact) counts
         if self.top_items is not None:
-            # Rank by counts; ties by code.
+            # A count of the item set's size (public or released), ranked by released counts;
+            # ties by code.
             keep = max(1, math.ceil(self.top_items * n_items))
             top = np.zeros(n_items, dtype=bool)
             top[np.argsort(-score, kind="stable")[:keep]] = True
@@ -473,9 +516,10 @@ class MatrixFactorization:
         if not trained.all():
             rows = trained[items]
             users, items, values = users[rows], items[rows], values[rows]
-            if users.size == 0:
-                # Nothing clears the cutoff: every item predicts the centre. A legitimate
-                # private answer (the statistics were released empty), not an error.
+            keys = None if keys is None else keys[rows]
+            if not trained.any():
+                # Nothing clears the cutoff (decided from released counts only): every item
+                # predicts the centre. A legitimate private answer, not an error.
                 warnings.warn(
                     f"{self.method}: no item reaches min_item_count/top_items at this budget; "
                     "all item factors are 0 (predictions are the centre).",
@@ -484,7 +528,7 @@ class MatrixFactorization:
                 )
         y = values - center
         half = max(hi - center, center - lo)
-        weights = self._weights(users, items, item_counts, noise) if private else None
+        weights = self._weights(users, items, item_counts, noise, keys) if private else None
 
         # Orders for the two solves, computed once.
         user_order, user_offsets = segment_offsets(users, n_users)
@@ -511,8 +555,8 @@ class MatrixFactorization:
             # Line 4: exact user solve, V = argmin_V L(U, V); never released.
             gram, moment = segment_statistics(user_offsets, user_order, items, U, None, y)
             if alpha:
-                gram += alpha * (U.T @ U)  # U is released: the gravity term is public here
-            V = _solve(gram, moment, user_reg)
+                gram += alpha * (U.T @ U)  # U is released, over the fixed item set: public
+            V = solve_users(gram, moment, user_reg)
             del gram, moment
             if private:
                 V = clip_rows(V, self.max_norm)
@@ -522,72 +566,100 @@ class MatrixFactorization:
                 gram, moment = segment_statistics(item_offsets, item_order, users, V, None, y)
                 if alpha:
                     gram += alpha * gravity
-                U = _solve(gram, moment, self.reg * np.maximum(freq, 1.0))
+                U = solve_users(gram, moment, self.reg * np.maximum(freq, 1.0))
             elif self._solver == "ssp":
                 U = self._ssp_update(
                     V, users, y, weights, item_order, item_offsets, freq, half, plan, noise,
-                    gravity,
+                    gravity, labels,
                 )  # fmt: skip
             else:
-                U = self._gd_update(U, V, gd, freq, plan, noise, gravity)
+                U = self._gd_update(U, V, gd, freq, plan, noise, gravity, labels)
             U[~trained] = 0.0
         if not np.all(np.isfinite(U)):
             raise DataError(
                 f"{self.method} diverged (non-finite item factors); lower learning_rate or raise "
                 "step_offset."
             )
-        self.item_factors_ = U
-        self.item_labels_ = data.item_labels
-        self.center_ = float(center)
-        self.rating_range_ = (float(lo), float(hi))
-        self.item_counts_ = item_counts
-        self.trained_items_ = trained
         self.plan_ = plan
+        event = plan.event() if private else None
+        spent = None
         if private:
-            self.dp_event_ = plan.event()
-            acc = PrivacyAccountant().compose(self.dp_event_)
-            self.budget_ = acc.spent(gaussian_delta=budget.delta)
-        else:
-            self.dp_event_ = None
-            self.budget_ = None
+            acc = PrivacyAccountant()
+            if item_set.dp_event is not None:
+                event = dp_accounting.ComposedDpEvent([item_set.dp_event, event])
+            spent = acc.compose(event).spent(gaussian_delta=budget.delta)
         self.fit_seconds_ = time.perf_counter() - started
+        self.diagnostics_ = _diagnostics(dropped, self.fit_seconds_)
+        self.model_ = RecommenderModel(
+            method=self.method,
+            item_labels=labels,
+            item_factors=U,
+            center=float(center),
+            rating_range=(float(lo), float(hi)),
+            item_counts=item_counts,
+            trained_items=trained,
+            budget=spent,
+            dp_event=event,
+            item_source=item_set.source,
+            params=self._declared(),
+        )
+        self._publish(self.model_)
         log.info("%s: trained in %.2f s", self.method, self.fit_seconds_)
         return self
 
-    def _weights(self, users, items, item_counts, noise) -> np.ndarray:
+    def _publish(self, model: RecommenderModel) -> None:
+        """The fitted attributes: views of the released model."""
+        self.item_factors_ = model.item_factors
+        self.item_labels_ = model.item_labels
+        self.center_ = model.center
+        self.rating_range_ = model.rating_range
+        self.item_counts_ = model.item_counts
+        self.trained_items_ = model.trained_items
+        self.budget_ = model.budget
+        self.dp_event_ = model.dp_event
+
+    def _weights(self, users, items, item_counts, noise, keys) -> np.ndarray:
         """Per-rating weights with every user's squared weights summing to at most 1."""
         rule = self._allocation
         if rule == "uniform":
-            return uniform_sampling(users, self.sample_size, noise, beta=1.0)
+            return uniform_sampling(users, self.sample_size, noise, beta=1.0, keys=keys)
         if rule == "tail":
-            return tail_sampling(users, items, item_counts, self.sample_size, noise, beta=1.0)
+            return tail_sampling(
+                users, items, item_counts, self.sample_size, noise, beta=1.0, keys=keys
+            )
         return adaptive_weights(users, items, item_counts, mu=self.mu, beta=1.0)
 
     def _gravity(self, V, plan, noise) -> np.ndarray:
         """``sum_j v_j v_j^T`` over all users; released with noise when training privately.
 
         Adding a user adds ``v v^T`` with ``||v|| <= max_norm``: Frobenius sensitivity
-        ``max_norm^2`` (symmetric noise on the upper triangle, then the PSD projection).
+        ``max_norm^2`` (symmetric noise on the upper triangle, then the PSD projection). It
+        holds for any added user: the other users' ``v`` depend on their own rows and the
+        released item factors over the fixed item set only.
         """
         g = V.T @ V
         if plan is None:
             return g
+        g2 = self.max_norm**2
         g, _ = perturb_statistics(
-            g[None], np.zeros((1, 1)), gram_sigma=plan.gravity * self.max_norm**2,
-            moment_sigma=1.0, noise=noise,
+            g[None], np.zeros((1, 0)), gram_sigma=plan.gravity * g2, moment_sigma=0.0,
+            noise=noise, gram_l2=g2, gram_statistic="gravity gram",
         )  # fmt: skip
         vals, vecs = np.linalg.eigh(g[0])
         return (vecs * np.maximum(vals, 0.0)) @ vecs.T
 
-    def _ssp_update(self, V, users, y, weights, order, offsets, freq, half, plan, noise, gravity):
+    def _ssp_update(
+        self, V, users, y, weights, order, offsets, freq, half, plan, noise, gravity, labels
+    ):
         """Item solve by task-weighted SSP (Algorithm 1) with PSD projection."""
         gram, moment = segment_statistics(offsets, order, users, V, weights, y)
         g2 = self.max_norm**2
         sigma_a = plan.gram * g2  # sensitivity max_norm^2 (sum of squared weights <= 1)
         sigma_b = plan.moment * self.max_norm * half
         gram, moment = perturb_statistics(
-            gram, moment, gram_sigma=sigma_a, moment_sigma=sigma_b, noise=noise
-        )
+            gram, moment, gram_sigma=sigma_a, moment_sigma=sigma_b, noise=noise,
+            gram_l2=g2, moment_l2=self.max_norm * half, index=labels,
+        )  # fmt: skip
         noise_ridge = self.noise_reg * sigma_a * math.sqrt(self.dim)
         ridge = self.reg * np.maximum(freq, 1.0) * g2 + noise_ridge
         if gravity is not None:
@@ -596,7 +668,7 @@ class MatrixFactorization:
             gram = np.einsum("mdk,mk,mek->mde", vecs, vals, vecs) + self.unobserved_weight * gravity
         return solve_ridge(gram, moment, ridge)
 
-    def _gd_update(self, U, V, gd, freq, plan, noise, gravity):
+    def _gd_update(self, U, V, gd, freq, plan, noise, gravity, labels):
         """``sgd_steps`` full-batch noisy gradient steps on the items, user-level clipping."""
         sd = plan.gradient * self.clip_norm
         # Ridge as in the SSP update: frequency-scaled plus a multiple of the noise's size, so
@@ -608,189 +680,19 @@ class MatrixFactorization:
         eta = (self.learning_rate / curvature)[:, None]
         lam = lam[:, None]
         for _ in range(self.sgd_steps):
-            grad = gd.gradient(U, V, self.clip_norm)
-            grad += noise.gaussian(sd, grad.size).reshape(grad.shape)
+            grad = noise.add_gaussian(
+                gd.gradient(U, V, self.clip_norm), sd, statistic="item gradient",
+                l2=self.clip_norm, index=labels,
+            )  # fmt: skip
             if gravity is not None:
                 grad += 2.0 * self.unobserved_weight * (U @ gravity)
             U = U - eta * (grad + lam * U)
         return U
 
-    # -- using the model ------------------------------------------------------------------------
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "item_factors_"):
-            raise NotFittedError("This MatrixFactorization is not fitted yet; call fit first.")
-
-    def item_codes(self, labels: Any) -> np.ndarray:
-        """Model item codes of original item ids (-1 for ids the model does not know)."""
-        self._check_fitted()
-        arr = pa.array(labels) if not isinstance(labels, (pa.Array, pa.ChunkedArray)) else labels
-        if arr.type != self.item_labels_.type:
-            try:
-                arr = arr.cast(self.item_labels_.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-                raise DataError(
-                    f"Item ids of type {arr.type} cannot be matched to the model's item ids "
-                    f"({self.item_labels_.type})."
-                ) from err
-        idx = pc.index_in(arr, value_set=self.item_labels_)
-        return np.asarray(idx.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-
+    # -- using the model (see RecommenderBase for predict, recommend, save, ...) ----------------
     def user_factors(self, history: Any, *, reg: float | None = None) -> np.ndarray:
-        """Embeddings of ``history``'s users from their own ratings (billboard model, Remark D.1).
-
-        ``v_j = argmin_v sum_i (<u_i, v> - (r_ij - center))^2 + reg * n_j ||v||^2`` over the
-        user's ratings of items the model knows. Uses only released values and the user's
-        own data: no privacy cost. Returns shape (history.n_users, dim).
-        """
-        self._check_fitted()
-        h = as_ratings(history)
-        codes = self.item_codes(h.item_labels)[h.items]
-        known = codes >= 0
-        users = h.users[known]
-        y = np.clip(h.values[known], *self.rating_range_) - self.center_
-        order, offsets = segment_offsets(users, h.n_users)
-        gram, moment = segment_statistics(offsets, order, codes[known], self.item_factors_, None, y)
-        if self.unobserved_weight:
-            gram += self.unobserved_weight * (self.item_factors_.T @ self.item_factors_)
-        lam = (self.reg if reg is None else reg) * np.maximum(np.diff(offsets), 1)
-        return _solve(gram, moment, lam.astype(np.float64))
-
-    def predict(self, history: Any, users: np.ndarray, items: Any) -> np.ndarray:
-        """Predicted ratings of (user code in ``history``, item id) pairs, clipped to the range."""
-        V = self.user_factors(history)
-        codes = self.item_codes(items)
-        users = np.asarray(users)
-        out = np.full(users.size, self.center_)
-        ok = codes >= 0
-        out[ok] += np.einsum("nd,nd->n", V[users[ok]], self.item_factors_[codes[ok]])
-        return np.clip(out, *self.rating_range_)
-
-    def recommend(
-        self,
-        history: Any,
-        users: np.ndarray | None = None,
-        *,
-        N: int = 10,
-        filter_already_liked_items: bool = True,
-    ) -> tuple[list[pa.Array], list[np.ndarray]]:
-        """Top-``N`` items for users of ``history`` (codes; default all), best first.
-
-        Returns ``(ids, scores)``: per user, a PyArrow array of item ids and an array of their
-        predicted centred ratings. Items the user rated are excluded unless
-        ``filter_already_liked_items=False``, so a user who rated all but fewer than ``N``
-        items gets fewer than ``N``.
-        """
-        h = as_ratings(history)
-        V = self.user_factors(h)
-        users = np.arange(h.n_users) if users is None else np.asarray(users)
-        N = check_int(N, "N", "recommend", low=1)
-        N = min(N, self.item_factors_.shape[0])
-        scores = V[users] @ self.item_factors_.T
-        if filter_already_liked_items:
-            codes = self.item_codes(h.item_labels)[h.items]
-            pos = np.full(h.n_users, -1)
-            pos[users] = np.arange(users.size)
-            row = pos[h.users]
-            keep = (row >= 0) & (codes >= 0)
-            scores[row[keep], codes[keep]] = -np.inf
-        top = np.argpartition(-scores, N - 1, axis=1)[:, :N]
-        part = np.take_along_axis(scores, top, axis=1)
-        order = np.argsort(-part, axis=1, kind="stable")
-        top = np.take_along_axis(top, order, axis=1)
-        part = np.take_along_axis(part, order, axis=1)
-        ok = np.isfinite(part)
-        ids = [self.item_labels_.take(pa.array(t[k])) for t, k in zip(top, ok, strict=True)]
-        return ids, [p[k] for p, k in zip(part, ok, strict=True)]
-
-    def similar_items(
-        self,
-        item_ids: Any,
-        *,
-        N: int = 10,
-        metric: str = "cosine",
-    ) -> tuple[list[pa.Array], np.ndarray]:
-        """Nearest neighbours of each item by cosine similarity (or ``metric="dot"``, the paper's
-        inner product, which favours items with large norms). The item itself is excluded."""
-        self._check_fitted()
-        metric = check_choice(metric, "metric", "similar_items", ["cosine", "dot"])
-        N = check_int(N, "N", "similar_items", low=1)
-        codes = self.item_codes(item_ids)
-        if np.any(codes < 0):
-            missing = pa.array(item_ids).filter(pa.array(codes < 0)).to_pylist()[:5]
-            raise DataError(f"Unknown item id(s) {missing!r}: the model has no embedding for them.")
-        U = self.item_factors_
-        if metric == "cosine":
-            U = U / np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-12)
-        scores = U[codes] @ U.T
-        scores[np.arange(codes.size), codes] = -np.inf
-        N = min(N, U.shape[0] - 1)
-        top = np.argsort(-scores, axis=1, kind="stable")[:, :N]
-        return (
-            [self.item_labels_.take(pa.array(t)) for t in top],
-            np.take_along_axis(scores, top, axis=1),
-        )
-
-    # -- persistence ----------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the released model to ``.npz`` (no pickles: loads with ``allow_pickle=False``)."""
-        self._check_fitted()
-        meta = {
-            "method": self.method,
-            # The seed is not saved: with it anyone could regenerate the noise.
-            "params": {
-                k: (None if k == "seed" else v)
-                for k, v in vars(self).items()
-                if not k.endswith("_")
-            },
-            "center": self.center_,
-            "rating_range": list(self.rating_range_),
-            "budget": None
-            if self.budget_ is None
-            else {"epsilon": self.budget_.epsilon, "delta": self.budget_.delta},
-            "fit_seconds": self.fit_seconds_,
-        }
-        labels = np.asarray(self.item_labels_.to_numpy(zero_copy_only=False))
-        if labels.dtype == object:
-            labels = labels.astype(str)
-        arrays = {
-            "item_factors": self.item_factors_,
-            "item_labels": labels,
-            "trained_items": self.trained_items_,
-        }
-        if self.item_counts_ is not None:
-            arrays["item_counts"] = self.item_counts_
-        tmp = f"{os.fspath(path)}.tmp.npz"
-        np.savez(tmp, meta=np.array(json.dumps(meta)), **arrays)
-        os.replace(tmp, path)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> MatrixFactorization:
-        """Read a model written by :meth:`save`."""
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                meta = json.loads(str(z["meta"]))
-                factors = z["item_factors"]
-                labels = z["item_labels"]
-                counts = z["item_counts"] if "item_counts" in z.files else None
-                trained = z["trained_items"] if "trained_items" in z.files else None
-        except (OSError, KeyError, ValueError) as err:
-            raise DataError(f"Cannot read a userdp model from {os.fspath(path)!r}: {err}") from err
-        params = dict(meta["params"])
-        if params.get("rating_range") is not None:
-            params["rating_range"] = tuple(params["rating_range"])
-        model = cls(**params)
-        model.item_factors_ = factors
-        model.item_labels_ = pa.array(labels)
-        model.item_counts_ = counts
-        model.trained_items_ = np.ones(len(labels), bool) if trained is None else trained
-        model.center_ = float(meta["center"])
-        model.rating_range_ = tuple(meta["rating_range"])
-        b = meta["budget"]
-        model.budget_ = None if b is None else PrivacyBudget.derived(b["epsilon"], b["delta"])
-        model.dp_event_ = None
-        model.plan_ = None
-        model.fit_seconds_ = float(meta["fit_seconds"])
-        return model
+        """See :meth:`RecommenderModel.user_factors`."""
+        return self._check_fitted().user_factors(history, reg=reg)
 
     def __repr__(self) -> str:
         return f"MatrixFactorization(method={self.method!r}, dim={self.dim}, steps={self.steps})"
@@ -806,6 +708,7 @@ def centre(
     count_sample: int,
     noise_multiplier: float | None,
     noise: NoiseSource,
+    keys: np.ndarray | None = None,
 ) -> float:
     """The value ratings are centred on: a number, the range's midpoint, or a private mean.
 
@@ -822,14 +725,43 @@ def centre(
         return float(values.mean()) if center == "private-mean" and values.size else mid
     if center == "midpoint":
         return mid
-    keep = sample_per_user(users, count_sample, noise)
-    total, count = mean_statistics(values[keep], lo, hi, count_sample)
+    keep = sample_per_user(users, count_sample, noise, keys=keys)
     sd = noise_multiplier * math.sqrt(2.0)
-    total += float(noise.gaussian(sd, 1)[0])
-    count += float(noise.gaussian(sd, 1)[0])
+    total, count = noise.add_gaussian(
+        mean_statistics(values[keep], lo, hi, count_sample), sd,
+        statistic="private mean (sum, count)", l2=math.sqrt(2.0),
+    )  # fmt: skip
     if count <= 0:
         return mid
     return float(np.clip(mid + total * 0.5 * (hi - lo) / count, lo, hi))
+
+
+def centre_all(
+    ratings: Ratings,
+    lo: float,
+    hi: float,
+    *,
+    center: str | float,
+    count_sample: int,
+    noise_multiplier: float | None,
+    noise: NoiseSource,
+) -> float:
+    """:func:`centre` over all of ``ratings``, items outside the model's item set included.
+
+    The centre is one number: it names no item, and each user still adds at most
+    ``count_sample`` ratings, so its sensitivity is as in :func:`centre`; using every rating
+    keeps it accurate when the item set is small (a private selection on few users). Each
+    user's sample is keyed by their own (user, item) labels.
+    """
+    keys = None
+    if noise_multiplier is not None and center == "private-mean":
+        keys = row_keys(
+            ratings.users, ratings.items, ratings.user_labels, ratings.item_labels, noise.salt
+        )
+    return centre(
+        np.clip(ratings.values, lo, hi), ratings.users, lo, hi, center=center,
+        count_sample=count_sample, noise_multiplier=noise_multiplier, noise=noise, keys=keys,
+    )  # fmt: skip
 
 
 def mean_statistics(kept: np.ndarray, lo: float, hi: float, count_sample: int) -> np.ndarray:
@@ -843,12 +775,37 @@ def mean_statistics(kept: np.ndarray, lo: float, hi: float, count_sample: int) -
     return np.array([np.sum(kept - mid) / (count_sample * hw), kept.size / count_sample])
 
 
-def _solve(gram: np.ndarray, moment: np.ndarray, ridge: np.ndarray) -> np.ndarray:
-    """Batched ``(A_s + ridge_s I)^-1 b_s`` (A PSD by construction: Cholesky-backed solve)."""
-    d = gram.shape[1]
-    idx = np.arange(d)
-    gram[:, idx, idx] += ridge[:, None]
-    return batched(np.linalg.solve, gram, moment[:, :, None])[:, :, 0]
+def _restrict(
+    data: Ratings, items: Any, private: bool, caller: str
+) -> tuple[Ratings, ItemSet, int]:
+    """The ratings on the fixed item set, the item set, and the number of ratings dropped.
+
+    Private training needs an item set independent of any single user; without one, only
+    non-private training may fall back on the data's own items (``source="data"``).
+    """
+    if items is None:
+        if private:
+            raise InvalidParameterError(
+                f"Private training needs an item set fixed before training: pass {caller}("
+                "items=...) a public catalogue of item ids, or ItemSet.selected(result) of "
+                "userdp.select_partitions on the (user, item) pairs. The data's own item ids "
+                "would reveal every user's rare items (issue 17)."
+            )
+        return data, ItemSet(data.item_labels, "data"), 0
+    item_set = as_item_set(items)
+    if len(item_set) == 0:
+        raise InvalidParameterError(f"The item set of {caller} is empty; nothing to train.")
+    restricted, dropped = data.restrict_items(item_set.labels)
+    return restricted, item_set, dropped
+
+
+def _diagnostics(dropped: int, seconds: float) -> dict[str, Any]:
+    """Exact, NON-PRIVATE figures for the curator; never saved, never part of the release."""
+    return {
+        "non_private": True,
+        "ratings_outside_item_set": int(dropped),
+        "fit_seconds": float(seconds),
+    }
 
 
 class _GradientOperator:

@@ -31,17 +31,19 @@ import dp_accounting
 import numpy as np
 from scipy import sparse
 
-from userdp._validation import check_choice, check_int, check_real
+from userdp._validation import check_budget, check_choice, check_int, check_real
 from userdp.data.ratings import as_ratings
-from userdp.exceptions import InvalidParameterError, NotFittedError
+from userdp.exceptions import InvalidParameterError
 from userdp.multitask._kernels import segment_offsets, segment_statistics
-from userdp.multitask.allocation import adaptive_weights, private_counts
+from userdp.multitask.allocation import adaptive_weights, private_counts, row_keys
 from userdp.multitask.ssp import clip_rows, perturb_statistics, project_psd
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import calibrate_noise_scale
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend.als import _solve, centre
+from userdp.recommend._base import RecommenderBase
+from userdp.recommend.als import _diagnostics, _restrict, centre_all
+from userdp.recommend.model import RecommenderModel, solve_users
 
 __all__ = [
     "SSP_VARIANTS",
@@ -58,6 +60,13 @@ log = logging.getLogger("userdp.recommend")
 
 SSP_VARIANTS = ("ssp2", "ssp1", "minibatch")
 VARIANTS = (*SSP_VARIANTS, "dpsgd")
+#: The released model's ``method`` for each variant (the CLI's ``--method`` names).
+METHOD_NAMES = {
+    "ssp2": "am-ssp",
+    "ssp1": "am-ssp1",
+    "minibatch": "am-ssp-minibatch",
+    "dpsgd": "am-dpsgd",
+}
 
 
 @dataclass(frozen=True)
@@ -263,7 +272,7 @@ def user_prior_statistics(phi: sparse.csr_matrix, U: np.ndarray) -> tuple[np.nda
     return np.asarray(phi.T @ U), np.asarray(phi.sum(axis=0)).ravel()
 
 
-class PublicFeatureRecommender:
+class PublicFeatureRecommender(RecommenderBase):
     """Alternating minimisation with an SSP-trained public-feature item encoder (AM-SSP).
 
     Parameters
@@ -271,7 +280,12 @@ class PublicFeatureRecommender:
     encoder : ItemEncoder
         Maps item codes to embeddings from public features (``PublicFeatureEncoder``) or ids
         (``IdEncoder``, the id-only variant). Its parameters are initialised from public
-        randomness only.
+        randomness only. Its item codes are the positions in ``items``.
+    items : ItemSet, sequence of item ids, or None
+        The item set, fixed before training, as in
+        :class:`~userdp.recommend.MatrixFactorization`: a public catalogue or a privately
+        selected vocabulary; build the encoder's features on it. Required for private
+        training.
     variant : {"ssp2", "ssp1", "minibatch", "dpsgd"}, default="ssp2"
         How the encoder is trained: SSP2, SSP1, mini-batch SSP2 (AM-SSP), or full-batch DP-SGD
         with user-level clipping (AM-DPSGD, the baseline: noise on every one of the encoder's
@@ -316,6 +330,7 @@ class PublicFeatureRecommender:
         self,
         *,
         encoder: Any,
+        items: Any = None,
         variant: str = "ssp2",
         steps: int = 3,
         inner_steps: int = 10,
@@ -337,6 +352,7 @@ class PublicFeatureRecommender:
         progress: bool = False,
     ) -> None:
         self.encoder = encoder
+        self.items = items
         self.variant = variant
         self.steps = steps
         self.inner_steps = inner_steps
@@ -359,15 +375,12 @@ class PublicFeatureRecommender:
 
     def _validate(self, budget: PrivacyBudget | None) -> None:
         name = "PublicFeatureRecommender"
+        check_budget(budget, f"{name}.fit")
         check_choice(self.variant, "variant", name, VARIANTS)
-        check_int(self.steps, "steps", name, low=1)
+        self._validate_common()
         check_int(self.inner_steps, "inner_steps", name, low=1)
         check_real(self.learning_rate, "learning_rate", name, low=0.0, low_open=True)
         check_int(self.batch_items, "batch_items", name, low=1)
-        check_real(self.max_norm, "max_norm", name, low=0.0, low_open=True)
-        check_real(self.reg, "reg", name, low=0.0, low_open=True)
-        check_real(self.clip_norm, "clip_norm", name, low=0.0, low_open=True)
-        check_real(self.noise_reg, "noise_reg", name, low=0.0)
         check_real(
             self.user_feature_fraction, "user_feature_fraction", name, low=0.0, high=1.0,
             low_open=True, high_open=True,
@@ -384,24 +397,32 @@ class PublicFeatureRecommender:
             )
 
     def fit(
-        self, ratings: Any, *, budget: PrivacyBudget | None = None, user_features: Any = None
+        self,
+        ratings: Any,
+        *,
+        budget: PrivacyBudget | None = None,
+        user_features: Any = None,
+        accountant: PrivacyAccountant | None = None,
     ) -> PublicFeatureRecommender:
         """Train; ``budget=None`` trains without privacy (exact statistics), for reference.
 
         ``user_features`` (private, one row per user code: ``SparseFeatures`` families such as
         :func:`~userdp.data.features.movielens_user_features`) turns on the user-feature prior.
+        Ratings of items outside ``items`` are dropped first; with ``accountant`` the training
+        event is composed into it before the data is read.
         """
         started = time.perf_counter()
         self._validate(budget)
-        data = as_ratings(ratings)
+        full = as_ratings(ratings)
+        private = budget is not None
+        data, item_set, dropped = _restrict(full, self.items, private, "PublicFeatureRecommender")
         if data.n_items != self.encoder.n_items:
             raise InvalidParameterError(
-                f"The encoder describes {self.encoder.n_items} items but the ratings' code book "
-                f"has {data.n_items}; build the features on ratings.item_labels."
+                f"The encoder describes {self.encoder.n_items} items but the item set has "
+                f"{data.n_items}; build the encoder's features on the item set."
             )
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x5353)  # mini-batch sampling
-        private = budget is not None
         lo, hi = self.rating_range or (float(data.values.min()), float(data.values.max()))
         values = np.clip(data.values, lo, hi)
         users, items = data.users, data.items
@@ -416,16 +437,19 @@ class PublicFeatureRecommender:
                 moment_share=self.moment_share, gradient=dpsgd,
                 user_fraction=None if user_features is None else self.user_feature_fraction,
             )  # fmt: skip
+            if accountant is not None:
+                accountant.compose(plan.event())
+            keys = row_keys(users, items, data.user_labels, data.item_labels, noise.salt)
             counts = private_counts(
                 users, items, data.n_items, count_sample=self.count_sample,
-                noise_multiplier=plan.counts, noise=noise,
+                noise_multiplier=plan.counts, noise=noise, keys=keys,
             ).counts  # fmt: skip
             weights = adaptive_weights(users, items, counts, mu=self.mu, beta=1.0)
         else:
             counts = np.bincount(items, minlength=data.n_items).astype(np.float64)
-            weights = None
-        center = centre(
-            values, users, lo, hi, center=self.center, count_sample=self.count_sample,
+            weights = keys = None
+        center = centre_all(
+            full, lo, hi, center=self.center, count_sample=self.count_sample,
             noise_multiplier=None if plan is None else plan.center, noise=noise,
         )  # fmt: skip
         y = values - center
@@ -454,7 +478,7 @@ class PublicFeatureRecommender:
             gram, moment = segment_statistics(user_offsets, user_order, items, V_items, None, y)
             if prior is not None:  # pull toward the released prior: (G + l I)^-1 (m + l p)
                 moment += user_reg[:, None] * (phi @ prior)
-            U = _solve(gram, moment, user_reg)  # user update: exact, never released
+            U = solve_users(gram, moment, user_reg)  # user update: exact, never released
             if private:
                 U = clip_rows(U, self.max_norm)
             if phi is not None:
@@ -474,7 +498,7 @@ class PublicFeatureRecommender:
             stats = None
             for _t in range(self.inner_steps):
                 if stats is None or self.variant == "ssp1":
-                    stats = self._release(exact_a, exact_b, plan, half, noise)
+                    stats = self._release(exact_a, exact_b, plan, half, noise, data.item_labels)
                 batch = None
                 if self.variant == "minibatch":
                     size = min(self.batch_items, data.n_items)
@@ -482,20 +506,40 @@ class PublicFeatureRecommender:
                 grad = ssp_gradient(self.encoder, params, stats[0], stats[1], ridge, batch)
                 params = opt.step(params, grad)
             del exact_a, exact_b
-        self.params_ = params
-        self.item_factors_ = self.encoder.forward(params, None)[0]
-        self.item_labels_ = data.item_labels
-        self.center_ = float(center)
-        self.rating_range_ = (float(lo), float(hi))
-        self.item_counts_ = counts if private else None
-        self.plan_ = plan
-        self.user_prior_ = prior
+        factors = np.asarray(self.encoder.forward(params, None)[0], dtype=np.float64)
+        event = spent = None
         if private:
-            self.dp_event_ = plan.event()
-            self.budget_ = PrivacyAccountant().compose(self.dp_event_).spent(budget.delta)
-        else:
-            self.dp_event_ = self.budget_ = None
+            event = plan.event()
+            if item_set.dp_event is not None:
+                event = dp_accounting.ComposedDpEvent([item_set.dp_event, event])
+            spent = PrivacyAccountant().compose(event).spent(budget.delta)
+        self.plan_ = plan
         self.fit_seconds_ = time.perf_counter() - started
+        self.diagnostics_ = _diagnostics(dropped, self.fit_seconds_)
+        self.model_ = RecommenderModel(
+            method=METHOD_NAMES[self.variant],
+            item_labels=data.item_labels,
+            item_factors=factors,
+            center=float(center),
+            rating_range=(float(lo), float(hi)),
+            item_counts=counts if private else None,
+            trained_items=np.ones(factors.shape[0], dtype=bool),
+            budget=spent,
+            dp_event=event,
+            item_source=item_set.source,
+            params=self._declared(dim=int(self.encoder.dim), encoder=type(self.encoder).__name__),
+            encoder_params=np.asarray(params, dtype=np.float64),
+            user_prior=prior,
+        )
+        self.params_ = params
+        self.item_factors_ = factors
+        self.item_labels_ = data.item_labels
+        self.center_ = self.model_.center
+        self.rating_range_ = self.model_.rating_range
+        self.item_counts_ = self.model_.item_counts
+        self.user_prior_ = prior
+        self.dp_event_ = event
+        self.budget_ = spent
         return self
 
     def _dpsgd_gradient(
@@ -513,7 +557,10 @@ class PublicFeatureRecommender:
         clip = self.clip_norm if plan is not None else None
         total = clipped_user_gradients(self.encoder, params, U, items, resid, order, offsets, clip)
         if plan is not None:
-            total += noise.gaussian(plan.gradient * self.clip_norm, total.size)
+            total = noise.add_gaussian(
+                total, plan.gradient * self.clip_norm, statistic="encoder gradient",
+                l2=self.clip_norm,
+            )  # fmt: skip
         everything = np.arange(self.encoder.n_items)
         return total + self.encoder.vjp(params, everything, None, ridge[:, None] * V)
 
@@ -527,17 +574,21 @@ class PublicFeatureRecommender:
         sums, exact_counts = user_prior_statistics(phi, U)
         if plan is not None:
             bound = math.sqrt(n_families)
-            sums = sums + noise.gaussian(
-                plan.user_prior * bound * self.max_norm, sums.size
-            ).reshape(sums.shape)
+            sums = noise.add_gaussian(
+                sums, plan.user_prior * bound * self.max_norm,
+                statistic="user prior sums", l2=bound * self.max_norm,
+            )  # fmt: skip
             if counts is None:
-                counts = exact_counts + noise.gaussian(plan.user_counts * bound, exact_counts.size)
+                counts = noise.add_gaussian(
+                    exact_counts, plan.user_counts * bound,
+                    statistic="user prior counts", l2=bound,
+                )  # fmt: skip
         elif counts is None:
             counts = exact_counts
         table = sums / np.maximum(counts, 1.0)[:, None]
         return (clip_rows(table, self.max_norm) if plan is not None else table), counts
 
-    def _release(self, gram, moment, plan, half, noise):
+    def _release(self, gram, moment, plan, half, noise, labels):
         """One noisy release of the item statistics (exact when training without privacy).
 
         The noisy Grams are projected onto the PSD cone (post-processing): an indefinite
@@ -549,35 +600,13 @@ class PublicFeatureRecommender:
         gram, moment = perturb_statistics(
             gram, moment, gram_sigma=plan.gram * self.max_norm**2,
             moment_sigma=plan.moment * self.max_norm * half, noise=noise,
+            gram_l2=self.max_norm**2, moment_l2=self.max_norm * half, index=labels,
         )  # fmt: skip
         vals, vecs = project_psd(gram)
         return np.einsum("mdk,mk,mek->mde", vecs, vals, vecs), moment
 
     def user_factors(self, history: Any, user_features: Any = None) -> np.ndarray:
-        """Users' embeddings from their own ratings (billboard model); see MatrixFactorization.
-
-        With ``user_features`` (rows for ``history``'s user codes) and a model trained with
-        them, each user's solve is pulled toward the released prior of their features; a user
-        without ratings then gets the prior itself.
-        """
-        if not hasattr(self, "item_factors_"):
-            raise NotFittedError("This PublicFeatureRecommender is not fitted yet; call fit.")
-        h = as_ratings(history)
-        y = np.clip(h.values, *self.rating_range_) - self.center_
-        order, offsets = segment_offsets(h.users, h.n_users)
-        gram, moment = segment_statistics(offsets, order, h.items, self.item_factors_, None, y)
-        lam = self.reg * np.maximum(np.diff(offsets), 1).astype(np.float64)
-        if user_features is not None:
-            if self.user_prior_ is None:
-                raise InvalidParameterError(
-                    "This model was trained without user features; refit with "
-                    "fit(..., user_features=...) to use them."
-                )
-            phi, _ = user_feature_matrix(user_features, h.n_users)
-            if phi.shape[1] != self.user_prior_.shape[0]:
-                raise InvalidParameterError(
-                    f"The user features have {phi.shape[1]} values; the model was trained on "
-                    f"{self.user_prior_.shape[0]}."
-                )
-            moment += lam[:, None] * (phi @ self.user_prior_)
-        return _solve(gram, moment, lam)
+        """Users' embeddings from their own ratings (billboard model); see
+        :meth:`RecommenderModel.user_factors` (``user_features`` pull toward the released
+        prior; a user without ratings then gets the prior itself)."""
+        return self._check_fitted().user_factors(history, user_features=user_features)

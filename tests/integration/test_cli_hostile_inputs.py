@@ -1,0 +1,435 @@
+"""Hostile inputs to the ``userdp`` command fail cleanly (issue 12, item 3; issue 17, messages).
+
+Every case here was reproduced before its fix: one line ``userdp CMD: error: ...`` on stderr,
+exit 2, nothing written to the output, and no cell value of the data in the message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from userdp.cli import ExitCode, main
+from userdp.data import read_table
+
+N_USERS = 300
+EPS_DELTA = ["--epsilon", "1", "--delta", "1e-5"]
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("hostile")
+    with open(d / "pairs.csv", "w") as f:
+        f.write("user,item\n")
+        f.writelines(f"u{u},{w}\n" for u in range(N_USERS) for w in ("the", "a"))
+    with open(d / "values.csv", "w") as f:
+        f.write("user,value\n")
+        f.writelines(f"u{u},{0.3 + 0.001 * (u % 7)}\n" for u in range(N_USERS) for _ in (0, 1))
+    with open(d / "regression.csv", "w") as f:
+        f.write("user,label,a\n")
+        f.writelines(f"u{u},{(u % 5) / 5},{u % 3}\n" for u in range(N_USERS) for _ in (0, 1))
+    return {"dir": d, "pairs": d / "pairs.csv", "values": d / "values.csv",
+            "regression": d / "regression.csv"}  # fmt: skip
+
+
+def _one_error_line(err: str, prog: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"{prog}: error: "), err
+    return lines[0]
+
+
+def _fails_cleanly(argv: list[str], capsys, prog: str) -> str:
+    assert main(argv) == ExitCode.USAGE
+    out, err = capsys.readouterr()
+    assert out == ""
+    return _one_error_line(err, prog)
+
+
+# -- ids ----------------------------------------------------------------------------------------
+def test_jsonl_ids_with_20_digits_stay_exact(tmp_path, capsys):
+    """Issue 12: 20-digit JSON ids were read as float64 (3,000 users collapsed to 2)."""
+    p = tmp_path / "big.jsonl"
+    base = 98765432109876543210
+    with open(p, "w") as f:
+        for u in range(N_USERS):
+            for item in (12345678901234567890, 12345678901234567891):
+                f.write(json.dumps({"user": base + u, "item": item}) + "\n")
+    table = read_table(p)
+    assert table.column("user").to_pylist()[:2] == [str(base), str(base)]
+    assert main(["select", str(p), *EPS_DELTA, "--seed", "1", "-v"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "12345678901234567890\n12345678901234567891\n"
+    assert f"{N_USERS} users" in err
+
+
+# -- epsilon ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("epsilon", ["1e20", "1e300"])
+def test_huge_epsilon_finishes_without_nan(epsilon, files, capsys):
+    """Issue 12: --epsilon 1e20 never finished; 1e300 said "function value is NaN"."""
+    start = time.perf_counter()
+    code = main(["select", str(files["pairs"]), "--epsilon", epsilon, "--delta", "1e-5"])
+    assert time.perf_counter() - start < 10
+    _, err = capsys.readouterr()
+    assert "NaN" not in err
+    if code != 0:
+        assert code == ExitCode.USAGE
+        assert "epsilon" in _one_error_line(err.splitlines()[-1], "userdp select")
+
+
+# -- output -------------------------------------------------------------------------------------
+def test_output_onto_a_fifo_is_refused_even_with_overwrite(files, tmp_path, capsys):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    line = _fails_cleanly(
+        ["select", str(files["pairs"]), *EPS_DELTA, "-o", str(fifo), "--overwrite"],
+        capsys,
+        "userdp select",
+    )
+    assert "not a regular file" in line
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_output_onto_a_symlink_is_refused_even_with_overwrite(files, tmp_path, capsys):
+    target = tmp_path / "target.txt"
+    target.write_text("keep me\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    line = _fails_cleanly(
+        ["select", str(files["pairs"]), *EPS_DELTA, "-o", str(link), "--overwrite"],
+        capsys,
+        "userdp select",
+    )
+    assert "symbolic link" in line
+    assert link.is_symlink() and target.read_text() == "keep me\n"
+
+
+def test_output_onto_a_socket_is_refused(files, tmp_path, capsys):
+    """Not a device node: on an unfixed build, running as root, that test replaced /dev/null."""
+    import socket
+
+    path = tmp_path / "sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        line = _fails_cleanly(
+            ["select", str(files["pairs"]), *EPS_DELTA, "-o", str(path), "--overwrite"],
+            capsys,
+            "userdp select",
+        )
+    assert "not a regular file" in line
+
+
+@pytest.mark.parametrize("target", ["-", "/dev/stdout"])
+def test_output_dash_and_dev_stdout_write_to_stdout(target, files, capsys):
+    assert main(["select", str(files["pairs"]), *EPS_DELTA, "--seed", "1", "-o", target]) == 0
+    assert capsys.readouterr().out == "a\nthe\n"
+    argv = ["estimate", "mean", str(files["values"]), "--epsilon", "1", "--bounds", "0", "1"]
+    assert main([*argv, "--seed", "1", "-o", target]) == 0
+    assert json.loads(capsys.readouterr().out)["statistic"] == "mean"
+
+
+def test_output_equal_to_the_input_is_refused(files, tmp_path, capsys):
+    copy = tmp_path / "pairs.csv"
+    copy.write_bytes(files["pairs"].read_bytes())
+    line = _fails_cleanly(
+        ["select", str(copy), *EPS_DELTA, "-o", str(copy), "--overwrite"], capsys, "userdp select"
+    )
+    assert "input" in line
+    assert copy.read_bytes() == files["pairs"].read_bytes()
+
+
+def test_failed_run_leaves_no_partial_output(files, tmp_path, capsys):
+    out = tmp_path / "out.json"
+    _fails_cleanly(
+        [
+            "estimate",
+            "mean",
+            str(files["values"]),
+            "--epsilon",
+            "1",
+            "--bounds",
+            "0",
+            "1",
+            "--value-column",
+            "nope",
+            "-o",
+            str(out),
+        ],
+        capsys,
+        "userdp estimate mean",
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- column roles -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("argv", "prog"),
+    [
+        (["select", "{pairs}", *EPS_DELTA, "--user-column", "item", "--item-column", "item"],
+         "userdp select"),
+        (["recommend", "train", "{pairs}", "-o", "{dir}/m.npz", "--method", "als",
+          "--user-column", "item", "--item-column", "item"], "userdp recommend train"),
+        (["estimate", "mean", "{values}", "--epsilon", "1", "--bounds", "0", "1",
+          "--user-column", "value", "--value-column", "value"], "userdp estimate mean"),
+        (["estimate", "linreg", "{regression}", "--epsilon", "1", "--label-range", "0", "1",
+          "--feature-columns", "a,label"], "userdp estimate linreg"),
+        (["estimate", "linreg", "{regression}", "--epsilon", "1", "--label-range", "0", "1",
+          "--feature-columns", "a,a"], "userdp estimate linreg"),
+    ],
+)  # fmt: skip
+def test_a_column_plays_one_role_only(argv, prog, files, capsys):
+    argv = [a.format(**{k: str(v) for k, v in files.items()}) for a in argv]
+    assert "one role" in _fails_cleanly(argv, capsys, prog)
+
+
+# -- estimate: extreme numbers, negative bounds, thresholds ---------------------------------------
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--epsilon", "1e-300", "--bounds", "0", "1"],
+        ["--epsilon", "1", "--bounds", "0", "1e308"],
+        ["--epsilon", "1", "--bounds", "0", "1e-300"],
+        ["--epsilon", "1", "--bounds", "-inf", "1e3"],
+    ],
+)
+@pytest.mark.parametrize("statistic", ["mean", "quantile"])
+def test_extreme_epsilon_and_bounds_are_clean_errors(extra, statistic, files, capsys):
+    line = _fails_cleanly(
+        ["estimate", statistic, str(files["values"]), *extra],
+        capsys,
+        f"userdp estimate {statistic}",
+    )
+    assert "epsilon" in line or "bounds" in line
+
+
+def test_negative_bounds_in_scientific_notation_can_be_entered(files, capsys):
+    argv = ["estimate", "mean", str(files["values"]), "--epsilon", "1", "--seed", "1"]
+    assert main([*argv, "--bounds", "-1e3", "1e3"]) == 0
+    assert main([*argv, "--bounds", "-1.5E+3", "1e3"]) == 0
+    capsys.readouterr()
+
+
+def test_fractional_sample_limit_threshold_is_refused(files, capsys):
+    line = _fails_cleanly(
+        [
+            "estimate",
+            "mean",
+            str(files["values"]),
+            "--epsilon",
+            "1",
+            "--bounds",
+            "0",
+            "1",
+            "--method",
+            "sample-limit",
+            "--threshold",
+            "2.5",
+        ],
+        capsys,
+        "userdp estimate mean",
+    )
+    assert "whole number" in line
+
+
+def test_gwa_with_a_threshold_is_refused(files, capsys):
+    line = _fails_cleanly(
+        [
+            "estimate",
+            "linreg",
+            str(files["regression"]),
+            "--epsilon",
+            "1",
+            "--label-range",
+            "0",
+            "1",
+            "--threshold",
+            "3",
+        ],
+        capsys,
+        "userdp estimate linreg",
+    )
+    assert "--threshold" in line and "sample-limit" in line
+
+
+def test_estimate_output_suffix_decides_the_format(files, tmp_path, capsys):
+    argv = ["estimate", "mean", str(files["values"]), "--epsilon", "1", "--bounds", "0", "1"]
+    assert main([*argv, "--seed", "1", "-o", str(tmp_path / "m.csv")]) == 0
+    lines = (tmp_path / "m.csv").read_text().splitlines()
+    assert lines[0] == "name,estimate" and lines[1].startswith("mean,")
+    assert main([*argv, "--seed", "1", "-o", str(tmp_path / "m.json")]) == 0
+    assert json.loads((tmp_path / "m.json").read_text())["statistic"] == "mean"
+    capsys.readouterr()
+    parquet = str(tmp_path / "m.parquet")
+    line = _fails_cleanly([*argv, "-o", parquet], capsys, "userdp estimate mean")
+    assert ".json" in line and ".csv" in line
+
+
+def test_select_json_output_reads_back(files, tmp_path, capsys):
+    out = tmp_path / "x.json"
+    assert main(["select", str(files["pairs"]), *EPS_DELTA, "--seed", "1", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert read_table(out).column("item").to_pylist() == ["a", "the"]
+
+
+def test_delimiter_option(files, tmp_path, capsys):
+    p = tmp_path / "values.csv"
+    p.write_text(files["values"].read_text().replace(",", ";"))
+    argv = ["estimate", "mean", str(p), "--epsilon", "1", "--bounds", "0", "1", "--seed", "1"]
+    assert main([*argv, "--delimiter", ";"]) == 0
+    capsys.readouterr()
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text(files["pairs"].read_text().replace(",", "\t"))
+    assert main(["select", str(pairs), *EPS_DELTA, "--seed", "1", "--delimiter", "tab"]) == 0
+    assert capsys.readouterr().out == "a\nthe\n"
+
+
+def test_empty_string_ids_are_refused_with_row_and_column(tmp_path, capsys):
+    p = tmp_path / "pairs.csv"
+    p.write_text("user,item\nu1,a\n,b\n")
+    line = _fails_cleanly(["select", str(p), *EPS_DELTA], capsys, "userdp select")
+    assert "'user'" in line and "row 1" in line and "empty" in line
+
+
+# -- messages without data values (issue 17) ------------------------------------------------------
+SECRET = "carol-secret-diagnosis"
+
+
+def test_malformed_row_names_row_not_value(tmp_path, capsys):
+    p = tmp_path / "pairs.csv"
+    p.write_text(f"user,item\nu1,a\nu2,b,{SECRET}\n")
+    line = _fails_cleanly(["select", str(p), *EPS_DELTA], capsys, "userdp select")
+    assert SECRET not in line
+    assert "line 3" in line
+
+
+def test_unparsable_number_names_row_and_column_not_value(tmp_path, capsys):
+    p = tmp_path / "values.csv"
+    p.write_text("user,value\nu1,0.5\nu2,alice@example.com\n")
+    line = _fails_cleanly(
+        ["estimate", "mean", str(p), "--epsilon", "1", "--bounds", "0", "1"],
+        capsys,
+        "userdp estimate mean",
+    )
+    assert "alice" not in line
+    assert "'value'" in line and "row 1" in line
+
+
+def test_debug_shows_the_value(tmp_path):
+    p = tmp_path / "pairs.csv"
+    p.write_text(f"user,item\nu1,a\nu2,b,{SECRET}\n")
+    with pytest.raises(Exception) as info:
+        main(["select", str(p), *EPS_DELTA, "--debug"])
+    chain = [info.value, info.value.__cause__]
+    assert any(SECRET in str(e) for e in chain if e is not None)
+
+
+# -- truncated Parquet, model files ---------------------------------------------------------------
+def test_truncated_parquet_is_one_line(files, tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "pairs.parquet"
+    pq.write_table(pa.table({"user": ["u"] * 1000, "item": ["i"] * 1000}), p)
+    p.write_bytes(p.read_bytes()[:-40])
+    line = _fails_cleanly(["select", str(p), *EPS_DELTA], capsys, "userdp select")
+    assert len(line) < 400
+
+
+def test_empty_directory_is_a_data_error(tmp_path, capsys):
+    (tmp_path / "parts").mkdir()
+    line = _fails_cleanly(["select", str(tmp_path / "parts"), *EPS_DELTA], capsys, "userdp select")
+    assert "FieldRef" not in line and "no data files" in line
+
+
+@pytest.mark.parametrize("content", [b"", b"PK\x03\x04trunc", b"user,item\nu1,a\n"])
+def test_neighbors_on_a_bad_model_file_is_one_line(content, tmp_path, capsys):
+    model = tmp_path / "model.npz"
+    model.write_bytes(content)
+    line = _fails_cleanly(
+        ["recommend", "neighbors", "--model", str(model), "1"], capsys, "userdp recommend neighbors"
+    )
+    assert "allow_pickle" not in line and "model" in line
+
+
+# -- the real process: version, Ctrl-C ------------------------------------------------------------
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def test_version_imports_no_heavy_modules():
+    code = (
+        "import sys; from userdp.cli import main; main(['--version']); "
+        "print(sorted(m for m in ('dp_accounting', 'pyspark', 'scipy', 'pyarrow') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"
+
+
+def test_interrupt_during_imports_prints_one_line_and_exits_130():
+    """Ctrl-C while the heavy modules load (a finder raising it on ``import pyarrow``)."""
+    code = (
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'pyarrow':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "sys.argv = ['userdp', 'select', 'x.csv', '--epsilon', '1', '--delta', '1e-5']\n"
+        "from userdp.cli import console_main\n"
+        "console_main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60
+    )
+    assert done.returncode == ExitCode.INTERRUPTED
+    assert done.stderr == "userdp: interrupted\n"
+
+
+def test_recommend_reports_duplicate_ratings(tmp_path, capsys):
+    """Issue 12: a repeated (user, item) rating silently kept the last one."""
+    p = tmp_path / "ratings.csv"
+    rows = [f"u{u},i{i},{1 + (u + i) % 5}\n" for u in range(40) for i in range(5)]
+    p.write_text("user,item,rating\n" + "".join(rows) + "u0,i0,5\nu1,i1,5\n")
+    argv = ["recommend", "train", str(p), "-o", str(tmp_path / "m.npz"), "--method", "als",
+            "--dim", "2", "--steps", "1", "--seed", "0"]  # fmt: skip
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "2 input rows repeated earlier (user, item) ratings" in err
+
+
+def test_pairs_dropped_by_the_cap_are_counted_per_round(tmp_path, capsys):
+    """Issue 12: the summary added the rounds' drops ("1991267 pairs dropped" of 1M pairs)."""
+    p = tmp_path / "pairs.csv"
+    p.write_text("user,item\n" + "".join(f"u{u},i{i}\n" for u in range(200) for i in range(10)))
+    argv = ["select", str(p), *EPS_DELTA, "--seed", "1", "--max-items-per-user", "4", "-v"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    line = next(ln for ln in err.splitlines() if "dropped by the per-user cap" in ln)
+    counts = [int(w) for w in line.replace(",", " ").split() if w.isdigit()]
+    assert "1200 in round 1" in line
+    assert all(n <= 2000 for n in counts)
+
+
+def test_recommend_unparsable_rating_names_row_not_value(tmp_path, capsys):
+    p = tmp_path / "ratings.csv"
+    p.write_text("user,item,rating\nu1,a,4\nu2,b,carol-secret-diagnosis\n")
+    argv = ["recommend", "train", str(p), "-o", str(tmp_path / "m.npz"), "--method", "als"]
+    line = _fails_cleanly(argv, capsys, "userdp recommend train")
+    assert SECRET not in line and "'rating'" in line and "row 1" in line
+
+
+def test_generate_dash_writes_csv_to_stdout(capsys):
+    assert main(["generate", "zipf", "-", "--users", "10", "--seed", "1", "-q"]) == 0
+    assert capsys.readouterr().out.startswith("user,item\n")

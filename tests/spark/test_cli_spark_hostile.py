@@ -1,0 +1,49 @@
+"""``userdp select --engine spark`` is quiet on a non-terminal stderr and fails in one line
+(issue 12, item 3: JVM/log4j lines and progress bars even with -q; a 15,000-character Java
+stack for a truncated Parquet file)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from userdp.cli import ExitCode, main
+
+pytestmark = pytest.mark.spark
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+FLAGS = ["--engine", "spark", "--epsilon", "1", "--delta", "1e-5", "--seed", "3"]
+
+
+def test_quiet_spark_run_prints_nothing_on_stderr(tmp_path):
+    pytest.importorskip("pyspark")
+    p = tmp_path / "pairs.csv"
+    p.write_text("user,item\n" + "".join(f"u{u},a\nu{u},b\n" for u in range(300)))
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, "-m", "userdp", "select", str(p), *FLAGS,
+           "--spark-master", "local[1]", "-q"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "a\nb\n"
+    assert done.stderr == ""
+
+
+def test_truncated_parquet_is_one_short_line(spark, tmp_path, capsys):
+    d = tmp_path / "parts"
+    d.mkdir()
+    table = pa.table({"user": [f"u{u}" for u in range(2000)], "item": ["i"] * 2000})
+    pq.write_table(table, d / "part-00000.parquet")
+    data = (d / "part-00000.parquet").read_bytes()
+    (d / "part-00000.parquet").write_bytes(data[: len(data) // 2])
+    assert main(["select", str(d), *FLAGS]) == ExitCode.USAGE
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("userdp select: error: ")
+    assert len(lines[0]) < 700  # was 15,000 characters of Java stack

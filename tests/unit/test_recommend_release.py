@@ -104,8 +104,12 @@ def test_a_privately_selected_item_set_leaves_out_one_users_item_and_is_charged(
     _, d2, _ = _neighbours(n_users=3000, n_items=20)
     pairs = (d2.users, d2.item_labels.take(d2.items))
     selection_budget, model_budget = BUDGET.split([0.2, 0.8])
-    chosen = select_partitions(
-        pairs, epsilon=selection_budget.epsilon, delta=selection_budget.delta, seed=2
+    chosen = select_partitions(  # basic composition: the two budgets add up exactly (below)
+        pairs,
+        epsilon=selection_budget.epsilon,
+        delta=selection_budget.delta,
+        composition="basic",
+        seed=2,
     )
     assert RARE not in chosen.items and len(chosen) > 0
     model = MatrixFactorization(

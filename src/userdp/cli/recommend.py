@@ -909,12 +909,16 @@ def _item_set(
     f = args.selection_fraction
     selection_budget, model_budget = budget.split([f, 1.0 - f])
     pairs = (ratings.users, ratings.item_labels.take(pa.array(ratings.items)))
+    # Basic composition keeps the selection's (epsilon, delta) a fixed share of the budget, as
+    # the model's calibration assumes (the tight default would spend less than asked overall).
+    tight = "composition" in SELECTION_ALGORITHMS[args.selection_algorithm].options
     result = select_partitions(
         pairs,
         epsilon=selection_budget.epsilon,
         delta=selection_budget.delta,
         algorithm=args.selection_algorithm,
         seed=args.seed,
+        **({"composition": "basic"} if tight else {}),
     )
     logger.info(
         "Selected %d items privately (%s, epsilon %.4g, delta %.3g).",

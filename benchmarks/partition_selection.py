@@ -35,15 +35,12 @@ import gc
 import itertools
 import json
 import os
-import platform
 import re
-import resource
 import shlex
 import subprocess
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -51,21 +48,26 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from _harness import (
+    RESULTS,
+    SHARED_DATA,
+    log,
+    machine,
+    peak_mb,
+    pyplot,
+    reset_peak,
+    versions,
+)
 from userdp.data import Contributions, read, section62_instance, zipf_contributions
 from userdp.partition import select_partitions
 
 EPS, DELTA, CAP = 1.0, 1e-5, 100
 PIPELINEDP_RUNS = 3  # PipelineDP's LocalBackend is pure Python: at most 3 runs per dataset
-HERE = Path(__file__).resolve().parent
-DEFAULT_ZIPF = HERE.parent.parent / "shared/data/partition/synth_zipf_200k.user_item.tsv.gz"
+DEFAULT_ZIPF = SHARED_DATA / "partition/synth_zipf_200k.user_item.tsv.gz"
 DEFAULT_NPM = Path("/work/.library/env/packages/npm.tsv")
 PARALLEL = ("basic", "dp-sips", "mad", "mad2r")
 BUCKETS = [(1, 1), (2, 4), (5, 9), (10, 19), (20, 49), (50, 99), (100, 199), (200, 499)]
 BUCKETS.append((500, None))
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 # -- algorithm variants --------------------------------------------------------------------------
@@ -285,32 +287,6 @@ def generate_codes(n_pairs: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray,
     return users, items, n_users, n_items
 
 
-def _peak_mb() -> float:
-    """Peak RSS of this process in MiB: VmHWM from /proc (resettable), else ru_maxrss.
-
-    ru_maxrss alone is not used when /proc is there: Linux carries it over from the parent
-    across fork+exec, so a child of a big parent starts with the parent's peak.
-    """
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def _reset_peak() -> bool:
-    """Reset VmHWM to the current RSS (Linux >= 4.0: write 5 to /proc/self/clear_refs)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def timing_worker(kind: str, n_pairs: int, algo: str) -> dict[str, Any]:
     """Runs in a fresh process; prints one JSON line."""
     import userdp.partition.select as sel
@@ -365,16 +341,16 @@ def timing_worker(kind: str, n_pairs: int, algo: str) -> dict[str, Any]:
         out["parquet_bytes"] = os.path.getsize(path)
         del table, users, items, labels
         gc.collect()
-        out["peak_reset"] = _reset_peak()
-        base = _peak_mb()
+        out["peak_reset"] = reset_peak()
+        base = peak_mb()
         t = time.perf_counter()
         c = read(path)
         out["read_seconds"] = time.perf_counter() - t
         os.remove(path)
         os.rmdir(tmp)
     else:
-        out["peak_reset"] = _reset_peak()
-        base = _peak_mb()
+        out["peak_reset"] = reset_peak()
+        base = peak_mb()
         t = time.perf_counter()
         c = Contributions.from_codes(users, items, n_users=n_users, n_items=n_items)
         out["from_codes_seconds"] = time.perf_counter() - t
@@ -393,7 +369,7 @@ def timing_worker(kind: str, n_pairs: int, algo: str) -> dict[str, Any]:
     out["output_size"] = len(r)
     out["kernel_seconds"] = split
     out["baseline_peak_mb"] = base
-    out["process_peak_mb"] = _peak_mb()
+    out["process_peak_mb"] = peak_mb()
     out["peak_increase_mb"] = out["process_peak_mb"] - base
     return out
 
@@ -479,19 +455,6 @@ def _fmt_timing(r: dict[str, Any]) -> str:
 
 
 # -- plots ---------------------------------------------------------------------------------------
-def pyplot() -> Any:
-    """matplotlib.pyplot on the file-only Agg backend, or None (logged) when not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log("matplotlib not installed: no PNGs")
-        return None
-    return plt
-
-
 def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
     plt = pyplot()
     if plt is None:
@@ -605,42 +568,13 @@ def print_summary(results: dict[str, Any]) -> None:
 
 
 # -- main ----------------------------------------------------------------------------------------
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for pkg in ("userdp", "numpy", "pyarrow", "dp-accounting", "pipeline-dp", "matplotlib"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
-
-
-def machine() -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "platform": platform.platform(),
-        "processor": platform.processor(),
-        "cpu_count": os.cpu_count(),
-    }
-    try:
-        with open("/proc/meminfo") as f:
-            info["mem_total_kb"] = int(f.readline().split()[1])
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    info["cpu_model"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return info
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--zipf-path", type=Path, default=DEFAULT_ZIPF)
     p.add_argument("--npm-path", type=Path, default=DEFAULT_NPM)
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--sizes", default="1e6,1e7,1e8", help="comma-separated pair counts")
-    p.add_argument("--out-dir", type=Path, default=HERE / "results")
+    p.add_argument("--out-dir", type=Path, default=RESULTS)
     p.add_argument("--quick", action="store_true", help="2 seeds, sizes 1e5,1e6, no npm")
     p.add_argument("--skip-timing", action="store_true")
     p.add_argument("--skip-sizes", action="store_true", help="no output sizes (timing only)")
@@ -672,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
         "cwd": os.getcwd(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": machine(),
-        "versions": versions(),
+        "versions": versions(extra=("pipeline-dp",)),
         "settings": {
             "epsilon": EPS,
             "delta": DELTA,

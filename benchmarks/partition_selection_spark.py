@@ -56,10 +56,12 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from partition_selection import CAP, DEFAULT_ZIPF, DELTA, EPS, HERE, log, machine, pyplot, versions
+from _harness import HERE, SHARED_DATA, log, machine, pyplot, versions
 from userdp.data import read, read_table, zipf_contributions
 from userdp.partition import basic, dp_sips, mad, mad2r, select_partitions
 
+EPS, DELTA, CAP = 1.0, 1e-5, 100
+DEFAULT_ZIPF = SHARED_DATA / "partition/synth_zipf_200k.user_item.tsv.gz"
 SEED = 0  # the scaling runs' seed
 ALGORITHMS = ("mad2r", "basic", "mad", "dp-sips")
 LOCAL = {"basic": basic, "dp-sips": dp_sips, "mad": mad, "mad2r": mad2r}

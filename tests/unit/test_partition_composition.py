@@ -135,7 +135,7 @@ def test_a_selection_composes_with_a_gaussian_release_in_one_accountant():
 def test_a_selection_that_would_exceed_the_accountants_budget_is_refused_before_any_work():
     acc = PrivacyAccountant(PrivacyBudget(1.0, 1e-5))
     unreadable = object()  # reading it would raise DataError: the refusal must come first
-    with pytest.raises(BudgetExceededError, match="nothing was run"):
+    with pytest.raises(BudgetExceededError, match="would go over the budget"):
         select_partitions(unreadable, epsilon=2.0, delta=1e-6, accountant=acc)
     assert acc.ledger == ()
     # three selections at epsilon 0.5 fit in epsilon 1 (their Gaussian parts compose as one;

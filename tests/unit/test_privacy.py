@@ -471,3 +471,26 @@ def test_budget_fits_allows_round_off_only():
     b = PrivacyBudget(1.0, 1e-5)
     assert b.fits(1.0 + 1e-12, 1e-5) and b.fits(0.0, 0.0)
     assert not b.fits(1.001, 1e-5) and not b.fits(1.0, 1.1e-5)
+
+
+def test_accountant_budget_counts_the_gaussian_events_too():
+    """A Gaussian release that alone costs more than the budget is refused before composing.
+
+    Independent check: dp-accounting's analytic Gaussian at the delta the budget leaves.
+    """
+    budget = PrivacyBudget(1.0, 1e-5)
+    left = 1e-5 - 2e-6  # after a basic-composition event with delta 2e-6
+    sigma_fits = dp_accounting.get_sigma_gaussian(0.5, left) * 1.001  # costs < 0.5 at `left`
+    sigma_over = dp_accounting.get_sigma_gaussian(0.5, left) * 0.9
+    acc = PrivacyAccountant(budget).compose(_lap(0.5, 2e-6))
+    with pytest.raises(BudgetExceededError, match="GaussianDpEvent would go over the budget"):
+        acc.check(dp_accounting.GaussianDpEvent(sigma_over))
+    with pytest.raises(BudgetExceededError, match="over the budget"):
+        acc.compose(dp_accounting.GaussianDpEvent(sigma_over))
+    assert len(acc.ledger) == 1
+    acc.compose(dp_accounting.GaussianDpEvent(sigma_fits))
+    spent = acc.spent(left)
+    assert spent.epsilon < 1.0 and spent.delta == pytest.approx(1e-5)
+    # Two of them compose as one Gaussian of sigma / sqrt(2): over the budget.
+    with pytest.raises(BudgetExceededError):
+        acc.compose(dp_accounting.GaussianDpEvent(sigma_fits))

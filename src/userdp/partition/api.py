@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import dp_accounting
-
 from userdp._validation import check_choice
-from userdp.exceptions import BudgetExceededError, InvalidParameterError
+from userdp.exceptions import InvalidParameterError
 from userdp.partition.algorithms import COMMON, SPECS, AlgorithmSpec
 from userdp.partition.baselines import greedy_update, policy_gaussian
 from userdp.partition.cap import choose_cap
@@ -45,32 +43,6 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
 def _is_spark_dataframe(data: Any) -> bool:
     cls = type(data)
     return cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame"
-
-
-def _check_fits(accountant: PrivacyAccountant, event: dp_accounting.DpEvent) -> None:
-    """Refuse (BudgetExceededError) when composing ``event`` cannot fit the accountant's budget.
-
-    Gaussian parts are converted at the largest delta the budget leaves after the other
-    events' deltas, which gives the smallest epsilon: the event fits if that epsilon does.
-    """
-    budget = accountant.budget
-    if budget is None:
-        return
-    trial = PrivacyAccountant()
-    for e in (*accountant.ledger, event):
-        trial.compose(e)
-    try:
-        spent = trial.spent()
-    except InvalidParameterError:  # the ledger holds Gaussian parts: convert at delta left
-        probe = min(budget.delta, 0.5) / 2
-        other_delta = trial.spent(probe).delta - probe
-        left = budget.delta - other_delta
-        spent = trial.spent(left) if 0 < left < 1 else None
-    if spent is None or not budget.covers(spent):
-        raise BudgetExceededError(
-            f"This selection would spend more than the accountant's budget {budget} "
-            "(nothing was run)."
-        )
 
 
 def select_partitions(
@@ -139,14 +111,14 @@ or pyspark.sql.DataFrame
     if spec.function is not None:  # sequential baselines: one local function each
         if accountant is not None:
             # same basic-composition cost (epsilon, delta) as the baselines' own events
-            _check_fits(accountant, LaplaceThresholdDpEvent(epsilon, delta, 1.0, 1.0))
+            accountant.check(LaplaceThresholdDpEvent(epsilon, delta, 1.0, 1.0))
         result = spec.function(data, epsilon=epsilon, delta=delta, **options)
     else:
         o = spec.check(spec.caller, {**spec.options, **options})
         o["auto_cap"] = o["max_items_per_user"] == "auto"
         plan = spec.plan(total, o)
         if accountant is not None:
-            _check_fits(accountant, plan.event)
+            accountant.check(plan.event)
         runner = _runner(engine, data, spec, o, _tap)
         try:
             if o["auto_cap"]:

@@ -109,17 +109,52 @@ class PrivacyAccountant:
         """The whole ledger as one ``ComposedDpEvent``."""
         return dp_accounting.ComposedDpEvent(list(self._ledger))
 
-    def compose(self, event: dp_accounting.DpEvent, count: int = 1) -> PrivacyAccountant:
-        """Add ``event`` (``count`` times) to the ledger; returns self."""
+    def _fits(self, cost: _Cost) -> bool:
+        """Whether ``cost`` stays within the budget, its Gaussian part included.
+
+        The Gaussian part is converted at the largest delta the budget leaves after the other
+        events' deltas, which gives the smallest epsilon it can cost: the cost fits if that does.
+        """
+        b = self.budget
+        if b is None:
+            return True
+        if cost.gaussian_precision == 0:
+            return b.fits(cost.epsilon, cost.delta)
+        left = b.delta - cost.delta
+        if left <= 0 or math.isinf(cost.gaussian_precision):
+            return False
+        sigma = 1.0 / math.sqrt(cost.gaussian_precision)
+        return b.fits(cost.epsilon + dp_accounting.get_epsilon_gaussian(sigma, left), b.delta)
+
+    def check(self, event: dp_accounting.DpEvent, count: int = 1) -> None:
+        """Raise :class:`BudgetExceededError` if composing ``event`` would exceed the budget.
+
+        Lets a release refuse before any work: call it with the release's planned event.
+        """
         cost = self._cost + _cost_of(event).times(count)
-        if self.budget is not None and not self.budget.fits(cost.epsilon, cost.delta):
+        if not self._fits(cost):
             raise BudgetExceededError(
-                f"Composing {type(event).__name__} would spend (epsilon={cost.epsilon:g}, "
-                f"delta={cost.delta:g}), over the budget {self.budget}."
+                f"Composing {type(event).__name__} would go over the budget {self.budget} "
+                f"(already spent: {self._describe()})."
             )
-        self._cost = cost
+
+    def compose(self, event: dp_accounting.DpEvent, count: int = 1) -> PrivacyAccountant:
+        """Add ``event`` (``count`` times) to the ledger; returns self.
+
+        Raises :class:`BudgetExceededError` (and records nothing) when the total, Gaussian
+        events included, would exceed the budget.
+        """
+        self.check(event, count)
+        self._cost = self._cost + _cost_of(event).times(count)
         self._ledger.extend([event] * count)
         return self
+
+    def _describe(self) -> str:
+        c = self._cost
+        text = f"basic epsilon={c.epsilon:g}, delta={c.delta:g}"
+        if c.gaussian_precision:
+            text += f", Gaussian noise multiplier {1.0 / math.sqrt(c.gaussian_precision):g}"
+        return text
 
     def spent(self, gaussian_delta: float = 0.0, *, accounting: str = "exact") -> PrivacyBudget:
         """Total (epsilon, delta) spent so far.

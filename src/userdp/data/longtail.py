@@ -24,15 +24,7 @@ import pyarrow as pa
 
 from userdp._validation import check_int, check_real
 from userdp.data.ratings import Ratings
-from userdp.data.synthetic import (
-    _MAX_USER_FRACTION,
-    _ML_MIN_USER_RATINGS,
-    _check_range,
-    _item_weights,
-    _lomax_degrees,
-    _successive_sampling,
-)
-from userdp.exceptions import InvalidParameterError
+from userdp.data.synthetic import _check_range, _draw_pairs, _inner_products, _on_scale
 
 __all__ = ["longtail_ratings"]
 
@@ -117,25 +109,11 @@ def longtail_ratings(
     lo, hi = _check_range(rating_range, caller)
     if step is not None:
         step = check_real(step, "step", caller, low=0.0, low_open=True)
-    max_degree = max(1, int(_MAX_USER_FRACTION * n_items))
-    if not n_users <= n_ratings <= n_users * max_degree:
-        raise InvalidParameterError(
-            f"The 'n_ratings' parameter of {caller} must be an int in the range "
-            f"[{n_users}, {n_users * max_degree}] (at least one rating per user, at most 70% of "
-            f"the items per user). Got {n_ratings!r} instead."
-        )
     rng = np.random.default_rng([seed, 0x10C7A1])
-    low = min(_ML_MIN_USER_RATINGS, n_ratings // n_users, max_degree)
-    degrees = _lomax_degrees(rng, n_users, n_ratings, user_exponent, low, max_degree)
-    log_weight = np.empty(n_items)
-    log_weight[rng.permutation(n_items)] = np.log(_item_weights(n_items, item_skew))
-    users, items = _successive_sampling(rng, degrees, np.exp(log_weight - log_weight.max()))
-    keys = users * n_items + items
-    del users, items
-    keys.sort()
-    users = (keys // n_items).astype(np.int32)
-    items = (keys - users.astype(np.int64) * n_items).astype(np.int32)
-    del keys
+    users, items, weights = _draw_pairs(
+        rng, n_users, n_items, n_ratings, user_exponent, item_skew, caller
+    )
+    log_weight = np.log(weights)
 
     # b_i = s_i (c z_i + sqrt(1 - c^2) n_i), z_i the standardised log popularity
     z = log_weight - log_weight.mean()
@@ -147,20 +125,11 @@ def longtail_ratings(
     b_user = scales["user_bias"] * rng.standard_normal(n_users)
     p = rng.standard_normal((n_users, rank))
     q = rng.standard_normal((n_items, rank))
-    values = np.empty(users.size)
-    chunk = 1 << 20
-    for s in range(0, users.size, chunk):  # chunks bound the (chunk, rank) temporaries
-        e = min(s + chunk, users.size)
-        np.einsum("ij,ij->i", p[users[s:e]], q[items[s:e]], out=values[s:e])
+    values = _inner_products(p, q, users, items)
     values *= scales["interaction"] / math.sqrt(rank)
     values += global_mean + b_item[items] + b_user[users]
     if scales["noise"] > 0:
         values += rng.normal(0.0, scales["noise"], size=values.size)
-    if step is not None:
-        top = lo + np.floor((hi - lo) / step + 1e-9) * step
-        values = lo + np.round((values - lo) / step) * step
-        np.clip(values, lo, top, out=values)
-    else:
-        np.clip(values, lo, hi, out=values)
+    values = _on_scale(values, lo, hi, step)
     codes_u, codes_i = pa.array(np.arange(n_users)), pa.array(np.arange(n_items))
     return Ratings(users, items, values, codes_u, codes_i)

@@ -246,6 +246,61 @@ def _check_range(value: object, caller: str) -> tuple[float, float]:
     return lo, hi
 
 
+def _draw_pairs(
+    rng: np.random.Generator,
+    n_users: int,
+    n_items: int,
+    n_ratings: int,
+    user_exponent: float,
+    item_skew: float,
+    caller: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (user, item) pairs sorted by (user, item), and the item popularity weights.
+
+    Users get Lomax activity (at least ``min(20, n_ratings // n_users)`` ratings, at most 70% of
+    the items), items log-normal popularity (:func:`_item_weights`, in a random order).
+    """
+    max_degree = max(1, int(_MAX_USER_FRACTION * n_items))
+    if not n_users <= n_ratings <= n_users * max_degree:
+        raise InvalidParameterError(
+            f"The 'n_ratings' parameter of {caller} must be an int in the range "
+            f"[{n_users}, {n_users * max_degree}] (at least one rating per user, at most 70% of "
+            f"the items per user). Got {n_ratings!r} instead."
+        )
+    low = min(_ML_MIN_USER_RATINGS, n_ratings // n_users, max_degree)
+    degrees = _lomax_degrees(rng, n_users, n_ratings, user_exponent, low, max_degree)
+    weights = np.empty(n_items)
+    weights[rng.permutation(n_items)] = _item_weights(n_items, item_skew)
+    users, items = _successive_sampling(rng, degrees, weights)
+    keys = users * n_items + items
+    del users, items
+    keys.sort()
+    users = (keys // n_items).astype(np.int32)
+    items = (keys - users.astype(np.int64) * n_items).astype(np.int32)
+    return users, items, weights
+
+
+def _inner_products(
+    user_factors: np.ndarray, item_factors: np.ndarray, users: np.ndarray, items: np.ndarray
+) -> np.ndarray:
+    """``<u_users[k], v_items[k]>`` for every pair, in chunks that bound the temporaries."""
+    values = np.empty(users.size)
+    chunk = 1 << 20
+    for s in range(0, users.size, chunk):
+        e = min(s + chunk, users.size)
+        np.einsum("ij,ij->i", user_factors[users[s:e]], item_factors[items[s:e]], out=values[s:e])
+    return values
+
+
+def _on_scale(values: np.ndarray, lo: float, hi: float, step: float | None) -> np.ndarray:
+    """Round to the rating grid (``step`` from ``lo``; None: continuous) and clip to the range."""
+    if step is not None:
+        top = lo + np.floor((hi - lo) / step + 1e-9) * step
+        values = lo + np.round((values - lo) / step) * step
+        return np.clip(values, lo, top, out=values)
+    return np.clip(values, lo, hi, out=values)
+
+
 def lowrank_ratings(
     n_users: int = 69_878,
     n_items: int = 10_677,
@@ -339,43 +394,18 @@ def _lowrank(
     lo, hi = _check_range(rating_range, caller)
     if step is not None:
         step = check_real(step, "step", caller, low=0.0, low_open=True)
-    max_degree = max(1, int(_MAX_USER_FRACTION * n_items))
-    if not n_users <= n_ratings <= n_users * max_degree:
-        raise InvalidParameterError(
-            f"The 'n_ratings' parameter of {caller} must be an int in the range "
-            f"[{n_users}, {n_users * max_degree}] (at least one rating per user, at most 70% of "
-            f"the items per user). Got {n_ratings!r} instead."
-        )
     rng = np.random.default_rng(seed)
-    low = min(_ML_MIN_USER_RATINGS, n_ratings // n_users, max_degree)
-    degrees = _lomax_degrees(rng, n_users, n_ratings, user_exponent, low, max_degree)
-    weights = np.empty(n_items)
-    weights[rng.permutation(n_items)] = _item_weights(n_items, item_skew)
-    users, items = _successive_sampling(rng, degrees, weights)
-    keys = users * n_items + items
-    del users, items
-    keys.sort()
-    users = (keys // n_items).astype(np.int32)
-    items = (keys - users.astype(np.int64) * n_items).astype(np.int32)
-    del keys
+    users, items, _ = _draw_pairs(
+        rng, n_users, n_items, n_ratings, user_exponent, item_skew, caller
+    )
     user_factors = rng.standard_normal((n_users, rank))
     item_factors = rng.standard_normal((n_items, rank))
-    values = np.empty(users.size)
-    scale = 0.9 / np.sqrt(rank)
-    chunk = 1 << 20
-    for s in range(0, users.size, chunk):  # chunks bound the (chunk, rank) temporaries
-        e = min(s + chunk, users.size)
-        np.einsum("ij,ij->i", user_factors[users[s:e]], item_factors[items[s:e]], out=values[s:e])
-    values *= scale
+    values = _inner_products(user_factors, item_factors, users, items)
+    values *= 0.9 / np.sqrt(rank)
     values += 3.5
     if noise > 0:
         values += rng.normal(0.0, noise, size=values.size)
-    if step is not None:
-        top = lo + np.floor((hi - lo) / step + 1e-9) * step
-        values = lo + np.round((values - lo) / step) * step
-        np.clip(values, lo, top, out=values)
-    else:
-        np.clip(values, lo, hi, out=values)
+    values = _on_scale(values, lo, hi, step)
     codes_u, codes_i = pa.array(np.arange(n_users)), pa.array(np.arange(n_items))
     return Ratings(users, items, values, codes_u, codes_i), item_factors
 

@@ -449,7 +449,7 @@ def _check(args: argparse.Namespace) -> None:
 def _run_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float]]:
     users, table = _read(args, [args.value_column])
     values = table.column(args.value_column).to_numpy()
-    logger.info("Read %d rows from %s.", values.size, args.input)
+    logger.info("Read %d rows from %s (exact, not private).", values.size, args.input)
     common: dict[str, Any] = {
         "epsilon": args.epsilon,
         "bounds": tuple(args.bounds),
@@ -485,7 +485,12 @@ def _run_linreg(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, flo
     users, table = _read(args, [args.label_column, *features])
     y = table.column(args.label_column).to_numpy()
     X = np.column_stack([table.column(c).to_numpy() for c in features])
-    logger.info("Read %d rows with %d features from %s.", y.size, len(features), args.input)
+    logger.info(
+        "Read %d rows with %d features from %s (exact, not private).",
+        y.size,
+        len(features),
+        args.input,
+    )
     model = LabelPrivateLinearRegression(
         epsilon=args.epsilon,
         label_range=tuple(args.label_range),

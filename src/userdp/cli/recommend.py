@@ -1051,7 +1051,7 @@ def run_train(args: argparse.Namespace) -> int:
     _check_user_features(args, _movielens_spec(Path(args.input)))
     output = check_output_path(args.output, overwrite=args.overwrite)
     ratings, spec = _load(args.input, args)
-    logger.info("Read %s.", ratings)
+    logger.info("Read %s (exact counts, not private).", ratings)
     rating_range = _rating_range(args, spec, [args.method])
     budget = None if args.epsilon is None else PrivacyBudget(args.epsilon, args.delta)
     item_set, model_budget = _item_set(args, ratings, budget)
@@ -1525,7 +1525,7 @@ def _evaluate_protocol(args: argparse.Namespace) -> tuple[list[_Row], str]:
     options = _model_options(args, methods)
     _check_public(args, methods, _movielens_spec(Path(args.input)))
     ratings, spec = _load(args.input, args)
-    logger.info("Read %s.", ratings)
+    logger.info("Read %s (exact counts, not private).", ratings)
     metric = args.metric or _PROTOCOL_METRIC[args.protocol]
     metrics = ("rmse", "recall") if metric == "both" else (metric,)
     if args.protocol == "ml20m" and "rmse" in metrics:

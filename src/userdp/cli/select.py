@@ -335,7 +335,7 @@ def run(args: argparse.Namespace) -> int:
                 header=args.header,
                 delimiter=args.delimiter,
             )
-            logger.info("Read %s.", data)
+            logger.info("Read %s (exact counts, not private).", data)
         with progress.stage("select"):
             result = select_partitions(
                 data,

@@ -172,15 +172,21 @@ def check_constraints(
 ) -> None:
     """Check each attribute of ``owner`` named in ``constraints`` against its rule.
 
-    A rule is ``{"choices": [...]}``, ``{"bool": True}``, ``{"int": True, "low": ...}`` or the
-    keywords of :func:`check_real`; ``"none": True`` also allows None. Like scikit-learn's
-    ``_parameter_constraints`` table, checked at the top of ``fit`` before any data is read.
+    A rule is ``{"choices": [...]}``, ``{"bool": True}``, ``{"int": True, "low": ...}``,
+    ``{"check": f}`` (``f(value, name, caller)`` raises :class:`InvalidParameterError`; for
+    rules a table cannot say, such as a (low, high) pair) or the keywords of :func:`check_real`;
+    ``"none": True`` also allows None. ``"help"`` and ``"cli"`` are for the command line and
+    ignored here. Like scikit-learn's ``_parameter_constraints`` table, checked at the top of
+    ``fit`` before any data is read.
     """
     for name, rule in constraints.items():
         value = getattr(owner, name)
         if value is None and rule.get("none"):
             continue
-        if "choices" in rule:
+        rule = {k: v for k, v in rule.items() if k not in _NOT_RULES}
+        if "check" in rule:
+            rule["check"](value, name, caller)
+        elif "choices" in rule:
             check_choice(value, name, caller, rule["choices"])
         elif rule.get("bool"):
             if not isinstance(value, bool | np.bool_):
@@ -188,6 +194,24 @@ def check_constraints(
                     f"The {name!r} parameter of {caller} must be a bool. Got {value!r} instead."
                 )
         elif rule.get("int"):
-            check_int(value, name, caller, low=rule.get("low"))
+            check_int(value, name, caller, low=rule.get("low"), high=rule.get("high"))
         else:
             check_real(value, name, caller, **{k: v for k, v in rule.items() if k != "none"})
+
+
+#: Keys of a constraints rule that describe the command line, not the check.
+_NOT_RULES = ("help", "cli", "metavar")
+
+
+def check_arguments(
+    values: Mapping[str, Any], constraints: Mapping[str, Mapping[str, Any]], caller: str
+) -> None:
+    """:func:`check_constraints` for a function's keyword arguments (a mapping by name)."""
+    check_constraints(_Arguments(values), constraints, caller)
+
+
+class _Arguments:
+    """Attribute access over a mapping, for :func:`check_arguments`."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self.__dict__.update(values)

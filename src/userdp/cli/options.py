@@ -17,7 +17,7 @@ import stat
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from enum import IntEnum
 from pathlib import Path
 from typing import Any, NoReturn
@@ -509,3 +509,52 @@ def _describe(err: BaseException) -> str:
         text = str(err)
     text = one_line(text) if text.strip() else type(err).__name__
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+
+
+def add_parameter_flags(
+    parser: argparse.ArgumentParser | Any,
+    constraints: Mapping[str, Mapping[str, Any]],
+    defaults: Mapping[str, Any],
+    names: Sequence[str] | None = None,
+) -> None:
+    """Add one ``--kebab-name`` flag per keyword of a declared constraints table.
+
+    The flag's type, choices and help come from the table (its ``"help"`` sentence, the range
+    and the library default), so the command line and the API cannot drift apart. Flags
+    default to None: only what the user gives is passed on, and the library validates it once.
+    ``names`` limits and orders the flags (default: every rule without ``"cli": False``).
+    """
+    for name in names if names is not None else list(constraints):
+        rule = constraints[name]
+        if not rule.get("cli", True):
+            continue
+        flag = "--" + name.replace("_", "-")
+        text = rule.get("help", "")
+        default = defaults.get(name)
+        if default is not None and not rule.get("bool"):
+            text = f"{text} Default: {default}.".strip()
+        kwargs: dict[str, Any] = {"dest": name, "default": None, "help": text or None}
+        if "choices" in rule:
+            kwargs.update(choices=list(rule["choices"]), metavar=rule.get("metavar"))
+        elif rule.get("bool"):
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif rule.get("int"):
+            kwargs.update(type=int, metavar=rule.get("metavar", "N"))
+        elif "check" not in rule:
+            kwargs.update(type=_float_arg, metavar=rule.get("metavar", "X"))
+        else:
+            kwargs.update(metavar=rule.get("metavar"))
+        parser.add_argument(flag, **kwargs)
+
+
+def given_parameters(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
+    """The keywords among ``names`` that were given on the command line (not None)."""
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def _float_arg(text: str) -> float:
+    """argparse type: a float, in any notation Python reads (``-1e3``, ``inf``)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float: {text!r}") from None

@@ -8,181 +8,15 @@ Users and items of any hashable type are factorized once (PyArrow's hash-based
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from userdp.data.encoding import _run_starts, check_codes, encode_ids, to_arrow
 from userdp.exceptions import DataError
 
 __all__ = ["Contributions", "as_contributions"]
-
-_MAX_CODE = np.iinfo(np.int32).max
-
-
-_INT64 = (-(2**63), 2**63 - 1)
-
-
-def _exact_ints(seq: list[Any]) -> list[Any] | None:
-    """Python ints beyond int64 as their exact decimal strings (None if there are none)."""
-    big = any(
-        isinstance(v, int) and not isinstance(v, bool) and not _INT64[0] <= v <= _INT64[1]
-        for v in seq
-    )
-    if not big:
-        return None
-    return [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in seq]
-
-
-def _first_odd_type(seq: Any) -> int | None:
-    """Index of the first element whose Python type differs from the first element's."""
-    try:
-        kinds = (type(v) for v in seq)
-        first = next(kinds)
-    except (TypeError, StopIteration):
-        return None
-    for k, kind in enumerate(kinds, start=1):
-        if kind is not first:
-            return k
-    return None
-
-
-def _from_python(values: Any, column: str) -> pa.ChunkedArray:
-    seq = values if isinstance(values, np.ndarray) else list(values)
-    try:
-        return pa.chunked_array([pa.array(seq)])
-    except OverflowError:
-        exact = _exact_ints(list(seq))  # 20-digit ids: keep them exactly, as strings
-        if exact is None:
-            raise
-        return pa.chunked_array([pa.array(exact)])
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as err:
-        row = _first_odd_type(seq)
-        where = f" (first at row {row})" if row is not None else ""
-        raise DataError(
-            f"Column {column!r} cannot be read as one typed column: it mixes value "
-            f"types{where}; ids must all be strings or all integers (rerun with --debug to "
-            "see the value)."
-        ) from err
-
-
-def _to_arrow(values: Any, column: str) -> pa.ChunkedArray:
-    """Convert a column-like object to a non-null PyArrow chunked array, naming ``column``.
-
-    Chunks are kept as they are (no copy into one buffer); dictionary columns are decoded.
-    Python integers beyond int64 become their exact decimal strings. Nested values (lists,
-    structs), nulls, NaN and empty strings are refused with the column and the first row,
-    never the value itself.
-    """
-    try:
-        if isinstance(values, pa.ChunkedArray):
-            arr = values
-        elif isinstance(values, pa.Array):
-            arr = pa.chunked_array([values])
-        elif (
-            hasattr(values, "to_numpy")
-            and hasattr(values, "dtype")
-            and not isinstance(values, np.ndarray)
-        ):  # pandas Series / Index
-            arr = pa.chunked_array([pa.Array.from_pandas(values)])
-        else:
-            arr = _from_python(values, column)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as err:
-        raise DataError(
-            f"Column {column!r} cannot be read as one typed column of ids ({type(err).__name__}; "
-            "rerun with --debug for details)."
-        ) from err
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.cast(arr.type.value_type)
-    if pa.types.is_nested(arr.type):
-        raise DataError(
-            f"Column {column!r} holds {arr.type} values; ids must be scalars (strings or "
-            "integers). Explode or join the lists first."
-        )
-    if arr.null_count:
-        first = pc.index(pc.is_null(arr), True).as_py()
-        raise DataError(
-            f"Column {column!r} has {arr.null_count} null value(s) (first at row {first}); "
-            "drop or fill them before selecting."
-        )
-    if pa.types.is_floating(arr.type):
-        nan = pc.is_nan(arr)
-        if pc.any(nan).as_py():
-            first = pc.index(nan, True).as_py()
-            raise DataError(f"Column {column!r} has NaN values (first at row {first}).")
-    if (
-        pa.types.is_string(arr.type)
-        or pa.types.is_large_string(arr.type)
-        or (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type))
-    ):
-        empty = pc.equal(pc.binary_length(arr), 0)
-        if pc.any(empty).as_py():
-            first = pc.index(empty, True).as_py()
-            raise DataError(
-                f"Column {column!r} has an empty value (first at row {first}); an empty id "
-                "names no user or item. Drop or fill those rows."
-            )
-    return arr
-
-
-def _encode(arr: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
-    """Integer codes and code book of a column, by one hash pass over all chunks."""
-    enc = arr.dictionary_encode()  # callers reject empty columns, so there is a chunk
-    dictionary = enc.chunk(enc.num_chunks - 1).dictionary
-    if any(len(c.dictionary) != len(dictionary) for c in enc.chunks):
-        # Chunks carry different dictionaries: encode one contiguous copy instead.
-        enc = pa.chunked_array([arr.combine_chunks().dictionary_encode()])
-        dictionary = enc.chunk(0).dictionary
-    codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in enc.chunks])
-    return codes.astype(np.int32, copy=False), dictionary
-
-
-def _run_starts(sorted_values: np.ndarray) -> np.ndarray:
-    """Boolean mask of the first element of each run of equal values in a sorted array."""
-    first = np.empty(sorted_values.size, dtype=bool)
-    first[0] = True
-    np.not_equal(sorted_values[1:], sorted_values[:-1], out=first[1:])
-    return first
-
-
-def check_codes(
-    users: Any, items: Any, n_users: int | None, n_items: int | None, cls: str, what: str
-) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """Validate integer code columns; returns them as arrays with the code-book sizes.
-
-    Shared by the ``from_codes`` constructors: one-dimensional, integer, equal length, codes in
-    ``[0, 2^31 - 1]`` and below ``n_users`` / ``n_items`` (default: the largest code + 1).
-    """
-    u = np.asarray(users)
-    i = np.asarray(items)
-    if u.size == 0 and i.size == 0:
-        raise DataError(f"The input has no {what}.")
-    for name, a in (("user", u), ("item", i)):
-        if a.ndim != 1:
-            raise DataError(f"Column {name!r} must be one-dimensional; got shape {a.shape}.")
-        if not np.issubdtype(a.dtype, np.integer):
-            raise DataError(
-                f"Column {name!r} must hold integer codes for from_codes; got dtype "
-                f"{a.dtype}. Use {cls}.from_columns for other types."
-            )
-    if u.shape != i.shape:
-        raise DataError(
-            f"Columns 'user' and 'item' must have the same length; got {u.size} and {i.size}."
-        )
-    for name, a in (("user", u), ("item", i)):
-        if a.min() < 0 or a.max() > _MAX_CODE:
-            raise DataError(
-                f"Column {name!r} codes must lie in [0, {_MAX_CODE}]; got [{a.min()}, {a.max()}]."
-            )
-    nu = int(u.max()) + 1 if n_users is None else int(n_users)
-    ni = int(i.max()) + 1 if n_items is None else int(n_items)
-    if nu <= u.max() or ni <= i.max():
-        raise DataError(
-            f"n_users={nu} / n_items={ni} are smaller than the largest codes "
-            f"({u.max()}, {i.max()})."
-        )
-    return u, i, nu, ni
 
 
 class Contributions:
@@ -221,6 +55,12 @@ class Contributions:
         self.item_labels = item_labels
         self.duplicates_dropped = duplicates_dropped
 
+    # The value columns a subclass adds to the (user, item) pair (Ratings: "rating"); their
+    # values are float64 and a repeated pair keeps its last row's values.
+    _value_columns: ClassVar[tuple[str, ...]] = ()
+    _rows_name: ClassVar[str] = "(user, item) pairs"
+    _empty_input: ClassVar[str] = "The input has no (user, item) pairs; nothing to select from."
+
     # -- constructors ---------------------------------------------------------------------------
     @classmethod
     def from_codes(
@@ -232,18 +72,46 @@ class Contributions:
         n_items: int | None = None,
         user_labels: pa.Array | None = None,
         item_labels: pa.Array | None = None,
-    ) -> Contributions:
+    ) -> Self:
         """Build from non-negative integer codes (the fast path: no hashing).
 
         Pairs are de-duplicated and sorted by user with one ``np.sort`` of packed int64 keys.
         Without labels, the codes themselves are the labels.
         """
-        u, i, nu, ni = check_codes(
-            users, items, n_users, n_items, "Contributions", "(user, item) pairs"
-        )
+        u, i, nu, ni = check_codes(users, items, n_users, n_items, cls.__name__, cls._rows_name)
+        return cls._sorted(u, i, (), nu, ni, user_labels, item_labels, keep_empty_users=False)
+
+    @classmethod
+    def _sorted(
+        cls,
+        u: np.ndarray,
+        i: np.ndarray,
+        values: tuple[np.ndarray, ...],
+        nu: int,
+        ni: int,
+        user_labels: pa.Array | None,
+        item_labels: pa.Array | None,
+        *,
+        keep_empty_users: bool,
+    ) -> Self:
+        """The table of checked codes: rows sorted by (user, item), repeated pairs dropped.
+
+        A repeated pair keeps its last row (stable sort, last of each run), which matters only
+        for the ``values`` columns. Users without rows leave the code book (dense user codes)
+        unless ``keep_empty_users``.
+        """
         key = u.astype(np.int64) * ni + i  # (user, item) packed; sorting groups by user
-        key.sort()
-        keep = _run_starts(key)
+        if values:
+            order = np.argsort(key, kind="stable")
+            key = key[order]
+            keep = np.empty(key.size, dtype=bool)  # last of each run of equal keys
+            keep[-1] = True
+            np.not_equal(key[1:], key[:-1], out=keep[:-1])
+            values = tuple(v[order[keep]] for v in values)
+            del order
+        else:  # pairs alone: duplicates are identical, an in-place sort is enough
+            key.sort()
+            keep = _run_starts(key)
         n_dup = int(key.size - np.count_nonzero(keep))
         if n_dup:
             key = key[keep]
@@ -254,30 +122,45 @@ class Contributions:
         il = pa.array(np.arange(ni)) if item_labels is None else item_labels
         if len(ul) < nu or len(il) < ni:
             raise DataError("user_labels/item_labels are shorter than the number of codes.")
-        # Users are dense codes 0..n_users-1 of users with at least one pair (sorted: cheap).
-        first = _run_starts(uu)
-        n_present = int(np.count_nonzero(first))
-        if n_present != len(ul):
-            ul = ul.take(pa.array(uu[first]))
-            uu = (np.cumsum(first, dtype=np.int32) - 1).astype(np.int32, copy=False)
-        return cls(uu, ii, ul, il, n_dup)
+        if not keep_empty_users:
+            # Users are dense codes 0..n_users-1 of users with at least one row (sorted: cheap).
+            first = _run_starts(uu)
+            if int(np.count_nonzero(first)) != len(ul):
+                ul = ul.take(pa.array(uu[first]))
+                uu = (np.cumsum(first, dtype=np.int32) - 1).astype(np.int32, copy=False)
+        return cls(uu, ii, *values, ul, il, n_dup)
 
     @classmethod
-    def from_columns(cls, users: Any, items: Any) -> Contributions:
+    def from_columns(cls, users: Any, items: Any) -> Self:
         """Build from two columns of any hashable type (NumPy, PyArrow, pandas, lists)."""
-        ua = _to_arrow(users, "user")
-        ia = _to_arrow(items, "item")
-        if len(ua) != len(ia):
+        return cls._from_columns(users, items)
+
+    @classmethod
+    def _from_columns(cls, *columns: Any) -> Self:
+        """Build from the user, item and value columns: ids encoded once, then from_codes."""
+        names = ("user", "item", *cls._value_columns)
+        arrays = [to_arrow(col, name) for col, name in zip(columns, names, strict=True)]
+        lengths = [len(a) for a in arrays]
+        if len(set(lengths)) != 1:
             raise DataError(
-                f"Columns 'user' and 'item' must have the same length; got {len(ua)} and {len(ia)}."
+                f"Columns {_enumerate(repr(n) for n in names)} must have the same length; got "
+                f"{_enumerate(str(n) for n in lengths)}."
             )
-        if len(ua) == 0:
-            raise DataError("The input has no (user, item) pairs; nothing to select from.")
-        ucodes, ulabels = _encode(ua)
-        icodes, ilabels = _encode(ia)
+        if lengths[0] == 0:
+            raise DataError(cls._empty_input)
+        for name, arr in zip(names[2:], arrays[2:], strict=True):
+            if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
+                raise DataError(f"Column {name!r} must be numeric; got type {arr.type}.")
+        ucodes, ulabels = encode_ids(arrays[0], "user")
+        icodes, ilabels = encode_ids(arrays[1], "item")
+        values = [
+            np.concatenate([c.to_numpy(zero_copy_only=False) for c in arr.chunks])
+            for arr in arrays[2:]
+        ]
         return cls.from_codes(
             ucodes,
             icodes,
+            *values,
             n_users=len(ulabels),
             n_items=len(ilabels),
             user_labels=ulabels,
@@ -285,32 +168,38 @@ class Contributions:
         )
 
     @classmethod
-    def from_pairs(cls, pairs: Iterable[tuple[Any, Any]]) -> Contributions:
-        """Build from an iterable of ``(user, item)`` tuples."""
-        users: list[Any] = []
-        items: list[Any] = []
+    def from_pairs(cls, pairs: Iterable[tuple[Any, ...]]) -> Self:
+        """Build from an iterable of ``(user, item)`` tuples (Ratings: ``(user, item, rating)``)."""
+        names = ("user", "item", *cls._value_columns)
+        kind = f"({', '.join(names)}) {'pair' if len(names) == 2 else 'row'}"
+        columns: list[list[Any]] = [[] for _ in names]
         for row, pair in enumerate(pairs):
             try:
-                u, i = pair
-            except (TypeError, ValueError) as err:
+                fields = tuple(pair)
+            except TypeError:
+                fields = ()
+            if len(fields) != len(names):
                 raise DataError(
-                    f"Row {row} is not a (user, item) pair (got a {type(pair).__name__}"
+                    f"Row {row} is not a {kind} (got a {type(pair).__name__}"
                     f"{f' of length {len(pair)}' if hasattr(pair, '__len__') else ''})."
-                ) from err
-            users.append(u)
-            items.append(i)
-        return cls.from_columns(users, items)
+                )
+            for column, field in zip(columns, fields, strict=True):
+                column.append(field)
+        return cls._from_columns(*columns)
 
     @classmethod
-    def from_table(
-        cls, table: Any, user_column: str = "user", item_column: str = "item"
-    ) -> Contributions:
+    def from_table(cls, table: Any, user_column: str = "user", item_column: str = "item") -> Self:
         """Build from a PyArrow table, pandas DataFrame, mapping of columns, or any table
         exporting the Arrow PyCapsule stream interface (``__arrow_c_stream__``: Polars, DuckDB).
         """
+        return cls._from_table(table, {"user": user_column, "item": item_column})
+
+    @classmethod
+    def _from_table(cls, table: Any, columns: dict[str, str]) -> Self:
+        """Read the columns named by ``columns`` (role -> column name) of any table input."""
         from userdp.data.io import check_column_roles
 
-        check_column_roles({"user column": user_column, "item column": item_column})
+        check_column_roles({f"{role} column": name for role, name in columns.items()})
         if not isinstance(table, (pa.Table, Mapping)) and not _is_pandas(table):
             table = _arrow_table(table)
         if isinstance(table, pa.Table):
@@ -322,15 +211,15 @@ class Contributions:
         else:  # pandas DataFrame
             names = [str(c) for c in table.columns]
             get = table.__getitem__
-        for col in (user_column, item_column):
+        for col in columns.values():
             if col not in names:
+                keywords = " / ".join(f"{role}_column=" for role in columns)
+                flags = "/".join(f"--{role}-column" for role in columns)
                 raise DataError(
                     f"Column {col!r} not found; the input has columns {names!r}. Name the "
-                    "columns with user_column= / item_column= (CLI: --user-column/--item-column)."
+                    f"columns with {keywords} (CLI: {flags})."
                 )
-        return cls.from_columns(
-            _to_arrow(get(user_column), user_column), _to_arrow(get(item_column), item_column)
-        )
+        return cls._from_columns(*(to_arrow(get(col), col) for col in columns.values()))
 
     # -- shape ----------------------------------------------------------------------------------
     @property
@@ -356,10 +245,25 @@ class Contributions:
         """Original item values of ``codes`` (a PyArrow array of the input's type)."""
         return self.item_labels.take(pa.array(np.asarray(codes, dtype=np.int64)))
 
+    def to_arrow(self) -> pa.Table:
+        """The table with original ids: columns user and item."""
+        return pa.table(
+            {
+                "user": self.user_labels.take(pa.array(self.users)),
+                "item": self.item_labels.take(pa.array(self.items)),
+            }
+        )
+
     def __repr__(self) -> str:
         return (
             f"Contributions(n_users={self.n_users}, n_items={self.n_items}, n_pairs={self.n_pairs})"
         )
+
+
+def _enumerate(words: Iterable[str]) -> str:
+    """``a and b``, ``a, b and c``."""
+    words = list(words)
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def _is_pandas(obj: Any) -> bool:

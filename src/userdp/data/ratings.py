@@ -15,18 +15,22 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from userdp.data.contributions import _encode, _run_starts, _to_arrow, check_codes
+from userdp.data.contributions import Contributions
+from userdp.data.encoding import check_codes
 from userdp.exceptions import DataError
 
 __all__ = ["Ratings", "as_ratings", "vocabulary_array"]
 
 
-class Ratings:
+class Ratings(Contributions):
     """Ratings of items by users, stored as codes sorted by (user, item).
 
-    Build with :meth:`from_columns`, :meth:`from_table` or, for integer-coded data,
-    :meth:`from_codes`. A (user, item) pair rated more than once keeps its **last** rating in
-    input order (MovieLens has none; event logs often do) and the number dropped is counted.
+    A :class:`~userdp.data.Contributions` table with a value column: the constructors are the
+    same, each taking the ratings as one more column. Build with :meth:`from_columns`,
+    :meth:`from_table`, :meth:`from_pairs` (``(user, item, rating)`` rows) or, for
+    integer-coded data, :meth:`from_codes`. A (user, item) pair rated more than once keeps its
+    **last** rating in input order (MovieLens has none; event logs often do) and the number
+    dropped is counted.
 
     Attributes
     ----------
@@ -47,6 +51,10 @@ class Ratings:
     (2, 2, 3)
     """
 
+    _value_columns = ("rating",)
+    _rows_name = "ratings"
+    _empty_input = "The input has no ratings."
+
     def __init__(
         self,
         users: np.ndarray,
@@ -56,16 +64,12 @@ class Ratings:
         item_labels: pa.Array,
         duplicates_dropped: int = 0,
     ) -> None:
-        self.users = users
-        self.items = items
+        super().__init__(users, items, user_labels, item_labels, duplicates_dropped)
         self.values = values
-        self.user_labels = user_labels
-        self.item_labels = item_labels
-        self.duplicates_dropped = duplicates_dropped
 
     # -- constructors ---------------------------------------------------------------------------
     @classmethod
-    def from_codes(
+    def from_codes(  # type: ignore[override]
         cls,
         users: Any,
         items: Any,
@@ -96,106 +100,38 @@ class Ratings:
                 f"Column 'rating' has {int(bad.sum())} non-finite value(s) (first at row "
                 f"{int(np.argmax(bad))})."
             )
-        key = u.astype(np.int64) * ni + i
-        order = np.argsort(key, kind="stable")
-        key = key[order]
-        # Keep the last of each run of equal keys (stable sort keeps input order in a run).
-        last = np.empty(key.size, dtype=bool)
-        last[-1] = True
-        np.not_equal(key[1:], key[:-1], out=last[:-1])
-        n_dup = int(key.size - np.count_nonzero(last))
-        order = order[last]
-        key = key[last]
-        uu = (key // ni).astype(np.int32)
-        ii = (key - uu.astype(np.int64) * ni).astype(np.int32)
-        vv = v[order]
-        ul = pa.array(np.arange(nu)) if user_labels is None else user_labels
-        il = pa.array(np.arange(ni)) if item_labels is None else item_labels
-        if len(ul) < nu or len(il) < ni:
-            raise DataError("user_labels/item_labels are shorter than the number of codes.")
-        if not keep_empty_users:
-            first = _run_starts(uu)
-            if int(np.count_nonzero(first)) != len(ul):
-                ul = ul.take(pa.array(uu[first]))
-                uu = (np.cumsum(first, dtype=np.int32) - 1).astype(np.int32, copy=False)
-        return cls(uu, ii, vv, ul, il, n_dup)
-
-    @classmethod
-    def from_columns(cls, users: Any, items: Any, values: Any) -> Ratings:
-        """Build from a user column and an item column of any hashable type, and ratings."""
-        ua = _to_arrow(users, "user")
-        ia = _to_arrow(items, "item")
-        va = _to_arrow(values, "rating")
-        if not (len(ua) == len(ia) == len(va)):
-            raise DataError(
-                "Columns 'user', 'item' and 'rating' must have the same length; got "
-                f"{len(ua)}, {len(ia)} and {len(va)}."
-            )
-        if len(ua) == 0:
-            raise DataError("The input has no ratings.")
-        if not (pa.types.is_integer(va.type) or pa.types.is_floating(va.type)):
-            raise DataError(f"Column 'rating' must be numeric; got type {va.type}.")
-        ucodes, ulabels = _encode(ua)
-        icodes, ilabels = _encode(ia)
-        vals = np.concatenate([c.to_numpy(zero_copy_only=False) for c in va.chunks])
-        return cls.from_codes(
-            ucodes,
-            icodes,
-            vals,
-            n_users=len(ulabels),
-            n_items=len(ilabels),
-            user_labels=ulabels,
-            item_labels=ilabels,
+        return cls._sorted(
+            u, i, (v,), nu, ni, user_labels, item_labels, keep_empty_users=keep_empty_users
         )
 
     @classmethod
-    def from_table(
+    def from_columns(cls, users: Any, items: Any, values: Any) -> Ratings:  # type: ignore[override]
+        """Build from a user column and an item column of any hashable type, and ratings."""
+        return cls._from_columns(users, items, values)
+
+    @classmethod
+    def from_table(  # type: ignore[override]
         cls,
         table: Any,
         user_column: str = "user",
         item_column: str = "item",
         rating_column: str = "rating",
     ) -> Ratings:
-        """Build from a PyArrow table, pandas DataFrame or mapping of columns."""
-        if isinstance(table, pa.Table):
-            names = table.column_names
-            get = table.column
-        elif isinstance(table, Mapping):
-            names = list(table.keys())
-            get = table.__getitem__
-        elif hasattr(table, "columns") and hasattr(table, "__getitem__"):
-            names = [str(c) for c in table.columns]
-            get = table.__getitem__
-        else:
-            raise DataError(f"Cannot read columns from an object of type {type(table).__name__}.")
-        for col in (user_column, item_column, rating_column):
-            if col not in names:
-                raise DataError(
-                    f"Column {col!r} not found; the input has columns {names!r}. Name the "
-                    "columns with user_column= / item_column= / rating_column= (CLI: "
-                    "--user-column/--item-column/--rating-column)."
-                )
-        return cls.from_columns(get(user_column), get(item_column), get(rating_column))
+        """Build from a PyArrow table, pandas DataFrame, mapping of columns, or any table
+        exporting the Arrow PyCapsule stream interface (``__arrow_c_stream__``).
+        """
+        columns = {"user": user_column, "item": item_column, "rating": rating_column}
+        return cls._from_table(table, columns)
 
     # -- shape ----------------------------------------------------------------------------------
-    @property
-    def n_users(self) -> int:
-        """Number of user codes."""
-        return len(self.user_labels)
-
-    @property
-    def n_items(self) -> int:
-        """Number of item codes (the size of the item code book)."""
-        return len(self.item_labels)
-
     @property
     def n_ratings(self) -> int:
         """Number of (user, item, rating) rows."""
         return int(self.users.size)
 
     def user_counts(self) -> np.ndarray:
-        """Ratings per user code, int64."""
-        return np.bincount(self.users, minlength=self.n_users)
+        """Ratings per user code, int64 (the degrees of :class:`Contributions`)."""
+        return self.degrees()
 
     def item_counts(self) -> np.ndarray:
         """Ratings per item code, int64 (exact: data-dependent, never release it)."""
@@ -287,19 +223,9 @@ class Ratings:
         )  # fmt: skip
         return out, int(keep.size - np.count_nonzero(keep))
 
-    def item_values(self, codes: np.ndarray) -> pa.Array:
-        """Original item ids of ``codes``."""
-        return self.item_labels.take(pa.array(np.asarray(codes, dtype=np.int64)))
-
     def to_arrow(self) -> pa.Table:
         """The table with original ids: columns user, item, rating."""
-        return pa.table(
-            {
-                "user": self.user_labels.take(pa.array(self.users)),
-                "item": self.item_labels.take(pa.array(self.items)),
-                "rating": pa.array(self.values),
-            }
-        )
+        return super().to_arrow().append_column("rating", pa.array(self.values))
 
     def __repr__(self) -> str:
         return (

@@ -465,7 +465,7 @@ def test_download_verifies_extracts_and_loads(tmp_path, server, capsys):
 
 
 def test_download_progress_bar_on_a_terminal(tmp_path, server, capsys, monkeypatch):
-    monkeypatch.setattr(movielens, "_is_tty", lambda stream: True)
+    monkeypatch.setattr(movielens.fetch, "_is_tty", lambda stream: True)
     url, sha = serve(server, "/ml-100k.zip", official_zip("ml-100k"))
     download("ml-100k", tmp_path / "a", sha256=sha, url=url)
     assert "ml-100k.zip" in capsys.readouterr().err

@@ -142,8 +142,10 @@ def factorize_users(users: object) -> tuple[np.ndarray, np.ndarray]:
     sizes : int64 array, shape (m,)
         ``s_l = |S_l|``, every entry >= 1.
     """
-    _, codes = np.unique(np.asarray(users).ravel(), return_inverse=True)
-    codes = codes.astype(np.int64, copy=False).ravel()
+    from userdp.data.encoding import encode_ids  # the one id encoder (issue 14)
+
+    u = np.asarray(users)
+    codes = encode_ids(u.ravel(), "users", order="sorted")[0].astype(np.int64)
     sizes = np.bincount(codes).astype(np.int64, copy=False)
     return codes, sizes
 

@@ -261,7 +261,7 @@ def test_feature_family_rejects_negative_weights():
     ("name", "matrix", "error", "match"),
     [
         ("g", sparse.csr_matrix([[np.nan, 1.0]]), DataError, "must be finite and >= 0"),
-        ("g", sparse.csr_matrix((0, 3)), DataError, "at least one item row"),
+        ("g", sparse.csr_matrix((0, 3)), DataError, "at least one row"),
         ("", sparse.csr_matrix([[1.0]]), InvalidParameterError, "'name' parameter"),
         ("g", [[1.0]], InvalidParameterError, "scipy sparse matrix or a 2-D ndarray"),
         ("g", np.ones(3), InvalidParameterError, "must be 2-D"),

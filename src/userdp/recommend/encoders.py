@@ -30,6 +30,7 @@ import numpy as np
 from scipy import sparse
 
 from userdp._validation import check_choice, check_int, check_real
+from userdp.data.features import SparseFeatures as FeatureFamily  # the one container
 from userdp.exceptions import DataError, InvalidParameterError
 
 __all__ = ["FeatureFamily", "IdEncoder", "ItemEncoder", "PublicFeatureEncoder"]
@@ -65,92 +66,6 @@ class ItemEncoder(Protocol):
     def vjp(
         self, params: np.ndarray, items: np.ndarray | None, cache: Any, grad_out: np.ndarray
     ) -> np.ndarray: ...
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class FeatureFamily:
-    """One public feature family (genres, release year, tags, ...) as a sparse item matrix.
-
-    Parameters
-    ----------
-    name : str
-        Non-empty name, unique within an encoder; names the parameter block
-        ``"embedding/<name>"``.
-    matrix : scipy sparse matrix or 2-D ndarray, shape (n_items, n_values)
-        Nonnegative, finite weights: one-hot for univalent features (year), counts for
-        multivalent ones treated as a bag of words (Appendix E.1). Rows with no active value
-        are allowed (the family's embedding of that item is 0). Stored as a canonical float64
-        ``csr_matrix`` copy (duplicates summed, explicit zeros dropped).
-
-    Raises
-    ------
-    InvalidParameterError
-        If ``name`` is not a non-empty string or ``matrix`` is not a 2-D matrix.
-    DataError
-        If a weight is negative or non-finite, or the matrix has no rows or no columns.
-    """
-
-    name: str
-    matrix: sparse.csr_matrix
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise InvalidParameterError(
-                f"The 'name' parameter of FeatureFamily must be a non-empty str. "
-                f"Got {self.name!r} instead."
-            )
-        m = self.matrix
-        if not sparse.issparse(m) and not isinstance(m, np.ndarray):
-            raise InvalidParameterError(
-                f"The 'matrix' parameter of FeatureFamily must be a scipy sparse matrix or a "
-                f"2-D ndarray. Got {type(m).__name__} instead."
-            )
-        if m.ndim != 2:
-            raise InvalidParameterError(
-                f"The 'matrix' parameter of FeatureFamily must be 2-D (n_items, n_values). "
-                f"Got shape {m.shape!r} instead."
-            )
-        try:
-            csr = sparse.csr_matrix(m, dtype=np.float64, copy=True)
-        except (TypeError, ValueError) as err:
-            raise InvalidParameterError(
-                f"The 'matrix' parameter of FeatureFamily must hold real weights. "
-                f"Got dtype {m.dtype} instead."
-            ) from err
-        csr.sum_duplicates()
-        if csr.shape[0] == 0 or csr.shape[1] == 0:
-            raise DataError(
-                f"Feature family {self.name!r} has shape {csr.shape!r}; it needs at least one "
-                "item row and one value column."
-            )
-        bad = np.flatnonzero(~np.isfinite(csr.data) | (csr.data < 0))
-        if bad.size:
-            k = int(bad[0])
-            row = int(np.searchsorted(csr.indptr, k, side="right") - 1)
-            raise DataError(
-                f"Feature family {self.name!r} has weight {float(csr.data[k])!r} at row {row}, "
-                f"column {int(csr.indices[k])}; weights must be finite and >= 0 (counts or "
-                "one-hot)."
-            )
-        csr.eliminate_zeros()
-        csr.sort_indices()
-        object.__setattr__(self, "matrix", csr)
-
-    @property
-    def n_items(self) -> int:
-        """Number of item rows."""
-        return int(self.matrix.shape[0])
-
-    @property
-    def n_values(self) -> int:
-        """Number of feature values (embedding rows)."""
-        return int(self.matrix.shape[1])
-
-    def __repr__(self) -> str:
-        return (
-            f"FeatureFamily(name={self.name!r}, n_items={self.n_items}, "
-            f"n_values={self.n_values}, nnz={self.matrix.nnz})"
-        )
 
 
 def _row_normalize(matrix: sparse.csr_matrix) -> sparse.csr_matrix:

@@ -5,12 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from userdp.data.synthetic import (
-    MultiTaskData,
-    _successive_sampling,
-    lowrank_ratings,
-    multitask_regression,
-)
+from userdp.data.synthetic import MultiTaskData, lowrank_ratings, multitask_regression
+from userdp.data.synthetic.lowrank import _successive_sampling
 from userdp.exceptions import InvalidParameterError
 
 SMALL = dict(n_users=3_000, n_items=1_000, n_ratings=180_000)

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from userdp._validation import check_int, check_real
 from userdp.data.ratings import Ratings
-from userdp.data.synthetic import _check_range, _draw_pairs, _inner_products, _on_scale
+from userdp.data.synthetic.lowrank import _check_range, _draw_pairs, _inner_products, _on_scale
 
 __all__ = ["longtail_ratings"]
 

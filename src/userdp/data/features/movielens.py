@@ -177,23 +177,12 @@ def movielens_user_features(
     # (1, 18, 25, ...) are the buckets' lower ends, so both map the same way.
     age = users.column("age").to_numpy()
     bucket = np.maximum(np.searchsorted(_AGE_CODES, age, side="right") - 1, 0)  # 24 -> 18-24
-    ages = pa.array(np.asarray(_AGE_NAMES, dtype=object)[bucket], pa.string())
+    columns = {
+        "age": (pa.array(np.asarray(_AGE_NAMES, dtype=object)[bucket], pa.string()), _AGE_NAMES),
+        "gender": (users.column("gender").combine_chunks(), _GENDERS),
+        "occupation": (users.column("occupation").combine_chunks(), occupations),
+    }
     return [
-        _bag("age", codes, ages, n, vocabulary=_AGE_NAMES, where="The users file, 'age'"),
-        _bag(
-            "gender",
-            codes,
-            users.column("gender").combine_chunks(),
-            n,
-            vocabulary=_GENDERS,
-            where="The users file, 'gender'",
-        ),
-        _bag(
-            "occupation",
-            codes,
-            users.column("occupation").combine_chunks(),
-            n,
-            vocabulary=occupations,
-            where="The users file, 'occupation'",
-        ),
+        _bag(family, codes, column, n, vocabulary=vocab, where=f"The users file, {family!r}")
+        for family, (column, vocab) in columns.items()
     ]

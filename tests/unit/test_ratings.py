@@ -7,8 +7,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from userdp.data import Ratings, as_ratings
-from userdp.exceptions import DataError
+from userdp.data import Contributions, Ratings, as_contributions, as_ratings
+from userdp.exceptions import DataError, InvalidParameterError
 
 ROWS = [("ann", "x", 4.0), ("bob", "x", 2.0), ("ann", "y", 3.0), ("ann", "x", 5.0)]
 
@@ -92,3 +92,35 @@ def test_implicit_keeps_the_pairs_and_sets_every_value_to_one():
     i = r.implicit()
     assert np.array_equal(i.users, r.users) and np.array_equal(i.items, r.items)
     assert np.all(i.values == 1.0)
+
+
+# -- Ratings extends Contributions (issue 14): one set of constructors ----------------------------
+def test_ratings_are_contributions_with_a_value_column():
+    r = Ratings.from_columns(*zip(*ROWS, strict=True))
+    pairs = Contributions.from_columns(*list(zip(*ROWS, strict=True))[:2])
+    assert isinstance(r, Contributions) and as_contributions(r) is r
+    assert np.array_equal(r.users, pairs.users) and np.array_equal(r.items, pairs.items)
+    assert r.user_labels.equals(pairs.user_labels) and r.item_labels.equals(pairs.item_labels)
+    assert r.degrees().tolist() == r.user_counts().tolist() == pairs.degrees().tolist()
+    assert r.duplicates_dropped == pairs.duplicates_dropped == 1
+    assert r.to_arrow().column_names == ["user", "item", "rating"]
+    assert pairs.to_arrow().column_names == ["user", "item"]
+
+
+def test_from_pairs_reads_rating_triples_and_keeps_the_last_rating():
+    r = Ratings.from_pairs(ROWS)
+    assert sorted(triples(r)) == [("ann", "x", 5.0), ("ann", "y", 3.0), ("bob", "x", 2.0)]
+    with pytest.raises(DataError, match=r"Row 1 is not a \(user, item, rating\) row"):
+        Ratings.from_pairs([("ann", "x", 1.0), ("bob", "x")])
+
+
+def test_from_table_reads_arrow_capsules_and_refuses_a_column_in_two_roles():
+    class Capsule:  # any table exporting the Arrow PyCapsule stream interface
+        def __arrow_c_stream__(self, requested_schema=None):
+            table = pa.table({"u": ["a", "b"], "i": [1, 2], "r": [1.0, 2.0]})
+            return table.__arrow_c_stream__(requested_schema)
+
+    r = Ratings.from_table(Capsule(), "u", "i", "r")
+    assert sorted(triples(r)) == [("a", 1, 1.0), ("b", 2, 2.0)]
+    with pytest.raises(InvalidParameterError, match="plays one role only"):
+        Ratings.from_table(Capsule(), "u", "u", "r")

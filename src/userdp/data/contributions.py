@@ -1,8 +1,10 @@
 """The contributions table: de-duplicated (user, item) pairs as integer codes plus code books.
 
-Users and items of any hashable type are factorized once (PyArrow's hash-based
-``dictionary_encode``); every algorithm then works on dense ``int32`` codes with
-``np.bincount``. Pairs are stored sorted by user (CSR order), which is what degree capping needs.
+Users and items of any hashable type are factorized once by
+:func:`userdp.data.encoding.encode_ids` (PyArrow's hash-based ``dictionary_encode``); every
+algorithm then works on dense ``int32`` codes with ``np.bincount``. Pairs are stored sorted by
+user (CSR order), which is what degree capping needs. :class:`~userdp.data.Ratings` is this table
+with a value column: its constructors are these.
 """
 
 from __future__ import annotations
@@ -224,7 +226,8 @@ class Contributions:
     # -- shape ----------------------------------------------------------------------------------
     @property
     def n_users(self) -> int:
-        """Number of users (every user code has at least one pair)."""
+        """Number of users (every user code has at least one pair, except in the Ratings splits
+        built with ``keep_empty_users``)."""
         return len(self.user_labels)
 
     @property

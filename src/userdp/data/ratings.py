@@ -69,7 +69,7 @@ class Ratings(Contributions):
 
     # -- constructors ---------------------------------------------------------------------------
     @classmethod
-    def from_codes(  # type: ignore[override]
+    def from_codes(
         cls,
         users: Any,
         items: Any,
@@ -105,12 +105,12 @@ class Ratings(Contributions):
         )
 
     @classmethod
-    def from_columns(cls, users: Any, items: Any, values: Any) -> Ratings:  # type: ignore[override]
+    def from_columns(cls, users: Any, items: Any, values: Any) -> Ratings:
         """Build from a user column and an item column of any hashable type, and ratings."""
         return cls._from_columns(users, items, values)
 
     @classmethod
-    def from_table(  # type: ignore[override]
+    def from_table(
         cls,
         table: Any,
         user_column: str = "user",

@@ -6,6 +6,35 @@ is convex in ``C``. :func:`solve_gwa` minimises it through its Lagrange dual (``
 variables) with a projected Newton method [B82]_, projecting every iterate exactly onto
 ``C X = I``; :mod:`userdp.estimate.regression` builds the private estimator on it.
 
+The solver
+----------
+With ``kappa = 2 d (B/epsilon)^2`` and ``rho = sigma^2 / kappa``, minimising ``f`` is
+``min ||C||_F^2 + T^2 / rho`` subject to ``C X = I`` and ``g_l(C) = sum_{S_l} ||c_i||_1 <= T``.
+Its Lagrange dual, with ``X = Q R`` (thin QR), multipliers ``N`` (d x d) for ``C Q = R^-1`` and
+``nu_l >= 0`` for the user constraints, is the smooth, piecewise quadratic problem
+
+    min_{N, nu >= 0}  phi = -<N, R^-1> + 1/2 sum_i ||soft(N q_i, nu_l(i))||^2 + rho/2 (sum nu)^2
+
+whose minimiser gives ``c_i = soft(N q_i, nu_l(i))`` (soft-thresholding) and ``T = rho sum nu``.
+It has ``d^2 + m`` variables and an exact generalized Hessian, so a projected semismooth Newton
+method (Bertsekas 1982: epsilon-active bound set, projected Armijo search) reaches a relative
+duality gap of ~1e-9 in tens of iterations. The Newton system is solved by a Schur complement
+on the ``nu`` block (diagonal plus rank one); a ``nu_l`` at 0 whose step points below 0 is fixed
+there and the step recomputed, and a ``nu_l`` with no active entry moves to its kink. Cost per
+iteration ``O(n d^3 + m d^4 + d^6)``, memory ``O(n d + m d^2)``. Small ``rho`` (noise dominates
+and every user ends at the bound) is reached by continuation: from ``10 rho*``, where
+``rho* = T_ols^2 / ||C_ols||_F^2`` balances the two terms at OLS, down by factors of 10.
+``sigma^2 = 0`` is the linear program ``min T`` (HiGHS).
+
+Every iterate is projected exactly onto ``C X = I`` and the best one by the true objective is
+kept, so the result is never worse than OLS. Two lower bounds certify it: the dual value, and
+``sigma^2 ||C_ols||_F^2 + kappa T_low^2`` with ``T_low`` from the dual of ``min T``
+(:class:`GWASolution` reports the gap). The noise scale is always computed from the returned
+``C`` itself, so privacy never depends on how well the optimiser converged.
+
+Measured (2 cores): n ~ 3,500, d = 10, 300 users of Zipf sizes up to 900 takes 0.1-0.3 s;
+n = 320k with 3,000 users 9 s.
+
 References
 ----------
 .. [B82] D. P. Bertsekas. "Projected Newton Methods for Optimization Problems with Simple

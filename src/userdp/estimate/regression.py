@@ -434,7 +434,8 @@ class LabelPrivateLinearRegression(ParamsMixin):
                    "baseline)."},
         "h": {"check": _check_h, "none": True, "cli": False},
         "noise_variance": {"check": _check_noise_variance, "cli": False},
-        "fit_intercept": {"bool": True, "cli": False},
+        "fit_intercept": {"bool": True, "help": "Fit an intercept (a public column of ones). "
+                          "Default: fit one."},
         "selection_share": {**SELECTION_SHARE, "help": "Share of epsilon spent on estimating "
                             "the label noise variance privately, in (0, 1)."},
         "seed": SEED,
@@ -462,15 +463,18 @@ class LabelPrivateLinearRegression(ParamsMixin):
         self.seed = seed
 
     # -- validation -------------------------------------------------------------------------
-    def _checked_params(self) -> tuple[tuple[float, float], int | str | None, float | None]:
-        """Check every parameter (the table, then the one rule across two of them); returns
-        (bounds, h mode, public noise variance or None)."""
-        self._validate_params()
+    def _validate_params(self) -> None:
+        """The declared table, then the one rule across two parameters."""
+        super()._validate_params()
         if self.method == "gwa" and self.h is not None:
             raise InvalidParameterError(
                 f"The 'h' parameter of {_CALLER} is only used with method='sample-limit'; "
                 f"got h={self.h!r} with method='gwa'. Leave h=None."
             )
+
+    def _checked_params(self) -> tuple[tuple[float, float], int | str | None, float | None]:
+        """Check every parameter; returns (bounds, h mode, public noise variance or None)."""
+        self._validate_params()
         h_mode = None if self.method == "gwa" else ("best" if self.h is None else self.h)
         if isinstance(h_mode, numbers.Integral):
             h_mode = int(h_mode)

@@ -45,15 +45,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import linalg, optimize, sparse
 
-from userdp._validation import check_int, check_real, first_non_float, warn
+from userdp._validation import check_arguments, check_real, first_non_float, warn
 from userdp.estimate.weighting import check_features, factorize_users
 from userdp.exceptions import DataError
 
-__all__ = ["GWASolution", "gwa_matrix", "gwa_objective", "gwa_sensitivity", "solve_gwa"]
+__all__ = [
+    "GWA_OBJECTIVE_PARAMETERS",
+    "SOLVE_GWA_PARAMETERS",
+    "GWASolution",
+    "gwa_matrix",
+    "gwa_objective",
+    "gwa_sensitivity",
+    "solve_gwa",
+]
 
 _STAGE_FACTOR = 10.0  # continuation: rho shrinks by this factor per stage
 _STAGE_TOL = 1e-4  # relative duality gap that ends an intermediate stage
@@ -108,7 +117,22 @@ def _check_rank(x: np.ndarray, caller: str) -> None:
 
 
 def _nonnegative(value: object, name: str, caller: str) -> float:
-    return check_real(value, name, caller, low=0.0, high=math.inf, high_open=True)
+    return check_real(value, name, caller, **NONNEGATIVE)
+
+
+#: Rule of a finite float >= 0 (a variance, a noise unit).
+NONNEGATIVE: dict[str, Any] = {"low": 0.0, "high": math.inf, "high_open": True}
+#: Rules for every keyword of :func:`gwa_objective`.
+GWA_OBJECTIVE_PARAMETERS: dict[str, dict[str, Any]] = {
+    "noise_variance": NONNEGATIVE,
+    "laplace_unit": NONNEGATIVE,
+}
+#: Rules for every keyword of :func:`solve_gwa` and :func:`gwa_matrix`.
+SOLVE_GWA_PARAMETERS: dict[str, dict[str, Any]] = {
+    **GWA_OBJECTIVE_PARAMETERS,
+    "tol": {"low": 0.0, "high": 1.0, "low_open": True},
+    "max_iter": {"int": True, "low": 1},
+}
 
 
 # -- Theorem 6 -------------------------------------------------------------------------------------
@@ -140,8 +164,9 @@ def gwa_objective(
     ``E ||beta~ - beta||^2`` when ``C X = I`` and the label noise is uncorrelated with variance
     ``noise_variance``.
     """
-    nv = _nonnegative(noise_variance, "noise_variance", "gwa_objective")
-    lu = _nonnegative(laplace_unit, "laplace_unit", "gwa_objective")
+    params = dict(noise_variance=noise_variance, laplace_unit=laplace_unit)
+    check_arguments(params, GWA_OBJECTIVE_PARAMETERS, "gwa_objective")
+    nv, lu = float(noise_variance), float(laplace_unit)
     c = np.asarray(matrix, dtype=np.float64)
     t = gwa_sensitivity(c, users)
     return float(nv * np.vdot(c, c) + 2.0 * c.shape[0] * (lu * t) ** 2)
@@ -547,10 +572,10 @@ def solve_gwa(
     (True, True)
     """
     caller = "solve_gwa"
-    nv = _nonnegative(noise_variance, "noise_variance", caller)
-    lu = _nonnegative(laplace_unit, "laplace_unit", caller)
-    tol = check_real(tol, "tol", caller, low=0.0, high=1.0, low_open=True)
-    max_iter = check_int(max_iter, "max_iter", caller, low=1)
+    params = dict(noise_variance=noise_variance, laplace_unit=laplace_unit, tol=tol,
+                  max_iter=max_iter)  # fmt: skip
+    check_arguments(params, SOLVE_GWA_PARAMETERS, caller)
+    nv, lu, tol, max_iter = float(noise_variance), float(laplace_unit), float(tol), int(max_iter)
     x = check_features(X, caller)
     codes, sizes = _as_codes(users, x.shape[0], caller)
     _check_rank(x, caller)
@@ -567,6 +592,9 @@ def gwa_matrix(
     max_iter: int = 500,
 ) -> np.ndarray:
     """The d x n matrix ``C`` of :func:`solve_gwa` (Theorem 6's optimum, ``C X = I``)."""
+    params = dict(noise_variance=noise_variance, laplace_unit=laplace_unit, tol=tol,
+                  max_iter=max_iter)  # fmt: skip
+    check_arguments(params, SOLVE_GWA_PARAMETERS, "gwa_matrix")
     return solve_gwa(
         X, users, noise_variance=noise_variance, laplace_unit=laplace_unit, tol=tol,
         max_iter=max_iter,

@@ -12,19 +12,49 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import linalg
 
-from userdp._validation import check_int
-from userdp.estimate._gwa import _as_codes, _check_rank, _nonnegative
+from userdp._validation import check_arguments
+from userdp.estimate._gwa import NONNEGATIVE, _as_codes, _check_rank
 from userdp.estimate.weighting import check_features, limit_mask
-from userdp.exceptions import DataError
+from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.noise import NoiseSource
 
-__all__ = ["SampleLimitDesign", "best_limit_h_regression", "sample_limit_design"]
+__all__ = [
+    "BEST_LIMIT_H_REGRESSION_PARAMETERS",
+    "SAMPLE_LIMIT_DESIGN_PARAMETERS",
+    "SampleLimitDesign",
+    "best_limit_h_regression",
+    "sample_limit_design",
+]
 
 _FULL_CANDIDATES = 256  # best_limit_h_regression tries every h up to this size, then a grid
+
+
+def _check_noise_source(value: object, name: str, caller: str) -> None:
+    """Rule for ``noise``: a :class:`~userdp.privacy.NoiseSource` (or None)."""
+    if not isinstance(value, NoiseSource):
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be a NoiseSource or None. "
+            f"Got {value!r} instead."
+        )
+
+
+_NOISE: dict[str, Any] = {"check": _check_noise_source, "none": True, "cli": False}
+#: Rules for every keyword of :func:`sample_limit_design`.
+SAMPLE_LIMIT_DESIGN_PARAMETERS: dict[str, dict[str, Any]] = {
+    "h": {"int": True, "low": 1},
+    "noise": _NOISE,
+}
+#: Rules for every keyword of :func:`best_limit_h_regression`.
+BEST_LIMIT_H_REGRESSION_PARAMETERS: dict[str, dict[str, Any]] = {
+    "noise_variance": NONNEGATIVE,
+    "laplace_unit": NONNEGATIVE,
+    "noise": _NOISE,
+}
 
 
 # -- the design -----------------------------------------------------------------
@@ -149,7 +179,8 @@ def sample_limit_design(
         Bad shapes, or the kept records do not determine ``beta`` (``U^T U`` singular).
     """
     caller = "sample_limit_design"
-    h = check_int(h, "h", caller, low=1)
+    check_arguments(dict(h=h, noise=noise), SAMPLE_LIMIT_DESIGN_PARAMETERS, caller)
+    h = int(h)
     x = check_features(X, caller)
     codes, sizes = _as_codes(users, x.shape[0], caller)
     return _limit_design(x, codes, sizes, h, noise if noise is not None else NoiseSource(), caller)
@@ -178,8 +209,9 @@ def best_limit_h_regression(
     privacy budget.
     """
     caller = "best_limit_h_regression"
-    nv = _nonnegative(noise_variance, "noise_variance", caller)
-    lu = _nonnegative(laplace_unit, "laplace_unit", caller)
+    params = dict(noise_variance=noise_variance, laplace_unit=laplace_unit, noise=noise)
+    check_arguments(params, BEST_LIMIT_H_REGRESSION_PARAMETERS, caller)
+    nv, lu = float(noise_variance), float(laplace_unit)
     x = check_features(X, caller)
     codes, sizes = _as_codes(users, x.shape[0], caller)
     _check_rank(x, caller)

@@ -7,6 +7,13 @@ a weighted exponential mechanism), label-private linear regression
 (:class:`LabelPrivateLinearRegression`, generalized weighted averaging, Alg. 3) and weighted
 ERM (:class:`WeightedERM`, Alg. 2). :mod:`userdp.estimate.weighting` holds the weights and the
 choice of h (Claims 1 and 2).
+
+One convention (see :mod:`userdp.estimate._common`): functions take ``epsilon=`` and return a
+result with ``budget``, ``dp_event`` and ``summary()``; estimators take ``epsilon`` (and
+``delta`` when their noise is Gaussian) in the constructor and expose ``budget_``,
+``dp_event_`` and ``summary()`` after ``fit``. Every entry point takes ``accountant=``, a shared
+:class:`~userdp.privacy.PrivacyAccountant` that a release over its total budget is refused by
+before any data is read. Every parameter has a rule in a declared table, checked first.
 """
 
 from userdp.estimate.erm import WeightedERM

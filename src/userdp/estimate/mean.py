@@ -50,6 +50,7 @@ from userdp.estimate._common import (
 )
 from userdp.estimate.weighting import private_size_histogram, smooth_weights
 from userdp.privacy.accountant import PrivacyAccountant
+from userdp.privacy.calibrate import laplace_scale
 from userdp.privacy.noise import NoiseSource
 
 __all__ = [
@@ -267,8 +268,8 @@ def _public_mean(
                 accountant=acc,
             )
             sigma2 = moments.variance
-        # Claim 1 / Claim 2 with B / epsilon as the noise unit.
-        h = bounding.choose_h(records.sizes, sigma2, width / plan.estimate)
+        # Claim 1 / Claim 2 with B / epsilon (the unit's Laplace scale) as the noise unit.
+        h = bounding.choose_h(records.sizes, sigma2, laplace_scale(plan.estimate, width))
     # c_i = w_i / n_h: Lemma 3's weights, or 1[i in T] / n_h (Section 3.2)
     w = bounding.weights(records.codes, records.sizes, h, noise)
     c = w / w.sum()

@@ -229,6 +229,32 @@ def test_the_planned_cost_is_the_cost_spent(data, public, h, noise_variance):
         assert acc.spent().epsilon == pytest.approx(0.8, rel=1e-9)
 
 
+@pytest.mark.parametrize(
+    "params",
+    [dict(), dict(noise_variance=1.0), dict(method="sample-limit"),
+     dict(method="sample-limit", h="max"), dict(method="sample-limit", h=3)],
+)  # fmt: skip
+def test_a_regression_fit_spends_exactly_what_it_planned(data, params):
+    acc = PrivacyAccountant(PrivacyBudget(0.7))
+    model = LabelPrivateLinearRegression(epsilon=0.7, label_range=(0.0, 10.0), seed=0, **params)
+    model.fit(data["X"], data["y"], data["users"], accountant=acc)
+    assert acc.spent().epsilon == pytest.approx(0.7, rel=1e-9) == model.budget_.epsilon
+
+
+@pytest.mark.parametrize("public", [False, True])
+@pytest.mark.parametrize("h", [None, 2.0])
+@pytest.mark.parametrize("weighting", ["smooth", "limit"])
+def test_an_erm_fit_spends_exactly_what_it_planned(data, public, h, weighting):
+    acc = PrivacyAccountant(PrivacyBudget(0.7, 1e-6))
+    labels = (data["X"][:, 0] > 0).astype(int)
+    model = WeightedERM(epsilon=0.7, delta=1e-6, steps=3, h=h, weighting=weighting,
+                        public_user_sizes=public, seed=0)  # fmt: skip
+    model.fit(data["X"], labels, data["users"], accountant=acc)
+    assert acc.ledger == (model.dp_event_,)
+    assert acc.spent(1e-6).epsilon == pytest.approx(model.budget_.epsilon, rel=1e-12)
+    assert model.budget_.epsilon <= 0.7 * (1 + 1e-9)
+
+
 def test_two_releases_compose_to_what_dp_accounting_computes(data):
     pld = pytest.importorskip("dp_accounting.pld")
     acc = PrivacyAccountant()

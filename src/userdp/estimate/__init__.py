@@ -17,10 +17,24 @@ before any data is read. Every parameter has a rule in a declared table, checked
 """
 
 from userdp.estimate.erm import WeightedERM
-from userdp.estimate.mean import MeanResult, sample_limited_mean, weighted_mean
-from userdp.estimate.quantile import QuantileResult, sample_limited_quantile, weighted_quantile
+from userdp.estimate.mean import (
+    SAMPLE_LIMITED_MEAN_PARAMETERS,
+    WEIGHTED_MEAN_PARAMETERS,
+    MeanResult,
+    sample_limited_mean,
+    weighted_mean,
+)
+from userdp.estimate.quantile import (
+    SAMPLE_LIMITED_QUANTILE_PARAMETERS,
+    WEIGHTED_QUANTILE_PARAMETERS,
+    QuantileResult,
+    sample_limited_quantile,
+    weighted_quantile,
+)
 from userdp.estimate.regression import (
+    GWA_LINEAR_REGRESSION_PARAMETERS,
     LabelPrivateLinearRegression,
+    LabelPrivateRegressionResult,
     best_limit_h_regression,
     gwa_linear_regression,
     solve_gwa,
@@ -33,7 +47,13 @@ from userdp.estimate.weighting import (
 )
 
 __all__ = [
+    "GWA_LINEAR_REGRESSION_PARAMETERS",
+    "SAMPLE_LIMITED_MEAN_PARAMETERS",
+    "SAMPLE_LIMITED_QUANTILE_PARAMETERS",
+    "WEIGHTED_MEAN_PARAMETERS",
+    "WEIGHTED_QUANTILE_PARAMETERS",
     "LabelPrivateLinearRegression",
+    "LabelPrivateRegressionResult",
     "MeanResult",
     "QuantileResult",
     "WeightedERM",

@@ -46,6 +46,7 @@ from userdp.privacy.noise import NoiseSource
 __all__ = [
     "ACCOUNTANT",
     "EPSILON",
+    "NOISE_VARIANCE",
     "PUBLIC_USER_SIZES",
     "SAMPLE_LIMIT",
     "SEED",
@@ -53,11 +54,13 @@ __all__ = [
     "SMOOTH",
     "Bounding",
     "Ledger",
+    "Method",
     "Records",
     "Release",
     "bounds_rule",
     "budget_text",
     "check_accountant",
+    "laplace_event",
     "laplace_release",
     "read_records",
 ]

@@ -105,8 +105,11 @@ V = "--user-column customer --value-column amount --bounds 0 10"
     ("argv", "message"),
     [
         ("mean {values} --user-column customer --value-column nope --bounds 0 1", "column 'nope'"),
-        ("mean {values} --user-column customer --bounds 5 1", "LOWER < UPPER"),
-        (f"quantile {{values}} {V} --quantiles 1.5", "in (0, 1)"),
+        # parameter values are checked by the library, in its one format (issue 14)
+        ("mean {values} --user-column customer --bounds 5 1", "'bounds' parameter"),
+        (f"quantile {{values}} {V} --quantiles 1.5", "'q' parameter of weighted_quantile"),
+        (f"quantile {{values}} {V} --selection-share 1", "'selection_share' parameter"),
+        (f"mean {{values}} {V} --method sample-limit --threshold 0", "'h' parameter"),
         ("linreg {regression} --label-column rating --feature-columns a,zz --label-range 0 1",
          "column 'zz'"),
         (f"mean {{missing}} {V}", "no such file"),
@@ -119,3 +122,25 @@ def test_bad_input_gives_one_error_line_and_exit_code_2(files, capsys, argv, mes
     assert main(["estimate", *argv, "--epsilon", "1"]) == ExitCode.USAGE
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        f"mean {{missing}} {V} --epsilon 1 --selection-share 1.5",
+        f"quantile {{missing}} {V} --epsilon 1 --quantiles 0",
+        "linreg {missing} --label-range 0 1 --epsilon 1 --threshold 3",
+        "linreg {missing} --label-range 0 1 --epsilon 0",
+    ],
+)
+def test_bad_parameters_are_refused_before_the_input_is_read(files, capsys, argv):
+    # The library checks its table before any data; the command asks it to before reading.
+    argv = argv.format(missing=files["dir"] / "missing.csv").split()
+    assert main(["estimate", *argv]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "parameter of" in err and "missing.csv" not in err
+
+
+def test_epsilon_is_required(files, capsys):
+    assert main(["estimate", "mean", str(files["values"]), *VALUES]) == ExitCode.USAGE
+    assert "--epsilon" in capsys.readouterr().err

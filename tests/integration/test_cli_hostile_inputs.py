@@ -236,7 +236,7 @@ def test_fractional_sample_limit_threshold_is_refused(files, capsys):
         capsys,
         "userdp estimate mean",
     )
-    assert "whole number" in line
+    assert "'h' parameter of sample_limited_mean must be an int" in line
 
 
 def test_gwa_with_a_threshold_is_refused(files, capsys):
@@ -256,7 +256,7 @@ def test_gwa_with_a_threshold_is_refused(files, capsys):
         capsys,
         "userdp estimate linreg",
     )
-    assert "--threshold" in line and "sample-limit" in line
+    assert "'h' parameter" in line and "sample-limit" in line
 
 
 def test_estimate_output_suffix_decides_the_format(files, tmp_path, capsys):

@@ -17,8 +17,8 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from userdp.estimate._label_release import _residual_mean  # noqa: E402
 from userdp.estimate.mean import _user_moments  # noqa: E402
-from userdp.estimate.regression import _residual_mean  # noqa: E402
 from userdp.estimate.weighting import _size_counts  # noqa: E402
 
 FAST = settings(max_examples=100, deadline=None, derandomize=True)

@@ -435,7 +435,7 @@ def test_smooth_weights_use_every_record_where_sample_limiting_drops_most():
     [
         ({"loss": "hinge"}, "'loss' parameter of WeightedERM"),
         ({"weighting": "uniform"}, "'weighting' parameter of WeightedERM"),
-        ({"epsilon": 0.0}, r"'epsilon' parameter of WeightedERM must be a float in the range \(0"),
+        ({"epsilon": 0.0}, r"'epsilon' parameter of WeightedERM must .* range \[1e-09, inf\)"),
         ({"epsilon": -1.0}, "'epsilon' parameter"),
         ({"delta": 0.0}, r"'delta' parameter of WeightedERM must be a float in the range \(0, 1\)"),
         ({"delta": 1.0}, "'delta' parameter"),

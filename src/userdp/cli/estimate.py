@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import inspect
 import json
 import logging
-import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +22,32 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from userdp._validation import check_arguments
 from userdp.data.io import FORMATS, read_table, to_float64
-from userdp.estimate.mean import sample_limited_mean, weighted_mean
-from userdp.estimate.quantile import sample_limited_quantile, weighted_quantile
+from userdp.estimate.mean import (
+    SAMPLE_LIMITED_MEAN_PARAMETERS,
+    WEIGHTED_MEAN_PARAMETERS,
+    sample_limited_mean,
+    weighted_mean,
+)
+from userdp.estimate.quantile import (
+    SAMPLE_LIMITED_QUANTILE_PARAMETERS,
+    WEIGHTED_QUANTILE_PARAMETERS,
+    sample_limited_quantile,
+    weighted_quantile,
+)
 from userdp.estimate.regression import LabelPrivateLinearRegression
 from userdp.exceptions import DataError, InvalidParameterError
 
 from .options import (
+    add_parameter_flags,
     atomic_output,
     check_column_roles,
     check_output_path,
     common_options,
     delimiter,
+    given_parameters,
     is_stdout,
-    non_negative_int,
     run_guarded,
 )
 
@@ -71,52 +83,60 @@ examples:
 
 _METHODS = ("weighted", "sample-limit")
 
+#: Library keywords offered as flags (``--kebab-name``), built from the declared tables: their
+#: type, choices, help and default come from the library, which validates the values once.
+_VALUE_FLAGS = ("epsilon", "public_user_sizes", "selection_share", "seed")
+_LINREG = LabelPrivateLinearRegression
+_LINREG_FLAGS = ("epsilon", "method", "selection_share", "fit_intercept", "seed")
+_REQUIRED = " Required. The release is pure epsilon-DP (delta = 0)."
+_TABLES: dict[Callable[..., Any], Mapping[str, Mapping[str, Any]]] = {
+    weighted_mean: WEIGHTED_MEAN_PARAMETERS,
+    sample_limited_mean: SAMPLE_LIMITED_MEAN_PARAMETERS,
+    weighted_quantile: WEIGHTED_QUANTILE_PARAMETERS,
+    sample_limited_quantile: SAMPLE_LIMITED_QUANTILE_PARAMETERS,
+}
 
-def _positive_float(what: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a number; got {text!r}") from None
-        if not (math.isfinite(value) and value > 0):
-            raise argparse.ArgumentTypeError(f"{what} must be a finite number > 0; got {text!r}")
-        return value
 
-    return parse
+def _defaults(target: Callable[..., Any]) -> dict[str, Any]:
+    """The library defaults of ``target``'s keywords (shown in the flags' help)."""
+    return {
+        p.name: p.default
+        for p in inspect.signature(target).parameters.values()
+        if p.default is not inspect.Parameter.empty
+    }
 
 
-def _fraction(text: str) -> float:
+def _table_flags(
+    parser: argparse.ArgumentParser,
+    table: Mapping[str, Mapping[str, Any]],
+    target: Callable[..., Any],
+    names: Sequence[str],
+) -> None:
+    """``--epsilon`` and the tuning flags from the library's table (epsilon's help says it is
+    required: the command checks that, the library checks the value)."""
+    table = {**table, "epsilon": {**table["epsilon"], "help": table["epsilon"]["help"] + _REQUIRED}}
+    add_parameter_flags(parser, table, _defaults(target), names)
+
+
+def _number(text: str) -> float | int:
+    """A number as typed (an integral one as an int); the library checks its range."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1); got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1); got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"must be a number; got {text!r}") from None
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
 
 
-def _quantiles(text: str) -> list[float]:
-    return [_fraction(part) for part in text.split(",") if part.strip()] or [_fraction(text)]
+def _numbers(text: str) -> list[float | int]:
+    return [_number(part) for part in text.split(",") if part.strip()] or [_number(text)]
 
 
-def _threshold(text: str) -> float | str:
-    if text in ("best", "max"):
-        return text
-    return _positive_float("--threshold")(text)
+def _threshold(text: str) -> float | int | str:
+    return text if text in ("best", "max") else _number(text)
 
 
-def _noise_variance(text: str) -> float | str:
-    if text == "estimate":
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be 'estimate' or a number >= 0; got {text!r}"
-        ) from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be 'estimate' or a number >= 0; got {text!r}")
-    return value
+def _noise_variance(text: str) -> float | int | str:
+    return text if text == "estimate" else _number(text)
 
 
 def _columns(text: str) -> list[str]:
@@ -152,9 +172,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         )
         _add_common(sub)
         if name == "linreg":
+            _table_flags(sub, _LINREG._parameter_constraints, _LINREG, _LINREG_FLAGS)
             _add_linreg(sub)
         else:
-            _add_values(sub, quantile=name == "quantile")
+            quantile = name == "quantile"
+            table = WEIGHTED_QUANTILE_PARAMETERS if quantile else WEIGHTED_MEAN_PARAMETERS
+            _table_flags(sub, table, weighted_quantile if quantile else weighted_mean, _VALUE_FLAGS)
+            _add_values(sub, quantile=quantile)
         sub.set_defaults(
             handler=lambda args: run_guarded(f"{PROG} {args.statistic}", run, args), parser=sub
         )
@@ -188,36 +212,6 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         default="user",
         metavar="NAME",
         help="Column that names the user who owns each row. Default: %(default)s.",
-    )
-    parser.add_argument(
-        "--epsilon",
-        type=_positive_float("--epsilon"),
-        required=True,
-        metavar="E",
-        help="Privacy-loss bound epsilon, a number > 0 (for example 1). Required. The release "
-        "is pure epsilon-DP (delta = 0).",
-    )
-    parser.add_argument(
-        "--public-user-sizes",
-        action="store_true",
-        help="Treat the number of rows of each user as public, as the paper does: the whole "
-        "budget goes to the estimate. Default: sizes are private and part of the budget "
-        "chooses the weighting threshold.",
-    )
-    parser.add_argument(
-        "--selection-share",
-        type=_fraction,
-        default=0.1,
-        metavar="F",
-        help="Share of epsilon spent on choosing the threshold privately. Default: %(default)s.",
-    )
-    parser.add_argument(
-        "--seed",
-        type=non_negative_int,
-        default=None,
-        metavar="N",
-        help="Seed the noise, for tests and reproducible runs only: anyone who knows the seed "
-        "can undo the noise, so a seeded release is not private. Default: fresh OS entropy.",
     )
     parser.add_argument(
         "-o",
@@ -258,7 +252,7 @@ def _add_values(parser: argparse.ArgumentParser, *, quantile: bool) -> None:
     if quantile:
         parser.add_argument(
             "--quantiles",
-            type=_quantiles,
+            type=_numbers,
             default=[0.5],
             metavar="Q[,Q...]",
             help="Quantiles in (0, 1), comma separated; epsilon is split evenly between them. "
@@ -273,12 +267,12 @@ def _add_values(parser: argparse.ArgumentParser, *, quantile: bool) -> None:
     )
     parser.add_argument(
         "--threshold",
-        type=_positive_float("--threshold"),
+        type=_number,
         default=None,
         metavar="H",
-        help="Fix the per-user threshold h instead of choosing it (then no budget is spent on "
-        "choosing): a number > 0 for weighted, a whole number of rows for sample-limit. "
-        "Default: chosen to minimise the expected error.",
+        help="Fix the per-user threshold h (the library's 'h') instead of choosing it (then no "
+        "budget is spent on choosing): a number > 0 for weighted, a whole number of rows for "
+        "sample-limit. Default: chosen to minimise the expected error.",
     )
     if not quantile:
         parser.add_argument(
@@ -315,20 +309,13 @@ def _add_linreg(parser: argparse.ArgumentParser) -> None:
         help="Public range of the labels; labels outside it are clipped. Required.",
     )
     parser.add_argument(
-        "--method",
-        choices=("gwa", "sample-limit"),
-        default="gwa",
-        help="gwa: generalized weighted averaging (the paper's Alg. 3); sample-limit: OLS on at "
-        "most h rows per user (the baseline). Default: %(default)s.",
-    )
-    parser.add_argument(
         "--threshold",
         type=_threshold,
         default=None,
         metavar="H",
-        help="Per-user row limit h, for --method sample-limit only (gwa chooses its own "
-        "weights): a whole number, 'best' (minimises the expected error) or 'max' (every "
-        "row). Default: best.",
+        help="Per-user row limit h (the library's 'h'), for --method sample-limit only (gwa "
+        "chooses its own weights): a whole number, 'best' (minimises the expected error) or "
+        "'max' (every row). Default: best.",
     )
     parser.add_argument(
         "--noise-variance",
@@ -342,8 +329,9 @@ def _add_linreg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-intercept",
         dest="fit_intercept",
-        action="store_false",
-        help="Fit without an intercept. Default: fit one.",
+        action="store_const",
+        const=False,
+        help="Fit without an intercept (the same as --no-fit-intercept).",
     )
 
 
@@ -404,40 +392,20 @@ _OUTPUT_FORMATS = {".json": "json", ".csv": "csv"}
 
 
 def _check(args: argparse.Namespace) -> None:
-    """Check options before reading anything (the library checks ranges again)."""
-    bounds = args.label_range if args.statistic == "linreg" else args.bounds
-    flag = "--label-range" if args.statistic == "linreg" else "--bounds"
-    if not (math.isfinite(bounds[0]) and math.isfinite(bounds[1]) and bounds[0] < bounds[1]):
-        raise InvalidParameterError(
-            f"{flag} must be two finite numbers LOWER < UPPER; got {bounds[0]:g} {bounds[1]:g}."
-        )
+    """Check what only the command line knows, before reading anything: a required epsilon,
+    the roles of the columns and the output's suffix. Parameter values are the library's to
+    check (once, in the one message format)."""
+    if args.epsilon is None:
+        raise InvalidParameterError("the following argument is required: --epsilon")
     if args.statistic == "linreg":
         roles: dict[str, Any] = {"--user-column": args.user_column,
                                  "--label-column": args.label_column}  # fmt: skip
         if args.feature_columns is not None:
             roles["--feature-columns"] = args.feature_columns
         check_column_roles(roles)
-        if args.method == "gwa" and args.threshold is not None:
-            raise InvalidParameterError(
-                "--threshold applies to --method sample-limit only; gwa weights every row and "
-                "chooses no threshold."
-            )
-        if args.threshold is None:
-            args.threshold = "best"
-        elif isinstance(args.threshold, float) and not args.threshold.is_integer():
-            raise InvalidParameterError(
-                f"--threshold must be a whole number of rows for sample-limit; got "
-                f"{args.threshold:g}."
-            )
     else:
         check_column_roles({"--user-column": args.user_column,
                             "--value-column": args.value_column})  # fmt: skip
-        if args.method == "sample-limit" and args.threshold is not None:
-            if not float(args.threshold).is_integer():
-                raise InvalidParameterError(
-                    f"--threshold must be a whole number of rows for sample-limit; got "
-                    f"{args.threshold:g}."
-                )
     if args.output is not None and not is_stdout(args.output):
         if Path(args.output).suffix.lower() not in _OUTPUT_FORMATS:
             raise InvalidParameterError(
@@ -447,40 +415,42 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _run_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float]]:
+    weighted = args.method == "weighted"
+    if args.statistic == "mean":
+        fn = weighted_mean if weighted else sample_limited_mean
+        extra: dict[str, Any] = {}
+        if args.noise_variance != "estimate":
+            extra["noise_variance"] = args.noise_variance
+    else:
+        fn = weighted_quantile if weighted else sample_limited_quantile
+        extra = {"q": args.quantiles}
+    kwargs = {**given_parameters(args, _VALUE_FLAGS), "bounds": tuple(args.bounds),
+              "h": args.threshold, **extra}  # fmt: skip
+    # The library's own check of its table, run before the file is read (fn runs it again).
+    check_arguments({**_defaults(fn), **kwargs}, _TABLES[fn], fn.__name__)
     users, table = _read(args, [args.value_column])
     values = table.column(args.value_column).to_numpy()
     logger.info("Read %d rows from %s (exact, not private).", values.size, args.input)
-    common: dict[str, Any] = {
-        "epsilon": args.epsilon,
-        "bounds": tuple(args.bounds),
-        "public_user_sizes": args.public_user_sizes,
-        "selection_share": args.selection_share,
-        "seed": args.seed,
-        "h": args.threshold,
-    }
-    weighted = args.method == "weighted"
+    result = fn(values, users, **kwargs)
     if args.statistic == "mean":
-        if args.noise_variance != "estimate":
-            common["noise_variance"] = args.noise_variance
-        fn = weighted_mean if weighted else sample_limited_mean
-        if not weighted and args.threshold is not None:
-            common["h"] = int(args.threshold)
-        result = fn(values, users, **common)
         estimates = {"mean": float(result.estimate)}
     else:
-        fn = weighted_quantile if weighted else sample_limited_quantile
-        if not weighted and args.threshold is not None:
-            common["h"] = int(args.threshold)
-        result = fn(values, users, q=args.quantiles, **common)
         found = np.atleast_1d(np.asarray(result.estimate, dtype=np.float64))
-        estimates = {f"q{q:g}": float(v) for q, v in zip(args.quantiles, found, strict=True)}
+        estimates = {f"q{q:g}": float(v) for q, v in zip(result.q, found, strict=True)}
     h = np.atleast_1d(np.asarray(result.h, dtype=np.float64)).tolist()
-    info = {"method": args.method, "h": h[0] if len(h) == 1 else h,
-            "epsilon": float(result.epsilon)}  # fmt: skip
+    info = {"method": args.method, "h": h[0] if len(h) == 1 else h}
+    info |= {"epsilon": float(result.budget.epsilon), "delta": float(result.budget.delta)}
     return info, estimates
 
 
 def _run_linreg(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float]]:
+    model = LabelPrivateLinearRegression(
+        label_range=tuple(args.label_range),
+        h=args.threshold,
+        noise_variance=args.noise_variance,
+        **given_parameters(args, _LINREG_FLAGS),
+    )
+    model._validate_params()  # the library's check, run before the file is read (fit reruns it)
     features = _feature_columns(args)
     users, table = _read(args, [args.label_column, *features])
     y = table.column(args.label_column).to_numpy()
@@ -491,20 +461,12 @@ def _run_linreg(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, flo
         len(features),
         args.input,
     )
-    model = LabelPrivateLinearRegression(
-        epsilon=args.epsilon,
-        label_range=tuple(args.label_range),
-        method=args.method,
-        h=args.threshold if args.method == "sample-limit" else None,
-        noise_variance=args.noise_variance,
-        fit_intercept=args.fit_intercept,
-        selection_share=args.selection_share,
-        seed=args.seed,
-    ).fit(X, y, users)
+    model.fit(X, y, users)
     estimates = dict(zip(features, map(float, model.coef_), strict=True))
-    if args.fit_intercept:
+    if model.fit_intercept:
         estimates = {"intercept": float(model.intercept_), **estimates}
-    info = {"method": args.method, "epsilon": float(model.epsilon_)}
+    info = {"method": model.method, "epsilon": float(model.budget_.epsilon),
+            "delta": float(model.budget_.delta)}  # fmt: skip
     return info, estimates
 
 
@@ -520,7 +482,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         info, estimates = _run_values(args)
     seconds = time.perf_counter() - start
-    record = {"statistic": args.statistic, **info, "delta": 0.0, "estimates": estimates}
+    record = {"statistic": args.statistic, **info, "estimates": estimates}
     if output is not None:
         with atomic_output(output, overwrite=args.overwrite) as tmp:
             if _OUTPUT_FORMATS.get(output.suffix.lower()) == "csv":
@@ -541,7 +503,7 @@ def run(args: argparse.Namespace) -> int:
         h = info.get("h")
         extra = "" if h is None else ", h=" + ",".join(f"{v:.3g}" for v in np.atleast_1d(h))
         print(
-            f"{PROG} {args.statistic}: {args.method}{extra} at epsilon={info['epsilon']:g} "
+            f"{PROG} {args.statistic}: {info['method']}{extra} at epsilon={info['epsilon']:g} "
             f"(pure DP) in {seconds:.2f} s.",
             file=sys.stderr,
         )

@@ -6,6 +6,35 @@ is convex in ``C``. :func:`solve_gwa` minimises it through its Lagrange dual (``
 variables) with a projected Newton method [B82]_, projecting every iterate exactly onto
 ``C X = I``; :mod:`userdp.estimate.regression` builds the private estimator on it.
 
+The solver
+----------
+With ``kappa = 2 d (B/epsilon)^2`` and ``rho = sigma^2 / kappa``, minimising ``f`` is
+``min ||C||_F^2 + T^2 / rho`` subject to ``C X = I`` and ``g_l(C) = sum_{S_l} ||c_i||_1 <= T``.
+Its Lagrange dual, with ``X = Q R`` (thin QR), multipliers ``N`` (d x d) for ``C Q = R^-1`` and
+``nu_l >= 0`` for the user constraints, is the smooth, piecewise quadratic problem
+
+    min_{N, nu >= 0}  phi = -<N, R^-1> + 1/2 sum_i ||soft(N q_i, nu_l(i))||^2 + rho/2 (sum nu)^2
+
+whose minimiser gives ``c_i = soft(N q_i, nu_l(i))`` (soft-thresholding) and ``T = rho sum nu``.
+It has ``d^2 + m`` variables and an exact generalized Hessian, so a projected semismooth Newton
+method (Bertsekas 1982: epsilon-active bound set, projected Armijo search) reaches a relative
+duality gap of ~1e-9 in tens of iterations. The Newton system is solved by a Schur complement
+on the ``nu`` block (diagonal plus rank one); a ``nu_l`` at 0 whose step points below 0 is fixed
+there and the step recomputed, and a ``nu_l`` with no active entry moves to its kink. Cost per
+iteration ``O(n d^3 + m d^4 + d^6)``, memory ``O(n d + m d^2)``. Small ``rho`` (noise dominates
+and every user ends at the bound) is reached by continuation: from ``10 rho*``, where
+``rho* = T_ols^2 / ||C_ols||_F^2`` balances the two terms at OLS, down by factors of 10.
+``sigma^2 = 0`` is the linear program ``min T`` (HiGHS).
+
+Every iterate is projected exactly onto ``C X = I`` and the best one by the true objective is
+kept, so the result is never worse than OLS. Two lower bounds certify it: the dual value, and
+``sigma^2 ||C_ols||_F^2 + kappa T_low^2`` with ``T_low`` from the dual of ``min T``
+(:class:`GWASolution` reports the gap). The noise scale is always computed from the returned
+``C`` itself, so privacy never depends on how well the optimiser converged.
+
+Measured (2 cores): n ~ 3,500, d = 10, 300 users of Zipf sizes up to 900 takes 0.1-0.3 s;
+n = 320k with 3,000 users 9 s.
+
 References
 ----------
 .. [B82] D. P. Bertsekas. "Projected Newton Methods for Optimization Problems with Simple
@@ -16,15 +45,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import linalg, optimize, sparse
 
-from userdp._validation import check_int, check_real, first_non_float, warn
+from userdp._validation import check_arguments, check_real, first_non_float, warn
 from userdp.estimate.weighting import check_features, factorize_users
 from userdp.exceptions import DataError
 
-__all__ = ["GWASolution", "gwa_matrix", "gwa_objective", "gwa_sensitivity", "solve_gwa"]
+__all__ = [
+    "GWA_OBJECTIVE_PARAMETERS",
+    "SOLVE_GWA_PARAMETERS",
+    "GWASolution",
+    "gwa_matrix",
+    "gwa_objective",
+    "gwa_sensitivity",
+    "solve_gwa",
+]
 
 _STAGE_FACTOR = 10.0  # continuation: rho shrinks by this factor per stage
 _STAGE_TOL = 1e-4  # relative duality gap that ends an intermediate stage
@@ -79,7 +117,22 @@ def _check_rank(x: np.ndarray, caller: str) -> None:
 
 
 def _nonnegative(value: object, name: str, caller: str) -> float:
-    return check_real(value, name, caller, low=0.0, high=math.inf, high_open=True)
+    return check_real(value, name, caller, **NONNEGATIVE)
+
+
+#: Rule of a finite float >= 0 (a variance, a noise unit).
+NONNEGATIVE: dict[str, Any] = {"low": 0.0, "high": math.inf, "high_open": True}
+#: Rules for every keyword of :func:`gwa_objective`.
+GWA_OBJECTIVE_PARAMETERS: dict[str, dict[str, Any]] = {
+    "noise_variance": NONNEGATIVE,
+    "laplace_unit": NONNEGATIVE,
+}
+#: Rules for every keyword of :func:`solve_gwa` and :func:`gwa_matrix`.
+SOLVE_GWA_PARAMETERS: dict[str, dict[str, Any]] = {
+    **GWA_OBJECTIVE_PARAMETERS,
+    "tol": {"low": 0.0, "high": 1.0, "low_open": True},
+    "max_iter": {"int": True, "low": 1},
+}
 
 
 # -- Theorem 6 -------------------------------------------------------------------------------------
@@ -111,8 +164,9 @@ def gwa_objective(
     ``E ||beta~ - beta||^2`` when ``C X = I`` and the label noise is uncorrelated with variance
     ``noise_variance``.
     """
-    nv = _nonnegative(noise_variance, "noise_variance", "gwa_objective")
-    lu = _nonnegative(laplace_unit, "laplace_unit", "gwa_objective")
+    params = dict(noise_variance=noise_variance, laplace_unit=laplace_unit)
+    check_arguments(params, GWA_OBJECTIVE_PARAMETERS, "gwa_objective")
+    nv, lu = float(noise_variance), float(laplace_unit)
     c = np.asarray(matrix, dtype=np.float64)
     t = gwa_sensitivity(c, users)
     return float(nv * np.vdot(c, c) + 2.0 * c.shape[0] * (lu * t) ** 2)
@@ -518,10 +572,10 @@ def solve_gwa(
     (True, True)
     """
     caller = "solve_gwa"
-    nv = _nonnegative(noise_variance, "noise_variance", caller)
-    lu = _nonnegative(laplace_unit, "laplace_unit", caller)
-    tol = check_real(tol, "tol", caller, low=0.0, high=1.0, low_open=True)
-    max_iter = check_int(max_iter, "max_iter", caller, low=1)
+    params = dict(noise_variance=noise_variance, laplace_unit=laplace_unit, tol=tol,
+                  max_iter=max_iter)  # fmt: skip
+    check_arguments(params, SOLVE_GWA_PARAMETERS, caller)
+    nv, lu, tol, max_iter = float(noise_variance), float(laplace_unit), float(tol), int(max_iter)
     x = check_features(X, caller)
     codes, sizes = _as_codes(users, x.shape[0], caller)
     _check_rank(x, caller)
@@ -538,6 +592,9 @@ def gwa_matrix(
     max_iter: int = 500,
 ) -> np.ndarray:
     """The d x n matrix ``C`` of :func:`solve_gwa` (Theorem 6's optimum, ``C X = I``)."""
+    params = dict(noise_variance=noise_variance, laplace_unit=laplace_unit, tol=tol,
+                  max_iter=max_iter)  # fmt: skip
+    check_arguments(params, SOLVE_GWA_PARAMETERS, "gwa_matrix")
     return solve_gwa(
         X, users, noise_variance=noise_variance, laplace_unit=laplace_unit, tol=tol,
         max_iter=max_iter,

@@ -57,7 +57,18 @@ import dp_accounting
 import numpy as np
 from scipy import special
 
-from userdp._validation import check_constraints
+from userdp._params import ParamsMixin
+from userdp.estimate._common import (
+    EPSILON,
+    PUBLIC_USER_SIZES,
+    SEED,
+    SELECTION_SHARE,
+    Ledger,
+    budget_text,
+    check_accountant,
+    laplace_event,
+)
+from userdp.estimate._gradient import noisy_projected_gd, weighted_gradient_sum
 from userdp.estimate.weighting import (
     best_limit_h,
     best_smooth_h,
@@ -83,141 +94,25 @@ COUNT_SHARE = 0.05
 _CALLER = "WeightedERM"
 
 
-def _gradient_scale(loss: str, pred: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``r`` with grad_theta l(theta; x, y) = r * x for a linear model (overwrites ``pred``)."""
-    if loss == "squared":  # l = (theta.x - y)^2 / 2, dl/dpred = pred - y
-        pred -= y
-        return pred
-    # logistic, y in {-1, +1}: l = log(1 + exp(-y theta.x)), dl/dpred = -y sigmoid(-y pred)
-    pred *= y
-    np.negative(pred, out=pred)
-    special.expit(pred, out=pred)
-    pred *= y
-    np.negative(pred, out=pred)
-    return pred
-
-
-def _clip_bounds(features: np.ndarray, lipschitz: float, fit_intercept: bool) -> np.ndarray:
-    """``L / ||x_i||`` (with the constant 1 when fitting an intercept): the largest ``|r_i|``."""
-    norms = np.sqrt(np.einsum("nd,nd->n", features, features) + (1.0 if fit_intercept else 0.0))
-    with np.errstate(divide="ignore"):
-        return lipschitz / norms
-
-
-def weighted_gradient_sum(
-    theta: np.ndarray,
-    features: np.ndarray,
-    labels: np.ndarray,
-    weights: np.ndarray,
-    loss: str,
-    lipschitz: float,
-    *,
-    fit_intercept: bool = False,
-    clip_bounds: np.ndarray | None = None,
-) -> np.ndarray:
-    """The per-step statistic of Alg. 2: ``sum_i w_i clip(grad l(theta; x_i, y_i), L)``.
-
-    Parameters
-    ----------
-    theta : ndarray, shape (d,) or (d + 1,)
-        Coefficients, with the intercept last when ``fit_intercept``.
-    features : ndarray, shape (n, d)
-    labels : ndarray, shape (n,)
-        In {-1, +1} for ``loss="logistic"``, real for ``loss="squared"``.
-    weights : ndarray, shape (n,)
-        Non-negative record weights ``w_i``.
-    loss : {"logistic", "squared"}
-    lipschitz : float
-        L: every per-example gradient is clipped to l2 norm L.
-    fit_intercept : bool, default=False
-        Treat the features as ``(x_i, 1)``.
-    clip_bounds : ndarray or None
-        ``L / ||(x_i, 1)||`` (or ``L / ||x_i||``), if already computed.
-
-    Returns
-    -------
-    ndarray, shape like ``theta``
-
-    Privacy
-    -------
-    Each clipped gradient has norm <= L, so a user whose weights sum to at most h moves the sum
-    by at most ``L h`` in l2 when added or removed, and by at most ``2 L h`` when the values of
-    their records are replaced (the gradients lie in a ball of diameter 2L).
-    """
-    x = features
-    pred = x @ theta[:-1] + theta[-1] if fit_intercept else x @ theta
-    if clip_bounds is None:
-        clip_bounds = _clip_bounds(x, lipschitz, fit_intercept)
-    v = _gradient_scale(loss, pred, labels)
-    # Per-example clip ||r_i x_i|| <= L <=> |r_i| <= L / ||x_i||; then weight: v_i = w_i r_i.
-    np.clip(v, -clip_bounds, clip_bounds, out=v)
-    v *= weights
-    grad = v @ x
-    return np.append(grad, v.sum()) if fit_intercept else grad
-
-
-def _project(theta: np.ndarray, radius: float) -> np.ndarray:
-    """Euclidean projection onto the ball ``||theta||_2 <= radius`` (the domain C, Sec. 4)."""
-    norm = float(np.linalg.norm(theta))
-    return theta * (radius / norm) if norm > radius else theta
-
-
-def _noisy_projected_gd(
-    x: np.ndarray,
-    y: np.ndarray,
-    w: np.ndarray,
-    *,
-    loss: str,
-    lipschitz: float,
-    fit_intercept: bool,
-    radius: float,
-    steps: int,
-    learning_rate: float,
-    sigma: float,
-    count: float,
-    noise: NoiseSource,
-    sensitivity: float,
-    neighbours: str,
-) -> np.ndarray:
-    """Alg. 2 line 2: ``steps`` noisy projected gradient steps; returns a suffix average.
-
-    ``theta_{t+1} = Proj_C(theta_t - eta (sum_i w_i clip(grad_i) + N(0, sigma^2 I)) / count)``
-    from ``theta_0 = 0``. The output averages the last ``ceil(T/2)`` iterates (suffix averaging,
-    Rakhlin, Shamir & Sridharan 2012): for a convex loss it keeps the ``O(B G / sqrt(T))``
-    bound of the full average up to a constant (``||theta_{T/2} - theta*|| <= 2B``) and drops
-    the start-up transient the full average carries. Post-processing of the noisy gradients.
-    """
-    dim = x.shape[1] + int(fit_intercept)
-    bounds = _clip_bounds(x, lipschitz, fit_intercept)
-    theta = np.zeros(dim)
-    total = np.zeros(dim)
-    first_kept = steps // 2  # iterates theta_{T//2 + 1} .. theta_T are averaged
-    for t in range(steps):
-        grad = weighted_gradient_sum(
-            theta, x, y, w, loss, lipschitz, fit_intercept=fit_intercept, clip_bounds=bounds
-        )
-        grad = noise.add_gaussian(grad, sigma, statistic="erm.gradient_sum", l2=sensitivity,
-                                  neighbours=neighbours)  # fmt: skip
-        theta = _project(theta - (learning_rate / count) * grad, radius)
-        if t >= first_kept:
-            total += theta
-    return total / (steps - first_kept)
-
-
 def _noise_plan(
-    epsilon: float, delta: float, steps: int, accountant: PrivacyAccountant, private_count: bool
+    epsilon: float,
+    delta: float,
+    steps: int,
+    prior: list[dp_accounting.DpEvent],
+    private_count: bool,
 ) -> tuple[float, float | None, list[dp_accounting.DpEvent]]:
     """Noise multipliers (z per gradient step, z_n for the count) spending what remains.
 
-    The ledger already holds the pure-epsilon releases (the size histogram); the accountant adds
-    their epsilon to the Gaussian composition's epsilon at ``delta``, so the Gaussians get
-    ``epsilon - spent`` and all of delta: one composed Gaussian of multiplier
+    ``prior`` holds the pure-epsilon releases planned before them (the size histogram); the
+    accountant adds their epsilon to the Gaussian composition's epsilon at ``delta``, so the
+    Gaussians get ``epsilon - spent`` and all of delta: one composed Gaussian of multiplier
     ``sigma_total = gaussian_sigma(epsilon - spent, delta)``, split in precision as
     ``steps / z^2 = (1 - COUNT_SHARE) / sigma_total^2`` and ``1 / z_n^2 = COUNT_SHARE /
-    sigma_total^2``. Rounded toward more noise until the accountant confirms the target.
+    sigma_total^2``. Rounded toward more noise until the accountant confirms the target. Reads
+    parameters only, so the whole plan is known before any data is read.
     """
-    pure = accountant.spent(0.0).epsilon if accountant.ledger else 0.0
-    remaining = epsilon - pure
+    pure = PrivacyAccountant().compose(dp_accounting.ComposedDpEvent(prior)).spent(0.0)
+    remaining = epsilon - (pure.epsilon if prior else 0.0)
     sigma_total = gaussian_sigma(remaining, delta)
     grad_share = 1.0 - COUNT_SHARE if private_count else 1.0
     nudge = 1e-12
@@ -229,7 +124,7 @@ def _noise_plan(
             events.append(dp_accounting.GaussianDpEvent(z_n))
         events.append(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), steps))
         trial = PrivacyAccountant()
-        for event in [*accountant.ledger, *events]:
+        for event in [*prior, *events]:
             trial.compose(event)
         if trial.spent(delta).epsilon <= epsilon:
             return z, z_n, events
@@ -256,7 +151,16 @@ def _tradeoff_h(
 CLASSES = ((0, 1), (-1, 1))
 
 
-class WeightedERM:
+def _check_classes(value: object, name: str, caller: str) -> None:
+    """Rule for ``classes``: one of :data:`CLASSES`."""
+    if value not in CLASSES:
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be one of "
+            f"{', '.join(map(repr, CLASSES))}. Got {value!r} instead."
+        )
+
+
+class WeightedERM(ParamsMixin):
     """Linear model trained by weighted ERM with user-level differential privacy (Alg. 2).
 
     Minimises ``sum_i c_i l(theta; x_i, y_i)`` over ``||theta||_2 <= radius`` by full-batch
@@ -329,10 +233,14 @@ class WeightedERM:
         The n_h the gradients are divided by: released with Gaussian noise (private sizes) or
         exact (public sizes).
     learning_rate_ : float
+    budget_ : PrivacyBudget
+        ``(epsilon, delta)`` spent, from the fit's own :class:`~userdp.privacy.PrivacyAccountant`
+        (the Gaussians converted at ``delta``).
     dp_event_ : dp_accounting.ComposedDpEvent
-        Everything released: size histogram (Laplace), count (Gaussian), ``steps`` gradients.
+        Everything released: size histogram (Laplace), count (Gaussian), ``steps`` gradients;
+        what ``fit(..., accountant=)`` charges.
     epsilon_ : float
-        Epsilon spent at ``delta``, from a fresh :class:`~userdp.privacy.PrivacyAccountant`.
+        ``budget_.epsilon`` (a property).
     n_features_in_ : int
 
     Privacy
@@ -355,33 +263,33 @@ class WeightedERM:
     >>> y = (X @ [1.0, -1.0, 0.5] > 0).astype(int)
     >>> users = rng.integers(0, 400, 2000)
     >>> model = WeightedERM(epsilon=1.0, delta=1e-6, seed=0).fit(X, y, users)
-    >>> round(model.epsilon_, 6)
-    1.0
+    >>> round(model.budget_.epsilon, 6), model.budget_.delta
+    (1.0, 1e-06)
     >>> bool(np.mean(model.predict(X) == y) > 0.8)
     True
     """
 
     _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = {
-        "loss": {"choices": LOSSES},
-        "epsilon": {"low": 0.0, "low_open": True},
-        "delta": {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True},
-        "lipschitz": {"low": 0.0, "low_open": True, "high": math.inf, "high_open": True},
-        "radius": {"low": 0.0, "low_open": True, "high": math.inf, "high_open": True},
-        "weighting": {"choices": WEIGHTINGS},
-        "h": {"low": 0.0, "low_open": True, "high": math.inf, "high_open": True, "none": True},
-        "steps": {"int": True, "low": 1},
-        "learning_rate": {
-            "low": 0.0,
-            "low_open": True,
-            "high": math.inf,
-            "high_open": True,
-            "none": True,
-        },
-        "fit_intercept": {"bool": True},
-        "public_user_sizes": {"bool": True},
-        "selection_share": {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True},
-        "seed": {"int": True, "low": 0, "none": True},
-    }
+        "loss": {"choices": LOSSES, "help": "The loss: logistic or squared."},
+        "classes": {"check": _check_classes, "cli": False},
+        "epsilon": EPSILON,
+        "delta": {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True,
+                  "metavar": "D", "help": "Total delta, in (0, 1)."},
+        "lipschitz": {"low": 0.0, "low_open": True, "high": math.inf, "high_open": True,
+                      "help": "Per-example gradient clipping norm L."},
+        "radius": {"low": 0.0, "low_open": True, "high": math.inf, "high_open": True,
+                   "help": "Radius B of the ball the coefficients are projected onto."},
+        "weighting": {"choices": WEIGHTINGS, "help": "smooth weights or sample limiting."},
+        "h": {"low": 0.0, "low_open": True, "high": math.inf, "high_open": True, "none": True,
+              "help": "Contribution bound h (>= 1 with weighting='limit'); default: chosen."},
+        "steps": {"int": True, "low": 1, "help": "Number of noisy gradient steps T."},
+        "learning_rate": {"low": 0.0, "low_open": True, "high": math.inf, "high_open": True,
+                          "none": True, "help": "Step size eta; default: from the noise."},
+        "fit_intercept": {"bool": True, "help": "Fit an intercept."},
+        "public_user_sizes": PUBLIC_USER_SIZES,
+        "selection_share": SELECTION_SHARE,
+        "seed": SEED,
+    }  # fmt: skip
 
     def __init__(
         self,
@@ -418,17 +326,23 @@ class WeightedERM:
 
     # -- validation -------------------------------------------------------------------------
     def _validate_params(self) -> None:
-        check_constraints(self, self._parameter_constraints, _CALLER)
-        if self.classes not in CLASSES:  # a tuple rule; the constraints table takes strings
-            raise InvalidParameterError(
-                f"The 'classes' parameter of {_CALLER} must be one of "
-                f"{', '.join(map(repr, CLASSES))}. Got {self.classes!r} instead."
-            )
+        """The declared table, then the one rule across two parameters."""
+        super()._validate_params()
         if self.weighting == "limit" and self.h is not None and self.h < 1:
             raise InvalidParameterError(
                 f"The 'h' parameter of {_CALLER} must be a float in the range [1, inf) with "
                 f"weighting='limit'. Got {self.h!r} instead."
             )
+
+    def _plan(self) -> tuple[float, float, float | None, list[dp_accounting.DpEvent]]:
+        """``(histogram epsilon, z, z_n, Gaussian events)`` from the parameters alone: the size
+        histogram (private sizes, ``h`` not given; 0 otherwise), then the count's and the
+        ``steps`` gradients' Gaussian events."""
+        public = bool(self.public_user_sizes)
+        histogram = self.selection_share * self.epsilon if self.h is None and not public else 0.0
+        prior = [laplace_event(histogram)] if histogram else []
+        z, z_n, events = _noise_plan(self.epsilon, self.delta, self.steps, prior, not public)
+        return histogram, z, z_n, events
 
     def _validate_data(
         self, X: object, y: object, users: object
@@ -465,35 +379,44 @@ class WeightedERM:
         return np.where(labels == pos, 1.0, -1.0)
 
     # -- fitting ----------------------------------------------------------------------------
-    def fit(self, X: object, y: object, users: object) -> WeightedERM:
+    def fit(
+        self, X: object, y: object, users: object, *, accountant: PrivacyAccountant | None = None
+    ) -> WeightedERM:
         """Train on features ``X`` (n, d), labels ``y`` (n,) and user ids ``users`` (n,).
+
+        ``accountant``, if given, is charged with ``dp_event_``; if it holds a total budget
+        that this fit would exceed, :class:`BudgetExceededError` is raised before the data are
+        read.
 
         Raises
         ------
         InvalidParameterError
             A constructor parameter is out of range (checked before the data are read).
+        BudgetExceededError
+            ``accountant`` cannot afford ``(epsilon, delta)`` (checked before the data are read).
         DataError
             Shapes or lengths disagree, values are not finite, no records, or logistic labels
             are not binary.
         """
         self._validate_params()
+        if accountant is not None:
+            check_accountant(accountant, "accountant", f"{_CALLER}.fit")
+        eps_hist, z, z_n, gaussians = self._plan()
+        histogram_event = [laplace_event(eps_hist)] if eps_hist else []
+        ledger = Ledger(accountant, [*histogram_event, *gaussians])  # refuses before any work
         x, labels, users = self._validate_data(X, y, users)
         try:
             codes, sizes = factorize_users(users)
         except TypeError as err:  # e.g. a mix of strings and None
             raise DataError(f"{_CALLER}.fit: 'users' ids must be sortable ({err}).") from err
         noise = NoiseSource(self.seed)
-        accountant = PrivacyAccountant()
         public = bool(self.public_user_sizes)
         dim = x.shape[1] + int(self.fit_intercept)
-        if self.h is None and not public:
-            histogram = private_size_histogram(
-                sizes, self.selection_share * self.epsilon, noise, accountant
-            )
+        if eps_hist:
+            histogram = private_size_histogram(sizes, eps_hist, noise, ledger.local)
             size_values, size_counts = histogram.representatives, histogram.counts
         else:
             size_values, size_counts = sizes, None
-        z, z_n, events = _noise_plan(self.epsilon, self.delta, self.steps, accountant, not public)
         factor = 2.0 if public else 1.0  # replacement doubles the l2 sensitivity
         if self.h is None:
             h = _tradeoff_h(
@@ -513,7 +436,7 @@ class WeightedERM:
         if lr is None:
             per_coordinate = sigma / count
             lr = self.radius / math.sqrt(self.steps * (self.lipschitz**2 + dim * per_coordinate**2))
-        theta = _noisy_projected_gd(
+        theta = noisy_projected_gd(
             x,
             labels,
             w,
@@ -529,8 +452,8 @@ class WeightedERM:
             sensitivity=sensitivity,
             neighbours="replace-values" if public else "add-remove",
         )
-        for event in events:
-            accountant.compose(event)
+        for event in gaussians:
+            ledger.local.compose(event)
         self.coef_ = theta[: x.shape[1]].copy()
         self.intercept_ = float(theta[-1]) if self.fit_intercept else 0.0
         self.n_features_in_ = x.shape[1]
@@ -540,9 +463,22 @@ class WeightedERM:
         self.noise_scale_ = sigma
         self.count_ = count
         self.learning_rate_ = float(lr)
-        self.dp_event_ = accountant.event
-        self.epsilon_ = accountant.spent(self.delta).epsilon
+        self.budget_, self.dp_event_ = ledger.close(self.delta)
         return self
+
+    @property
+    def epsilon_(self) -> float:
+        """``budget_.epsilon``: the epsilon spent at ``delta`` (derived from ``budget_``)."""
+        self._check_fitted()
+        return self.budget_.epsilon
+
+    def summary(self) -> str:
+        """One line of released facts: loss, weighting, h, steps, noise and budget."""
+        self._check_fitted()
+        return (
+            f"{self.loss} weighted ERM ({self.weighting}, h={self.h_:.4g}), {self.steps} steps, "
+            f"noise multiplier {self.noise_multiplier_:.3g}, {budget_text(self.budget_)}"
+        )
 
     def _record_weights(
         self,

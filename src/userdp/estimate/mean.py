@@ -22,37 +22,56 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any
 
 import dp_accounting
 import numpy as np
 
-from userdp._validation import check_epsilon, check_int, check_real
-from userdp.estimate.weighting import (
-    best_limit_h,
-    best_smooth_h,
-    check_bounds,
-    check_records,
-    factorize_users,
-    limit_mask,
-    private_size_histogram,
-    smooth_weights,
+from userdp._validation import check_arguments
+from userdp.estimate._common import (
+    ACCOUNTANT,
+    EPSILON,
+    NOISE_VARIANCE,
+    PUBLIC_USER_SIZES,
+    SAMPLE_LIMIT,
+    SEED,
+    SELECTION_SHARE,
+    SMOOTH,
+    Bounding,
+    Ledger,
+    Method,
+    Records,
+    Release,
+    bounds_rule,
+    budget_text,
+    laplace_event,
+    laplace_release,
+    read_records,
 )
-from userdp.exceptions import InvalidParameterError
+from userdp.estimate.weighting import private_size_histogram, smooth_weights
 from userdp.privacy.accountant import PrivacyAccountant
+from userdp.privacy.calibrate import laplace_scale
 from userdp.privacy.noise import NoiseSource
 
-__all__ = ["MeanResult", "sample_limited_mean", "weighted_mean"]
-
-Method = Literal["weighted", "sample-limit"]
+__all__ = [
+    "SAMPLE_LIMITED_MEAN_PARAMETERS",
+    "WEIGHTED_MEAN_PARAMETERS",
+    "MeanResult",
+    "sample_limited_mean",
+    "weighted_mean",
+]
 
 
 @dataclass(frozen=True)
-class MeanResult:
+class MeanResult(Release):
     """A released mean and how it was released.
 
     Attributes
     ----------
+    budget : PrivacyBudget
+        The ``(epsilon, 0)`` spent (pure DP): the whole ``epsilon`` given.
+    dp_event : dp_accounting.DpEvent
+        Every release, as one ``ComposedDpEvent``.
     estimate : float
         The private mean.
     method : {"weighted", "sample-limit"}
@@ -64,30 +83,26 @@ class MeanResult:
         sums and this is an approximate standard deviation of its noise (delta method), computed
         from released values only: ``sqrt(2) h sqrt(hw^2/eps1^2 + (mean~ - mid)^2/eps2^2) /
         max(N~, h)``.
-    epsilon : float
-        The privacy budget spent (the accountant's total).
     selection_epsilon : float
-        The part of ``epsilon`` spent on choosing ``h`` (0 when ``h`` was given).
+        The part of ``budget.epsilon`` spent on choosing ``h`` (0 when ``h`` was given).
     public_user_sizes : bool
-    dp_event : dp_accounting.DpEvent
-        Every release, as one ``ComposedDpEvent``.
+    epsilon : float
+        ``budget.epsilon`` (a property).
     """
 
     estimate: float
     method: Method
     h: float
     noise_scale: float
-    epsilon: float
     selection_epsilon: float
     public_user_sizes: bool
-    dp_event: dp_accounting.DpEvent
 
     def summary(self) -> str:
         """One line: estimate, method, h, noise and budget."""
         sizes = "public" if self.public_user_sizes else "private"
         return (
             f"{self.method} mean {self.estimate:.6g} (h={self.h:.4g}, noise scale "
-            f"{self.noise_scale:.3g}, epsilon={self.epsilon:g} of which "
+            f"{self.noise_scale:.3g}, {budget_text(self.budget)} of which epsilon="
             f"{self.selection_epsilon:g} chose h, user sizes {sizes})"
         )
 
@@ -140,14 +155,11 @@ class _Moments:
 
 
 def _private_moments(
-    codes: np.ndarray,
-    values: np.ndarray,
-    sizes: np.ndarray,
-    bounds: tuple[float, float],
+    records: Records,
     *,
     epsilon: float,
     user_count: float,
-    replace: bool,
+    neighbours: str,
     noise: NoiseSource,
     accountant: PrivacyAccountant,
 ) -> _Moments:
@@ -155,23 +167,23 @@ def _private_moments(
 
     ``sigma^2 = clip(E[(y - mid)^2] - E[y - mid]^2, 0, hw^2)`` with each expectation a released
     sum over ``user_count`` (``m~`` from the size histogram, or the public ``m``).
-    Sensitivities as in :func:`_user_moments`.
+    Sensitivities as in :func:`_user_moments` (the first moment's doubles when ``neighbours``
+    replace a user's values).
     """
-    hw = 0.5 * (bounds[1] - bounds[0])
-    second, first = _user_moments(codes, values, sizes, bounds)
+    hw = 0.5 * (records.bounds[1] - records.bounds[0])
+    second, first = _user_moments(records.codes, records.values, records.sizes, records.bounds)
     eps_a = 0.5 * epsilon
     eps_b = epsilon - eps_a
-    sens_a, sens_b = hw * hw, (2.0 if replace else 1.0) * hw
-    scale_a, scale_b = sens_a / eps_a, sens_b / eps_b
-    accountant.compose(dp_accounting.LaplaceDpEvent(scale_a / sens_a))
-    accountant.compose(dp_accounting.LaplaceDpEvent(scale_b / sens_b))
-    relation = "replace-values" if replace else "add-remove"
-    second = float(noise.add_laplace(second, scale_a, statistic="mean.user_second_moment",
-                                     l1=sens_a, neighbours=relation))  # fmt: skip
-    first = float(noise.add_laplace(first, scale_b, statistic="mean.user_first_moment",
-                                    l1=sens_b, neighbours=relation))  # fmt: skip
-    e2 = float(np.clip(second / user_count, 0.0, hw * hw))
-    e1 = float(np.clip(first / user_count, -hw, hw))
+    sens_a = hw * hw
+    sens_b = (2.0 if neighbours == "replace-values" else 1.0) * hw
+    second, _ = laplace_release(second, epsilon=eps_a, sensitivity=sens_a, noise=noise,
+                                accountant=accountant, statistic="mean.user_second_moment",
+                                neighbours=neighbours)  # fmt: skip
+    first, scale_b = laplace_release(first, epsilon=eps_b, sensitivity=sens_b, noise=noise,
+                                     accountant=accountant, statistic="mean.user_first_moment",
+                                     neighbours=neighbours)  # fmt: skip
+    e2 = float(np.clip(float(second) / user_count, 0.0, hw * hw))
+    e1 = float(np.clip(float(first) / user_count, -hw, hw))
     sigma2 = float(np.clip(e2 - e1 * e1, 0.0, hw * hw))
     return _Moments(sigma2, e1, math.sqrt(2.0) * scale_b / user_count)
 
@@ -196,129 +208,101 @@ def _ratio_noise_unit(eps1: float, eps2: float, hw: float, mu: float) -> float:
     return math.sqrt((hw / eps1) ** 2 + (mu / eps2) ** 2)
 
 
-# -- the two modes ---------------------------------------------------------------------------------
+# -- the plan and the two neighbouring relations -------------------------------------------------
 @dataclass(frozen=True)
-class _Args:
-    codes: np.ndarray
-    sizes: np.ndarray
-    values: np.ndarray  # clipped to bounds
-    bounds: tuple[float, float]
-    epsilon: float
-    noise_variance: float | None
-    h: float | None
-    selection_share: float
-    limit: bool  # sample limiting instead of smooth weights
+class _Plan:
+    """How ``epsilon`` is spent, from the parameters alone (so it can be checked before any work).
+
+    ``histogram`` releases the user sizes (private sizes, ``h`` not given), ``moments`` the two
+    user-moment sums of the variance estimate (``noise_variance`` not given), ``estimate`` the
+    estimate (with private sizes: the weighted sum and the count, split between them by
+    :func:`_split_estimation_epsilon`). Zero means "not released".
+    """
+
+    histogram: float
+    moments: float
+    estimate: float
+    selection: float  # histogram + moments, as the share of epsilon it was computed from
+
+    def events(self) -> list[dp_accounting.DpEvent]:
+        """The releases' events; the estimate's pair (private sizes) is planned as one Laplace
+        event of their total epsilon, which is what the pair costs (basic composition)."""
+        events = [laplace_event(self.histogram)] if self.histogram else []
+        if self.moments:
+            half = 0.5 * self.moments
+            events += [laplace_event(half), laplace_event(self.moments - half)]
+        return [*events, laplace_event(self.estimate)]
 
 
-def _validate(
-    caller: str,
-    values: object,
-    users: object,
-    epsilon: object,
-    bounds: object,
-    public_user_sizes: object,
-    noise_variance: object,
-    selection_share: object,
-) -> tuple[np.ndarray, np.ndarray, float, tuple[float, float], float | None, float]:
-    y, u = check_records(values, users, caller)
-    eps = check_epsilon(epsilon, caller)
-    lo, hi = check_bounds(bounds, caller)
-    if not isinstance(public_user_sizes, (bool, np.bool_)):
-        raise InvalidParameterError(
-            f"The 'public_user_sizes' parameter of {caller} must be a bool. "
-            f"Got {public_user_sizes!r} instead."
-        )
-    nv = None
-    if noise_variance is not None:
-        nv = check_real(
-            noise_variance, "noise_variance", caller, low=0.0, high=math.inf, high_open=True
-        )
-    share = check_real(
-        selection_share,
-        "selection_share",
-        caller,
-        low=0.0,
-        high=1.0,
-        low_open=True,
-        high_open=True,
-    )
-    return y, u, eps, (lo, hi), nv, share
+def _plan(
+    epsilon: float, share: float, *, public: bool, h: float | None, noise_variance: float | None
+) -> _Plan:
+    if h is not None or (public and noise_variance is not None):
+        return _Plan(0.0, 0.0, epsilon, 0.0)  # h is given or chosen from public values only
+    selection = share * epsilon
+    if public:
+        return _Plan(0.0, selection, epsilon - selection, selection)
+    histogram = selection if noise_variance is not None else 0.5 * selection
+    return _Plan(histogram, selection - histogram, epsilon - selection, selection)
 
 
-def _public_mean(args: _Args, noise: NoiseSource, acc: PrivacyAccountant) -> MeanResult:
-    """Paper's model: Algorithm 1 with Lemma 3 weights, or sample limiting (Section 3.2)."""
-    lo, hi = args.bounds
+def _public_mean(
+    records: Records, plan: _Plan, h: float | None, noise_variance: float | None,
+    bounding: Bounding, noise: NoiseSource, acc: PrivacyAccountant,
+) -> tuple[float, float, float]:  # fmt: skip
+    """Paper's model: Algorithm 1 with Lemma 3 weights, or sample limiting (Section 3.2).
+
+    Returns ``(estimate, h, Laplace scale)``.
+    """
+    lo, hi = records.bounds
     width = hi - lo
-    eps_est, eps_sel, h = args.epsilon, 0.0, args.h
     if h is None:
-        sigma2 = args.noise_variance
+        sigma2 = noise_variance
         if sigma2 is None:
-            eps_sel = args.selection_share * args.epsilon
-            eps_est = args.epsilon - eps_sel
             moments = _private_moments(
-                args.codes,
-                args.values,
-                args.sizes,
-                args.bounds,
-                epsilon=eps_sel,
-                user_count=float(args.sizes.size),  # m is public in this model
-                replace=True,
+                records,
+                epsilon=plan.moments,
+                user_count=float(records.sizes.size),  # m is public in this model
+                neighbours="replace-values",
                 noise=noise,
                 accountant=acc,
             )
             sigma2 = moments.variance
-        # Claim 1 / Claim 2 with B / epsilon as the noise unit.
-        choose = best_limit_h if args.limit else best_smooth_h
-        h = choose(args.sizes, sigma2, width / eps_est)
-    if args.limit:
-        keep = limit_mask(args.codes, args.sizes, h, noise)
-        w = keep.astype(np.float64)  # c_i = 1[i in T] / n_h (Section 3.2)
-    else:
-        w = smooth_weights(args.codes, args.sizes, h)  # Lemma 3, times n_h
+        # Claim 1 / Claim 2 with B / epsilon (the unit's Laplace scale) as the noise unit.
+        h = bounding.choose_h(records.sizes, sigma2, laplace_scale(plan.estimate, width))
+    # c_i = w_i / n_h: Lemma 3's weights, or 1[i in T] / n_h (Section 3.2)
+    w = bounding.weights(records.codes, records.sizes, h, noise)
     c = w / w.sum()
-    estimate = float(c @ args.values)  # Alg. 1, line 1
+    estimate = float(c @ records.values)  # Alg. 1, line 1
     # Lemma 1: l1 sensitivity B * max_l sum_{S_l} c_i, from the weights themselves.
-    sensitivity = width * float(np.bincount(args.codes, weights=c).max())
-    scale = sensitivity / eps_est
-    acc.compose(dp_accounting.LaplaceDpEvent(scale / sensitivity))
-    estimate = float(
-        noise.add_laplace(
-            estimate, scale, statistic="mean.estimate", l1=sensitivity, neighbours="replace-values"
-        )
-    )  # line 2
-    return MeanResult(
-        estimate=estimate,
-        method="sample-limit" if args.limit else "weighted",
-        h=float(h),
-        noise_scale=scale,
-        epsilon=acc.spent().epsilon,
-        selection_epsilon=eps_sel,
-        public_user_sizes=True,
-        dp_event=acc.event,
-    )
+    sensitivity = width * float(np.bincount(records.codes, weights=c).max())
+    # line 2: the estimate plus Laplace noise of scale sensitivity / epsilon_est
+    noisy, scale = laplace_release(estimate, epsilon=plan.estimate, sensitivity=sensitivity,
+                                   noise=noise, accountant=acc, statistic="mean.estimate",
+                                   neighbours="replace-values")  # fmt: skip
+    return float(noisy), float(h), scale
 
 
-def _private_mean(args: _Args, noise: NoiseSource, acc: PrivacyAccountant) -> MeanResult:
-    """Add/remove one user: choose h privately, then release (S, N) with Laplace noise."""
-    lo, hi = args.bounds
+def _private_mean(
+    records: Records, plan: _Plan, h: float | None, noise_variance: float | None,
+    bounding: Bounding, noise: NoiseSource, acc: PrivacyAccountant,
+) -> tuple[float, float, float]:  # fmt: skip
+    """Add/remove one user: choose h privately, then release (S, N) with Laplace noise.
+
+    Returns ``(estimate, h, approximate noise sd)``.
+    """
+    lo, hi = records.bounds
     mid, hw = 0.5 * (lo + hi), 0.5 * (hi - lo)
-    eps_est, eps_sel, h = args.epsilon, 0.0, args.h
     mu = 0.5 * hw  # no released mean: a compromise between mu = 0 and mu = hw
     if h is None:
-        eps_sel = args.selection_share * args.epsilon
-        eps_est = args.epsilon - eps_sel
-        eps_hist = eps_sel if args.noise_variance is not None else 0.5 * eps_sel
-        hist = private_size_histogram(args.sizes, eps_hist, noise, acc)
-        sigma2 = args.noise_variance
+        hist = private_size_histogram(records.sizes, plan.histogram, noise, acc)
+        sigma2 = noise_variance
         if sigma2 is None:
             moments = _private_moments(
-                args.codes,
-                args.values,
-                args.sizes,
-                args.bounds,
-                epsilon=eps_sel - eps_hist,
+                records,
+                epsilon=plan.moments,
                 user_count=hist.user_count,
-                replace=False,
+                neighbours="add-remove",
                 noise=noise,
                 accountant=acc,
             )
@@ -326,73 +310,82 @@ def _private_mean(args: _Args, noise: NoiseSource, acc: PrivacyAccountant) -> Me
             # |mu_hat| can be ~0 by chance while mu is not: never plan for less than the
             # noise sd of the released mean, or N would get almost no budget.
             mu = max(abs(moments.centred_mean), moments.centred_mean_sd)
-        eps1, eps2 = _split_estimation_epsilon(eps_est, hw, mu)
+        eps1, eps2 = _split_estimation_epsilon(plan.estimate, hw, mu)
         unit = _ratio_noise_unit(eps1, eps2, hw, mu)
-        choose = best_limit_h if args.limit else best_smooth_h
-        h = choose(hist.representatives, sigma2, unit, counts=hist.counts)
+        h = bounding.choose_h(hist.representatives, sigma2, unit, counts=hist.counts)
     else:
-        eps1, eps2 = _split_estimation_epsilon(eps_est, hw, mu)
-    codes, values, sizes = args.codes, args.values, args.sizes
-    if args.limit:
-        keep = limit_mask(codes, sizes, h, noise)
-        codes, values = codes[keep], values[keep]
-        sizes = np.minimum(sizes, math.floor(h))  # kept records per user: weights become 1
-    total, count = _mean_statistics(codes, values, sizes, h, args.bounds)
-    scale1, scale2 = h * hw / eps1, h / eps2  # sensitivities h hw and h over eps1, eps2
-    acc.compose(dp_accounting.LaplaceDpEvent(scale1 / (h * hw)))
-    acc.compose(dp_accounting.LaplaceDpEvent(scale2 / h))
-    total = float(noise.add_laplace(total, scale1, statistic="mean.sum", l1=h * hw))
-    count = float(noise.add_laplace(count, scale2, statistic="mean.count", l1=h))
-    denom = max(count, h)
-    ratio = total / denom
+        eps1, eps2 = _split_estimation_epsilon(plan.estimate, hw, mu)
+    codes, values, sizes = bounding.restrict(records, h, noise)
+    total, count = _mean_statistics(codes, values, sizes, h, records.bounds)
+    # sensitivities h hw and h (see _mean_statistics)
+    total, _ = laplace_release(total, epsilon=eps1, sensitivity=h * hw, noise=noise,
+                               accountant=acc, statistic="mean.sum")  # fmt: skip
+    count, _ = laplace_release(count, epsilon=eps2, sensitivity=h, noise=noise,
+                               accountant=acc, statistic="mean.count")  # fmt: skip
+    denom = max(float(count), h)
+    ratio = float(total) / denom
     estimate = float(np.clip(mid + ratio, lo, hi))
     approx_sd = math.sqrt(2.0) * h * _ratio_noise_unit(eps1, eps2, hw, abs(ratio)) / denom
-    return MeanResult(
-        estimate=estimate,
-        method="sample-limit" if args.limit else "weighted",
-        h=float(h),
-        noise_scale=approx_sd,
-        epsilon=acc.spent().epsilon,
-        selection_epsilon=eps_sel,
-        public_user_sizes=False,
-        dp_event=acc.event,
-    )
+    return estimate, float(h), approx_sd
 
 
 def _run(
     caller: str,
     values: object,
     users: object,
-    *,
-    epsilon: object,
-    bounds: object,
-    h: float | None,
-    public_user_sizes: object,
-    noise_variance: object,
-    selection_share: object,
-    seed: int | None,
-    limit: bool,
+    params: dict[str, Any],
+    bounding: Bounding,
 ) -> MeanResult:
-    y, u, eps, bnds, nv, share = _validate(
-        caller, values, users, epsilon, bounds, public_user_sizes, noise_variance, selection_share
+    """The preamble (parameters, accountant check, records), then the release."""
+    table = _TABLES[bounding.method]
+    check_arguments(params, table, caller)  # before the data are read
+    h = params["h"]
+    if h is not None:
+        h = float(h) if bounding is SMOOTH else int(h)
+    nv = params["noise_variance"]
+    nv = None if nv is None else float(nv)
+    public = bool(params["public_user_sizes"])
+    plan = _plan(float(params["epsilon"]), float(params["selection_share"]), public=public,
+                 h=h, noise_variance=nv)  # fmt: skip
+    ledger = Ledger(params["accountant"], plan.events())  # refuses before any work
+    records = read_records(values, users, params["bounds"], caller)
+    noise = NoiseSource(params["seed"])
+    release = _public_mean if public else _private_mean
+    estimate, h_used, noise_scale = release(records, plan, h, nv, bounding, noise, ledger.local)
+    budget, event = ledger.close()
+    return MeanResult(
+        budget=budget,
+        dp_event=event,
+        estimate=estimate,
+        method=bounding.method,
+        h=h_used,
+        noise_scale=noise_scale,
+        selection_epsilon=plan.selection,
+        public_user_sizes=public,
     )
-    codes, sizes = factorize_users(u)
-    args = _Args(
-        codes=codes,
-        sizes=sizes,
-        values=np.clip(y, *bnds),
-        bounds=bnds,
-        epsilon=eps,
-        noise_variance=nv,
-        h=h,
-        selection_share=share,
-        limit=limit,
-    )
-    noise = NoiseSource(seed)
-    acc = PrivacyAccountant()
-    if public_user_sizes:
-        return _public_mean(args, noise, acc)
-    return _private_mean(args, noise, acc)
+
+
+_PARAMETERS: dict[str, dict[str, Any]] = {
+    "epsilon": EPSILON,
+    "bounds": {"check": bounds_rule, "cli": False},
+    "public_user_sizes": PUBLIC_USER_SIZES,
+    "noise_variance": NOISE_VARIANCE,
+    "selection_share": SELECTION_SHARE,
+    "seed": SEED,
+    "accountant": ACCOUNTANT,
+}
+#: Rules for every keyword of :func:`weighted_mean` (checked before any data is read).
+WEIGHTED_MEAN_PARAMETERS: dict[str, dict[str, Any]] = {
+    **_PARAMETERS,
+    "h": {"low": 0.0, "low_open": True, "high": math.inf, "high_open": True, "none": True,
+          "cli": False},
+}  # fmt: skip
+#: Rules for every keyword of :func:`sample_limited_mean`.
+SAMPLE_LIMITED_MEAN_PARAMETERS: dict[str, dict[str, Any]] = {
+    **_PARAMETERS,
+    "h": {"int": True, "low": 1, "none": True, "cli": False},
+}
+_TABLES = {"weighted": WEIGHTED_MEAN_PARAMETERS, "sample-limit": SAMPLE_LIMITED_MEAN_PARAMETERS}
 
 
 def weighted_mean(
@@ -406,6 +399,7 @@ def weighted_mean(
     h: float | None = None,
     selection_share: float = 0.1,
     seed: int | None = None,
+    accountant: PrivacyAccountant | None = None,
 ) -> MeanResult:
     """Private mean with smoothly bounded user contributions (Epasto et al. 2020, Alg. 1).
 
@@ -438,6 +432,10 @@ def weighted_mean(
     seed : int or None, default=None
         Seeds the noise. None (the default) uses OS entropy; a fixed seed is for tests and
         reproducible benchmarks only.
+    accountant : PrivacyAccountant or None, default=None
+        A shared accountant to charge the release to (its ``dp_event``). If it holds a total
+        budget that this release would exceed, :class:`BudgetExceededError` is raised before
+        the data are read.
 
     Returns
     -------
@@ -448,11 +446,15 @@ def weighted_mean(
     DataError
         Empty input, ``values`` and ``users`` of different lengths, or a non-finite value.
     InvalidParameterError
-        ``epsilon <= 0``, ``lower >= upper``, ``h <= 0``, ``selection_share`` outside (0, 1).
+        A parameter breaks its rule in :data:`WEIGHTED_MEAN_PARAMETERS` (``epsilon <= 0``,
+        ``lower >= upper``, ``h <= 0``, ``selection_share`` outside (0, 1), ...).
+    BudgetExceededError
+        ``accountant`` cannot afford ``epsilon`` (checked before any work).
 
     Privacy
     -------
-    ``epsilon``-DP (pure), every release composed on a :class:`~userdp.privacy.PrivacyAccountant`.
+    ``epsilon``-DP (pure; ``budget.delta`` is 0), every release composed on the result's
+    ``dp_event`` and charged to ``accountant`` when one is given.
 
     *Public sizes* (replace one user's values): the estimate ``sum_i c_i y_i`` with
     ``c_i = min(h, s_l) / (s_l n_h)`` has l1 sensitivity ``B max_l sum_{S_l} c_i``
@@ -487,25 +489,20 @@ def weighted_mean(
     >>> result = weighted_mean(values, users, epsilon=1.0, bounds=(0, 10), seed=1)
     >>> abs(result.estimate - 5.0) < 0.5
     True
-    >>> round(result.epsilon, 9)
-    1.0
+    >>> round(result.budget.epsilon, 9), result.budget.delta
+    (1.0, 0.0)
     """
-    caller = "weighted_mean"
-    if h is not None:
-        h = check_real(h, "h", caller, low=0.0, high=math.inf, low_open=True, high_open=True)
-    return _run(
-        caller,
-        values,
-        users,
+    params = dict(
         epsilon=epsilon,
         bounds=bounds,
-        h=h,
         public_user_sizes=public_user_sizes,
         noise_variance=noise_variance,
+        h=h,
         selection_share=selection_share,
         seed=seed,
-        limit=False,
+        accountant=accountant,
     )
+    return _run("weighted_mean", values, users, params, SMOOTH)
 
 
 def sample_limited_mean(
@@ -519,6 +516,7 @@ def sample_limited_mean(
     noise_variance: float | None = None,
     selection_share: float = 0.1,
     seed: int | None = None,
+    accountant: PrivacyAccountant | None = None,
 ) -> MeanResult:
     """Private mean by sample limiting (Amin et al. 2019; Epasto et al. 2020, Section 3.2).
 
@@ -530,6 +528,7 @@ def sample_limited_mean(
     Parameters
     ----------
     values, users, epsilon, bounds, public_user_sizes, noise_variance, selection_share, seed
+    accountant
         As :func:`weighted_mean`.
     h : int or None, default=None
         The integer threshold, >= 1. None: chosen by
@@ -541,8 +540,8 @@ def sample_limited_mean(
 
     Raises
     ------
-    DataError, InvalidParameterError
-        As :func:`weighted_mean`.
+    DataError, InvalidParameterError, BudgetExceededError
+        As :func:`weighted_mean` (the rules: :data:`SAMPLE_LIMITED_MEAN_PARAMETERS`).
 
     Privacy
     -------
@@ -562,19 +561,14 @@ def sample_limited_mean(
     >>> result.h, abs(result.estimate - 5.0) < 0.5
     (5.0, True)
     """
-    caller = "sample_limited_mean"
-    if h is not None:
-        h = check_int(h, "h", caller, low=1)
-    return _run(
-        caller,
-        values,
-        users,
+    params = dict(
         epsilon=epsilon,
         bounds=bounds,
-        h=h,
         public_user_sizes=public_user_sizes,
         noise_variance=noise_variance,
+        h=h,
         selection_share=selection_share,
         seed=seed,
-        limit=True,
+        accountant=accountant,
     )
+    return _run("sample_limited_mean", values, users, params, SAMPLE_LIMIT)

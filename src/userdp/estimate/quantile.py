@@ -39,34 +39,47 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any
 
 import dp_accounting
 import numpy as np
 
-from userdp._validation import check_int, check_real
-from userdp.estimate.mean import _validate
-from userdp.estimate.weighting import (
-    best_limit_h,
-    best_smooth_h,
-    factorize_users,
-    limit_mask,
-    private_size_histogram,
-    smooth_weights,
+from userdp._validation import check_arguments, check_real
+from userdp.estimate._common import (
+    ACCOUNTANT,
+    EPSILON,
+    PUBLIC_USER_SIZES,
+    SAMPLE_LIMIT,
+    SEED,
+    SELECTION_SHARE,
+    SMOOTH,
+    Bounding,
+    Ledger,
+    Method,
+    Release,
+    bounds_rule,
+    budget_text,
+    laplace_event,
+    read_records,
 )
+from userdp.estimate.weighting import private_size_histogram
 from userdp.exceptions import InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.events import ExponentialMechanismDpEvent
 from userdp.privacy.noise import NoiseSource
 from userdp.privacy.recording import is_recording, record
 
-__all__ = ["QuantileResult", "sample_limited_quantile", "weighted_quantile"]
-
-Method = Literal["weighted", "sample-limit"]
+__all__ = [
+    "SAMPLE_LIMITED_QUANTILE_PARAMETERS",
+    "WEIGHTED_QUANTILE_PARAMETERS",
+    "QuantileResult",
+    "sample_limited_quantile",
+    "weighted_quantile",
+]
 
 
 @dataclass(frozen=True)
-class QuantileResult:
+class QuantileResult(Release):
     """Released quantiles and how they were released.
 
     ``estimate``, ``h`` and ``sensitivity`` are floats when ``q`` was a number and arrays
@@ -74,6 +87,10 @@ class QuantileResult:
 
     Attributes
     ----------
+    budget : PrivacyBudget
+        The ``(epsilon, 0)`` spent (pure DP): the whole ``epsilon`` given.
+    dp_event : dp_accounting.DpEvent
+        Every release, as one ``ComposedDpEvent``.
     estimate : float or ndarray
         The private quantiles, inside ``bounds``.
     q : tuple of float
@@ -83,13 +100,11 @@ class QuantileResult:
     sensitivity : float or ndarray
         ``Delta`` of each exponential mechanism: ``max(q, 1 - q) h`` (private sizes) or
         ``max_l sum_{S_l} c_i`` (public sizes, normalised weights).
-    epsilon : float
-        The privacy budget spent (the accountant's total).
     selection_epsilon : float
         The part spent on the size histogram that chose ``h`` (0 when none was needed).
     public_user_sizes : bool
-    dp_event : dp_accounting.DpEvent
-        Every release, as one ``ComposedDpEvent``.
+    epsilon : float
+        ``budget.epsilon`` (a property).
     """
 
     estimate: float | np.ndarray
@@ -97,10 +112,8 @@ class QuantileResult:
     method: Method
     h: float | np.ndarray
     sensitivity: float | np.ndarray
-    epsilon: float
     selection_epsilon: float
     public_user_sizes: bool
-    dp_event: dp_accounting.DpEvent
 
     def summary(self) -> str:
         """One line: quantiles, method, thresholds and budget."""
@@ -111,7 +124,7 @@ class QuantileResult:
         )
         sizes = "public" if self.public_user_sizes else "private"
         return (
-            f"{self.method} quantiles {parts}; epsilon={self.epsilon:g} of which "
+            f"{self.method} quantiles {parts}; {budget_text(self.budget)} of which epsilon="
             f"{self.selection_epsilon:g} chose h, user sizes {sizes}"
         )
 
@@ -168,77 +181,112 @@ def _exponential_mechanism(
     return float(min(edges[k] + draw[1] * lengths[k], hi))
 
 
-# -- validation and driver ----------------------------------------------------------------------
-def _check_q(q: object, caller: str) -> tuple[tuple[float, ...], bool]:
-    """``q`` as a tuple of floats in (0, 1) and whether it was a single number."""
-    if isinstance(q, (str, bytes)):
-        raise InvalidParameterError(
-            f"The 'q' parameter of {caller} must be a float in the range (0, 1) or a non-empty "
-            f"sequence of them. Got {q!r} instead."
-        )
-    if isinstance(q, Sequence) or isinstance(q, np.ndarray):
-        qs = list(np.asarray(q, dtype=object).ravel()) if isinstance(q, np.ndarray) else list(q)
-        if not qs:
-            raise InvalidParameterError(
-                f"The 'q' parameter of {caller} must be a float in the range (0, 1) or a "
-                f"non-empty sequence of them. Got {q!r} instead."
-            )
-        scalar = False
-    else:
-        qs, scalar = [q], True
-    checked = tuple(
-        check_real(v, "q", caller, low=0.0, high=1.0, low_open=True, high_open=True) for v in qs
+# -- parameters, plan and driver ------------------------------------------------------------------
+def _check_q(q: object, name: str, caller: str) -> None:
+    """Rule for ``q``: a float in (0, 1) or a non-empty sequence of them."""
+    message = (
+        f"The {name!r} parameter of {caller} must be a float in the range (0, 1) or a non-empty "
+        f"sequence of them. Got {q!r} instead."
     )
-    return checked, scalar
+    if isinstance(q, (str, bytes)):
+        raise InvalidParameterError(message)
+    if isinstance(q, (Sequence, np.ndarray)) and len(_levels(q)) == 0:
+        raise InvalidParameterError(message)
+    for v in _levels(q):
+        check_real(v, name, caller, low=0.0, high=1.0, low_open=True, high_open=True)
+
+
+def _levels(q: Any) -> list[Any]:
+    """The quantile levels of ``q`` as a list (one entry when ``q`` is a number)."""
+    if isinstance(q, np.ndarray):
+        return list(np.asarray(q, dtype=object).ravel())
+    return list(q) if isinstance(q, Sequence) else [q]
+
+
+_PARAMETERS: dict[str, dict[str, Any]] = {
+    "q": {"check": _check_q, "cli": False},
+    "epsilon": EPSILON,
+    "bounds": {"check": bounds_rule, "cli": False},
+    "public_user_sizes": PUBLIC_USER_SIZES,
+    "selection_share": SELECTION_SHARE,
+    "seed": SEED,
+    "accountant": ACCOUNTANT,
+}
+#: Rules for every keyword of :func:`weighted_quantile` (checked before any data is read).
+WEIGHTED_QUANTILE_PARAMETERS: dict[str, dict[str, Any]] = {
+    **_PARAMETERS,
+    "h": {"low": 0.0, "low_open": True, "high": math.inf, "high_open": True, "none": True,
+          "cli": False},
+}  # fmt: skip
+#: Rules for every keyword of :func:`sample_limited_quantile`.
+SAMPLE_LIMITED_QUANTILE_PARAMETERS: dict[str, dict[str, Any]] = {
+    **_PARAMETERS,
+    "h": {"int": True, "low": 1, "none": True, "cli": False},
+}
+_TABLES = {
+    "weighted": WEIGHTED_QUANTILE_PARAMETERS,
+    "sample-limit": SAMPLE_LIMITED_QUANTILE_PARAMETERS,
+}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How ``epsilon`` is spent, from the parameters alone: the size histogram (private sizes,
+    ``h`` not given; 0 otherwise), then one exponential mechanism per quantile."""
+
+    histogram: float
+    per_quantile: float
+    count: int
+
+    def events(self) -> list[dp_accounting.DpEvent]:
+        events = [laplace_event(self.histogram)] if self.histogram else []
+        return events + [ExponentialMechanismDpEvent(self.per_quantile)] * self.count
+
+
+def _plan(epsilon: float, share: float, count: int, *, public: bool, h_given: bool) -> _Plan:
+    histogram = 0.0 if h_given or public else share * epsilon
+    return _Plan(histogram, (epsilon - histogram) / count, count)  # basic composition
 
 
 def _run(
-    caller: str,
-    values: object,
-    users: object,
-    *,
-    q: object,
-    epsilon: object,
-    bounds: object,
-    public_user_sizes: object,
-    h: float | None,
-    selection_share: object,
-    seed: int | None,
-    limit: bool,
+    caller: str, values: object, users: object, params: dict[str, Any], bounding: Bounding
 ) -> QuantileResult:
-    qs, scalar = _check_q(q, caller)
-    y, u, eps, (lo, hi), _, share = _validate(
-        caller, values, users, epsilon, bounds, public_user_sizes, None, selection_share
+    """The preamble (parameters, accountant check, records), then one draw per quantile."""
+    table = (
+        WEIGHTED_QUANTILE_PARAMETERS if bounding is SMOOTH else SAMPLE_LIMITED_QUANTILE_PARAMETERS
     )
-    codes, sizes = factorize_users(u)
-    y = np.clip(y, lo, hi)
+    check_arguments(params, table, caller)  # before the data are read
+    qs = tuple(float(v) for v in _levels(params["q"]))
+    scalar = not isinstance(params["q"], (Sequence, np.ndarray))
+    h = params["h"]
+    if h is not None:
+        h = float(h) if bounding is SMOOTH else int(h)
+    public = bool(params["public_user_sizes"])
+    plan = _plan(float(params["epsilon"]), float(params["selection_share"]), len(qs),
+                 public=public, h_given=h is not None)  # fmt: skip
+    ledger = Ledger(params["accountant"], plan.events())  # refuses before any work
+    records = read_records(values, users, params["bounds"], caller)
+    codes, sizes, y = records.codes, records.sizes, records.values
     order = np.argsort(y)  # the order among ties does not matter (zero-length intervals)
     sorted_y = y[order]
-    noise = NoiseSource(seed)
-    acc = PrivacyAccountant()
-    choose = best_limit_h if limit else best_smooth_h
+    noise = NoiseSource(params["seed"])
+    acc = ledger.local
 
-    eps_sel, eps_est = 0.0, eps
-    table = (sizes, None)  # sizes to choose h from: public ones, or the private histogram's
-    if h is None and not public_user_sizes:
-        eps_sel = share * eps
-        eps_est = eps - eps_sel
-        hist = private_size_histogram(sizes, eps_sel, noise, acc)
-        table = (hist.representatives, hist.counts)
-    eps_q = eps_est / len(qs)  # basic composition over the quantiles
+    table_h = (sizes, None)  # sizes to choose h from: public ones, or the private histogram's
+    if plan.histogram:
+        hist = private_size_histogram(sizes, plan.histogram, noise, acc)
+        table_h = (hist.representatives, hist.counts)
+    eps_q = plan.per_quantile
 
     estimates, hs, deltas = [], [], []
     for qj in qs:
         spread = max(qj, 1.0 - qj)
         hj = h
         if hj is None:
-            unit = 2.0 / eps_q if public_user_sizes else 2.0 * spread / eps_q
-            hj = choose(table[0], qj * (1.0 - qj), unit, counts=table[1])
-        if limit:
-            w = limit_mask(codes, sizes, hj, noise).astype(np.float64)
-        else:
-            w = smooth_weights(codes, sizes, hj)
-        if public_user_sizes:
+            unit = 2.0 / eps_q if public else 2.0 * spread / eps_q
+            hj = bounding.choose_h(table_h[0], qj * (1.0 - qj), unit, counts=table_h[1])
+        w = bounding.weights(codes, sizes, hj, noise)
+        if public:
             w = w / w.sum()  # normalised c_i; a replaced user moves W(x) by its own weight
             delta = float(np.bincount(codes, weights=w).max())
         else:
@@ -250,9 +298,9 @@ def _run(
             qj,
             epsilon=eps_q,
             sensitivity=delta,
-            bounds=(lo, hi),
+            bounds=records.bounds,
             noise=noise,
-            neighbours="replace-values" if public_user_sizes else "add-remove",
+            neighbours="replace-values" if public else "add-remove",
         )
         estimates.append(x)
         hs.append(float(hj))
@@ -261,16 +309,17 @@ def _run(
     def shape(v: list[float]) -> float | np.ndarray:
         return v[0] if scalar else np.array(v)
 
+    budget, event = ledger.close()
     return QuantileResult(
+        budget=budget,
+        dp_event=event,
         estimate=shape(estimates),
         q=qs,
-        method="sample-limit" if limit else "weighted",
+        method=bounding.method,
         h=shape(hs),
         sensitivity=shape(deltas),
-        epsilon=acc.spent().epsilon,
-        selection_epsilon=eps_sel,
-        public_user_sizes=bool(public_user_sizes),
-        dp_event=acc.event,
+        selection_epsilon=plan.histogram,
+        public_user_sizes=public,
     )
 
 
@@ -285,6 +334,7 @@ def weighted_quantile(
     h: float | None = None,
     selection_share: float = 0.1,
     seed: int | None = None,
+    accountant: PrivacyAccountant | None = None,
 ) -> QuantileResult:
     """Private quantiles with smoothly bounded user contributions (weighted exponential mech.).
 
@@ -316,6 +366,10 @@ def weighted_quantile(
     seed : int or None, default=None
         Seeds the noise. None (the default) uses OS entropy; a fixed seed is for tests and
         reproducible benchmarks only.
+    accountant : PrivacyAccountant or None, default=None
+        A shared accountant to charge the release to (its ``dp_event``). If it holds a total
+        budget that this release would exceed, :class:`BudgetExceededError` is raised before
+        the data are read.
 
     Returns
     -------
@@ -326,14 +380,17 @@ def weighted_quantile(
     DataError
         Empty input, ``values`` and ``users`` of different lengths, or a non-finite value.
     InvalidParameterError
-        ``epsilon <= 0``, ``lower >= upper``, ``q`` outside (0, 1), ``h <= 0``,
-        ``selection_share`` outside (0, 1).
+        A parameter breaks its rule in :data:`WEIGHTED_QUANTILE_PARAMETERS` (``epsilon <= 0``,
+        ``lower >= upper``, ``q`` outside (0, 1), ``h <= 0``, ...).
+    BudgetExceededError
+        ``accountant`` cannot afford ``epsilon`` (checked before any work).
 
     Privacy
     -------
-    ``epsilon``-DP (pure). The estimation budget (``epsilon``, less the selection share when a
-    histogram is released) is split evenly over the quantiles; each is one exponential
-    mechanism (an ``ExponentialMechanismDpEvent``) with utility sensitivity
+    ``epsilon``-DP (pure; ``budget.delta`` is 0). The estimation budget (``epsilon``, less
+    the selection share when a histogram is released) is split evenly over the quantiles;
+    each is one exponential mechanism (an ``ExponentialMechanismDpEvent``) with utility
+    sensitivity
     ``Delta = max(q, 1 - q) h`` under adding or removing a user, or ``max_l sum_{S_l} c_i``
     under replacing one user's values when sizes are public. The size histogram (private
     sizes, ``h`` None) has l1 sensitivity 1 (a ``LaplaceDpEvent``). ``h`` is a function of
@@ -349,13 +406,7 @@ def weighted_quantile(
     >>> abs(res.estimate - 5.0) < 0.5
     True
     """
-    caller = "weighted_quantile"
-    if h is not None:
-        h = check_real(h, "h", caller, low=0.0, high=math.inf, low_open=True, high_open=True)
-    return _run(
-        caller,
-        values,
-        users,
+    params = dict(
         q=q,
         epsilon=epsilon,
         bounds=bounds,
@@ -363,8 +414,9 @@ def weighted_quantile(
         h=h,
         selection_share=selection_share,
         seed=seed,
-        limit=False,
+        accountant=accountant,
     )
+    return _run("weighted_quantile", values, users, params, SMOOTH)
 
 
 def sample_limited_quantile(
@@ -378,6 +430,7 @@ def sample_limited_quantile(
     h: int | None = None,
     selection_share: float = 0.1,
     seed: int | None = None,
+    accountant: PrivacyAccountant | None = None,
 ) -> QuantileResult:
     """Private quantiles by sample limiting: the same mechanism with 0/1 weights.
 
@@ -387,7 +440,7 @@ def sample_limited_quantile(
 
     Parameters
     ----------
-    values, users, q, epsilon, bounds, public_user_sizes, selection_share, seed
+    values, users, q, epsilon, bounds, public_user_sizes, selection_share, seed, accountant
         As :func:`weighted_quantile`.
     h : int or None, default=None
         Integer threshold >= 1 used for every quantile; None: chosen per quantile by
@@ -399,8 +452,8 @@ def sample_limited_quantile(
 
     Raises
     ------
-    DataError, InvalidParameterError
-        As :func:`weighted_quantile`.
+    DataError, InvalidParameterError, BudgetExceededError
+        As :func:`weighted_quantile` (the rules: :data:`SAMPLE_LIMITED_QUANTILE_PARAMETERS`).
 
     Privacy
     -------
@@ -421,13 +474,7 @@ def sample_limited_quantile(
     >>> bool(np.all(np.abs(res.estimate - [2.5, 7.5]) < 0.5))
     True
     """
-    caller = "sample_limited_quantile"
-    if h is not None:
-        h = check_int(h, "h", caller, low=1)
-    return _run(
-        caller,
-        values,
-        users,
+    params = dict(
         q=q,
         epsilon=epsilon,
         bounds=bounds,
@@ -435,5 +482,6 @@ def sample_limited_quantile(
         h=h,
         selection_share=selection_share,
         seed=seed,
-        limit=True,
+        accountant=accountant,
     )
+    return _run("sample_limited_quantile", values, users, params, SAMPLE_LIMIT)

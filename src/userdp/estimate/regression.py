@@ -25,34 +25,7 @@ is public (it is ``e_d`` when the last column of ``X`` is the intercept's 1), so
 ``C y`` and its sensitivity is the same, ``B max_l sum_{S_l} ||c_i||_1`` under replacement; the
 centred labels only keep the arithmetic well scaled.
 
-The solver
-----------
-With ``kappa = 2 d (B/epsilon)^2`` and ``rho = sigma^2 / kappa``, minimising ``f`` is
-``min ||C||_F^2 + T^2 / rho`` subject to ``C X = I`` and ``g_l(C) = sum_{S_l} ||c_i||_1 <= T``.
-Its Lagrange dual, with ``X = Q R`` (thin QR), multipliers ``N`` (d x d) for ``C Q = R^-1`` and
-``nu_l >= 0`` for the user constraints, is the smooth, piecewise quadratic problem
-
-    min_{N, nu >= 0}  phi = -<N, R^-1> + 1/2 sum_i ||soft(N q_i, nu_l(i))||^2 + rho/2 (sum nu)^2
-
-whose minimiser gives ``c_i = soft(N q_i, nu_l(i))`` (soft-thresholding) and ``T = rho sum nu``.
-It has ``d^2 + m`` variables and an exact generalized Hessian, so a projected semismooth Newton
-method (Bertsekas 1982: epsilon-active bound set, projected Armijo search) reaches a relative
-duality gap of ~1e-9 in tens of iterations. The Newton system is solved by a Schur complement
-on the ``nu`` block (diagonal plus rank one); a ``nu_l`` at 0 whose step points below 0 is fixed
-there and the step recomputed, and a ``nu_l`` with no active entry moves to its kink. Cost per
-iteration ``O(n d^3 + m d^4 + d^6)``, memory ``O(n d + m d^2)``. Small ``rho`` (noise dominates
-and every user ends at the bound) is reached by continuation: from ``10 rho*``, where
-``rho* = T_ols^2 / ||C_ols||_F^2`` balances the two terms at OLS, down by factors of 10.
-``sigma^2 = 0`` is the linear program ``min T`` (HiGHS).
-
-Every iterate is projected exactly onto ``C X = I`` and the best one by the true objective is
-kept, so the result is never worse than OLS. Two lower bounds certify it: the dual value, and
-``sigma^2 ||C_ols||_F^2 + kappa T_low^2`` with ``T_low`` from the dual of ``min T``
-(:class:`GWASolution` reports the gap). The noise scale is always computed from the returned
-``C`` itself, so privacy never depends on how well the optimiser converged.
-
-Measured (2 cores): n ~ 3,500, d = 10, 300 users of Zipf sizes up to 900 takes 0.1-0.3 s;
-n = 320k with 3,000 users 9 s.
+The solver of Theorem 6's program is described in :mod:`userdp.estimate._gwa`.
 
 References
 ----------
@@ -72,16 +45,21 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import dp_accounting
 import numpy as np
-from scipy import linalg
 
-from userdp._validation import (
-    MIN_EPSILON,
-    check_choice,
-    check_constraints,
-    check_epsilon,
-    check_int,
+from userdp._params import ParamsMixin
+from userdp._validation import check_arguments, check_choice
+from userdp.estimate._common import (
+    ACCOUNTANT,
+    EPSILON,
+    SEED,
+    SELECTION_SHARE,
+    Ledger,
+    Release,
+    bounds_rule,
+    budget_text,
+    check_accountant,
+    laplace_event,
 )
 from userdp.estimate._gwa import (
     GWASolution,
@@ -95,18 +73,22 @@ from userdp.estimate._gwa import (
     gwa_sensitivity,
     solve_gwa,
 )
-from userdp.estimate.weighting import (
-    best_smooth_h,
-    check_bounds,
-    check_features,
-    limit_mask,
-    smooth_weights,
+from userdp.estimate._label_release import private_noise_variance, release_coefficients
+from userdp.estimate._sample_limit import (
+    SampleLimitDesign,
+    _best_limit,
+    _limit_design,
+    _ols_on,
+    best_limit_h_regression,
+    sample_limit_design,
 )
+from userdp.estimate.weighting import check_bounds, check_features
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
 
 __all__ = [
+    "GWA_LINEAR_REGRESSION_PARAMETERS",
     "GWASolution",
     "LabelPrivateLinearRegression",
     "LabelPrivateRegressionResult",
@@ -122,197 +104,18 @@ __all__ = [
 
 _CALLER = "LabelPrivateLinearRegression"
 METHODS = ("gwa", "sample-limit")
-_FULL_CANDIDATES = 256  # best_limit_h_regression tries every h up to this size, then a grid
-
-
-# -- sample limiting (Section 5.2) -----------------------------------------------------------------
-@dataclass(frozen=True)
-class SampleLimitDesign:
-    """Sample limiting's estimator: OLS on ``min(h, s_l)`` random records of each user.
-
-    Attributes
-    ----------
-    h : int
-        The threshold.
-    keep : bool ndarray, shape (n,)
-        The records kept (a uniformly random ``min(h, s_l)`` of user ``l``'s).
-    matrix : ndarray, shape (d, n)
-        ``C^s = (U^T U)^-1 U^T`` expanded to n columns, zero for dropped records (Section 5.2),
-        so ``C^s X = I`` and ``GWA_{C^s}`` is the sample-limiting algorithm.
-    """
-
-    h: int
-    keep: np.ndarray
-    matrix: np.ndarray
-
-
-def _within_user_rank(codes: np.ndarray, sizes: np.ndarray, noise: NoiseSource) -> np.ndarray:
-    """A uniformly random order of each user's records: rank 0 .. s_l - 1 per record.
-
-    The construction of :func:`~userdp.estimate.weighting.limit_mask` (31-bit random keys,
-    one sort by ``(user, key)``), so ``rank < h`` is a sample-limiting mask for every ``h`` at
-    once and the masks are nested in ``h``.
-    """
-    n = codes.size
-    keys = (codes << 31) | noise.random_bits(n, 31).astype(np.int64)
-    order = np.argsort(keys)
-    starts = np.cumsum(sizes) - sizes
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n, dtype=np.int64) - starts[codes[order]]
-    return rank
-
-
-def _ols_on(x: np.ndarray, keep: np.ndarray) -> np.ndarray | None:
-    """``(U^T U)^-1 U^T`` on the kept rows, expanded with zero columns; None if rank-deficient."""
-    u = x[keep]
-    d = x.shape[1]
-    if u.shape[0] < d:
-        return None
-    q, r = np.linalg.qr(u)
-    diag = np.abs(np.diag(r))
-    if np.linalg.matrix_rank(r) < d or diag.min() <= 0:
-        return None
-    rinv = linalg.solve_triangular(r, np.eye(d))
-    c_keep = rinv @ q.T
-    for _ in range(2):  # exact projection onto C U = I, as in _Design.project
-        c_keep = c_keep - ((c_keep @ u - np.eye(d)) @ rinv) @ q.T
-    c = np.zeros((d, x.shape[0]))
-    c[:, keep] = c_keep
-    return c
-
-
-def _limit_candidates(s_max: int) -> np.ndarray:
-    """Every h in 1..s_max when s_max <= 256; else 1..64 and a geometric grid up to s_max."""
-    if s_max <= _FULL_CANDIDATES:
-        return np.arange(1, s_max + 1)
-    grid = np.round(np.geomspace(64, s_max, _FULL_CANDIDATES - 64)).astype(np.int64)
-    return np.unique(np.concatenate([np.arange(1, 65), grid, [s_max]]))
-
-
-def _best_limit(
-    x: np.ndarray, codes: np.ndarray, sizes: np.ndarray, noise_variance: float,
-    laplace_unit: float, noise: NoiseSource,
-) -> SampleLimitDesign:  # fmt: skip
-    """Minimise Section 5.2's total variance over h on one nested random sample."""
-    d = x.shape[1]
-    rank = _within_user_rank(codes, sizes, noise)
-    by_rank = np.argsort(rank, kind="stable")
-    cands = _limit_candidates(int(sizes.max()))
-    ends = np.searchsorted(rank[by_rank], cands)  # records with rank < h come first
-    xs, cs = x[by_rank], codes[by_rank]  # the sample at h is the prefix xs[:end]
-    gram, done = np.zeros((d, d)), 0
-    best_h, best_f = int(cands[-1]), math.inf
-    for h, end in zip(cands.tolist(), ends.tolist(), strict=True):
-        gram += xs[done:end].T @ xs[done:end]  # U^T U of the records kept at h
-        done = end
-        eig = np.linalg.eigvalsh(gram)
-        if end < d or eig[0] <= 1e-12 * eig[-1]:
-            continue  # the kept records do not identify beta
-        cols = np.linalg.inv(gram) @ xs[:end].T  # c_i = (U^T U)^-1 x_i
-        t = float(np.bincount(cs[:end], weights=np.abs(cols).sum(axis=0)).max())
-        f = noise_variance * float(np.vdot(cols, cols)) + 2.0 * d * (laplace_unit * t) ** 2
-        if f < best_f:
-            best_h, best_f = h, f
-    keep = rank < best_h
-    matrix = _ols_on(x, keep)
-    if matrix is None:  # unreachable: h = max s keeps every record and X has full rank
-        raise DataError("best_limit_h_regression: no threshold h identifies beta.")
-    return SampleLimitDesign(best_h, keep, matrix)
-
-
-def _limit_design(
-    x: np.ndarray, codes: np.ndarray, sizes: np.ndarray, h: int, noise: NoiseSource, caller: str
-) -> SampleLimitDesign:
-    keep = limit_mask(codes, sizes, h, noise)
-    matrix = _ols_on(x, keep)
-    if matrix is None:
-        raise DataError(
-            f"{caller}: the {int(keep.sum())} records kept at h={h} do not determine all "
-            f"{x.shape[1]} coefficients (U^T U is singular); use a larger h."
-        )
-    return SampleLimitDesign(int(h), keep, matrix)
-
-
-def sample_limit_design(
-    X: object, users: object, h: int, *, noise: NoiseSource | None = None
-) -> SampleLimitDesign:
-    """Sample limiting with threshold ``h`` (Section 5.2): OLS on ``min(h, s_l)`` records each.
-
-    The records are drawn by :func:`~userdp.estimate.weighting.limit_mask` from ``noise``
-    (OS entropy when None). The draw reads only the public partition, never the labels.
-
-    Raises
-    ------
-    DataError
-        Bad shapes, or the kept records do not determine ``beta`` (``U^T U`` singular).
-    """
-    caller = "sample_limit_design"
-    h = check_int(h, "h", caller, low=1)
-    x = check_features(X, caller)
-    codes, sizes = _as_codes(users, x.shape[0], caller)
-    return _limit_design(x, codes, sizes, h, noise if noise is not None else NoiseSource(), caller)
-
-
-def best_limit_h_regression(
-    X: object,
-    users: object,
-    *,
-    noise_variance: float,
-    laplace_unit: float,
-    noise: NoiseSource | None = None,
-) -> SampleLimitDesign:
-    """Sample limiting at the integer ``h`` minimising Section 5.2's total variance.
-
-    For a kept sample ``U`` the variance is Theorem 6's ``f(C^s)``, which depends on *which*
-    records were kept. One random order of each user's records is drawn (from ``noise``) and
-    the sample at ``h`` is the first ``min(h, s_l)`` records of user ``l`` in that order, so the
-    samples are nested in ``h``; ``f`` is evaluated on these actual samples and the sample of
-    the best ``h`` is the one returned and used (no re-draw). Candidates: every ``h`` up to
-    ``max s_l`` when that is <= 256, else 1..64 and a geometric grid of ~190 values up to
-    ``max s_l``; ties go to the smallest ``h``. Cost ``O(#candidates * n d^2)``.
-
-    Only public values are read (``X``, the partition, ``noise_variance`` and
-    ``laplace_unit``, which must themselves be public or released), so the choice spends no
-    privacy budget.
-    """
-    caller = "best_limit_h_regression"
-    nv = _nonnegative(noise_variance, "noise_variance", caller)
-    lu = _nonnegative(laplace_unit, "laplace_unit", caller)
-    x = check_features(X, caller)
-    codes, sizes = _as_codes(users, x.shape[0], caller)
-    _check_rank(x, caller)
-    return _best_limit(x, codes, sizes, nv, lu, noise if noise is not None else NoiseSource())
-
-
-# -- the release (Algorithm 3) ---------------------------------------------------------------------
-def _release(
-    matrix: np.ndarray, y: np.ndarray, codes: np.ndarray, bounds: tuple[float, float],
-    epsilon: float, noise: NoiseSource, accountant: PrivacyAccountant,
-) -> tuple[np.ndarray, float, float]:  # fmt: skip
-    """``GWA_C``: ``C y + Lap(b)^d`` with ``b`` computed from this very ``C`` (Algorithm 3).
-
-    Returns ``(beta~, b, l1 sensitivity)``. ``y`` is clipped to ``bounds`` and centred at
-    ``mid``: ``C y = C (y - mid) + mid C 1`` with ``C 1`` public (module docstring).
-    """
-    lo, hi = bounds
-    width, mid = hi - lo, 0.5 * (lo + hi)
-    per_unit = float(np.bincount(codes, weights=np.abs(matrix).sum(axis=0)).max())
-    sensitivity = width * per_unit  # line 2: B max_l sum_j sum_{i in S_l} |c_ji|
-    scale = sensitivity / epsilon
-    accountant.compose(dp_accounting.LaplaceDpEvent(scale / sensitivity))
-    beta = matrix @ (np.clip(y, lo, hi) - mid) + mid * matrix.sum(axis=1)  # line 1
-    beta = noise.add_laplace(
-        beta, scale, statistic="gwa.coefficients", l1=sensitivity, neighbours="replace-values"
-    )  # lines 3-4
-    return beta, scale, sensitivity
 
 
 @dataclass(frozen=True)
-class LabelPrivateRegressionResult:
+class LabelPrivateRegressionResult(Release):
     """A label-private linear regression released by :func:`gwa_linear_regression`.
 
     Attributes
     ----------
+    budget : PrivacyBudget
+        The ``(epsilon, 0)`` spent (pure DP).
+    dp_event : dp_accounting.DpEvent
+        The release's ``LaplaceDpEvent``, composed.
     coef : ndarray, shape (d,)
         ``beta~ = C y + Lap(noise_scale)^d`` (Algorithm 3).
     noise_scale : float
@@ -323,39 +126,49 @@ class LabelPrivateRegressionResult:
     objective : float or None
         Theorem 6's total variance of ``beta~`` at the given ``noise_variance`` (None when no
         ``noise_variance`` was given).
-    epsilon : float
-        The privacy budget spent (the accountant's total).
     matrix : ndarray, shape (d, n)
         The public estimator ``C`` used.
-    dp_event : dp_accounting.DpEvent
+    epsilon : float
+        ``budget.epsilon`` (a property).
     """
 
     coef: np.ndarray
     noise_scale: float
     sensitivity: float
     objective: float | None
-    epsilon: float
     matrix: np.ndarray
-    dp_event: dp_accounting.DpEvent
 
     def summary(self) -> str:
         """One line: dimension, noise and budget."""
         return (
             f"GWA label-private regression, d={self.coef.size}, Laplace scale "
             f"{self.noise_scale:.3g} (l1 sensitivity {self.sensitivity:.3g}), "
-            f"epsilon={self.epsilon:g}"
+            f"{budget_text(self.budget)}"
         )
 
 
-def _check_epsilon(epsilon: object, caller: str) -> float:
-    return check_epsilon(epsilon, caller)
-
-
-def _check_label_range(label_range: object, caller: str) -> tuple[float, float]:
+def _check_matrix(value: object, name: str, caller: str) -> None:
+    """Rule for a fixed ``C``: a finite 2-D float array (its shape is checked against ``X``)."""
     try:
-        return check_bounds(label_range, caller)
-    except InvalidParameterError as err:
-        raise InvalidParameterError(str(err).replace("'bounds'", "'label_range'")) from err
+        c = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        c = None
+    if c is None or c.ndim != 2 or not np.isfinite(c).all():
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be a finite 2-D array (d x n). Got "
+            f"{type(value).__name__} instead."
+        )
+
+
+#: Rules for every keyword of :func:`gwa_linear_regression` (checked before any data is read).
+GWA_LINEAR_REGRESSION_PARAMETERS: dict[str, dict[str, Any]] = {
+    "epsilon": EPSILON,
+    "label_range": {"check": bounds_rule, "cli": False},
+    "noise_variance": {"low": 0.0, "high": math.inf, "high_open": True, "none": True},
+    "matrix": {"check": _check_matrix, "none": True, "cli": False},
+    "seed": SEED,
+    "accountant": ACCOUNTANT,
+}
 
 
 def gwa_linear_regression(
@@ -368,6 +181,7 @@ def gwa_linear_regression(
     noise_variance: float | None = None,
     matrix: object | None = None,
     seed: int | None = None,
+    accountant: PrivacyAccountant | None = None,
 ) -> LabelPrivateRegressionResult:
     """One label-private GWA release of ``beta`` (Algorithm 3) on the design ``X`` as given.
 
@@ -392,6 +206,9 @@ def gwa_linear_regression(
         ``C`` (the noise is calibrated to it); ``C X = I`` makes ``beta~`` unbiased.
     seed : int or None, default=None
         None draws noise from OS entropy; an integer is for tests and benchmarks only.
+    accountant : PrivacyAccountant or None, default=None
+        A shared accountant to charge the release to. If it holds a total budget that this
+        release would exceed, :class:`BudgetExceededError` is raised before the data are read.
 
     Returns
     -------
@@ -400,8 +217,11 @@ def gwa_linear_regression(
     Raises
     ------
     InvalidParameterError
-        A parameter out of range, neither ``noise_variance`` nor ``matrix`` given, or a
-        ``matrix`` of the wrong shape or with ``C X != I``.
+        A parameter breaks its rule in :data:`GWA_LINEAR_REGRESSION_PARAMETERS`, neither
+        ``noise_variance`` nor ``matrix`` is given, or ``matrix`` has the wrong shape or
+        ``C X != I``.
+    BudgetExceededError
+        ``accountant`` cannot afford ``epsilon`` (checked before any work).
     DataError
         Mismatched lengths, non-finite values, or ``X`` without full column rank.
 
@@ -414,18 +234,25 @@ def gwa_linear_regression(
     ``LaplaceDpEvent(noise_scale / sensitivity)``, epsilon-DP. ``C`` reads only public values.
     """
     caller = "gwa_linear_regression"
-    eps = _check_epsilon(epsilon, caller)
-    bounds = _check_label_range(label_range, caller)
-    nv = None if noise_variance is None else _nonnegative(noise_variance, "noise_variance", caller)
-    if seed is not None:
-        check_int(seed, "seed", caller, low=0)
+    params = dict(epsilon=epsilon, label_range=label_range, noise_variance=noise_variance,
+                  matrix=matrix, seed=seed, accountant=accountant)  # fmt: skip
+    check_arguments(params, GWA_LINEAR_REGRESSION_PARAMETERS, caller)
+    if matrix is None and noise_variance is None:
+        raise InvalidParameterError(
+            f"{caller} needs a public 'noise_variance' to choose C (or a fixed 'matrix'); use "
+            "LabelPrivateLinearRegression(noise_variance='estimate') to estimate it privately."
+        )
+    eps = float(epsilon)
+    ledger = Ledger(accountant, [laplace_event(eps)])  # refuses before any work
+    bounds = check_bounds(label_range, caller)
+    nv = None if noise_variance is None else float(noise_variance)
     x = check_features(X, caller)
     labels = _as_labels(y, x.shape[0], caller)
     codes, sizes = _as_codes(users, x.shape[0], caller)
     _check_rank(x, caller)
     if matrix is not None:
         c = np.asarray(matrix, dtype=np.float64)
-        if c.shape != (x.shape[1], x.shape[0]) or not np.isfinite(c).all():
+        if c.shape != (x.shape[1], x.shape[0]):
             raise InvalidParameterError(
                 f"The 'matrix' parameter of {caller} must be a finite {x.shape[1]} x "
                 f"{x.shape[0]} array. Got shape {c.shape} instead."
@@ -436,76 +263,41 @@ def gwa_linear_regression(
                 f"The 'matrix' parameter of {caller} must satisfy C X = I (an unbiased "
                 f"estimator); max |C X - I| is {err:.3g}."
             )
-    elif nv is None:
-        raise InvalidParameterError(
-            f"{caller} needs a public 'noise_variance' to choose C (or a fixed 'matrix'); use "
-            "LabelPrivateLinearRegression(noise_variance='estimate') to estimate it privately."
-        )
     else:
         width = bounds[1] - bounds[0]
         c = _solve_codes(x, codes, sizes, nv, width / eps, 1e-8, 500).matrix
-    noise, acc = NoiseSource(seed), PrivacyAccountant()
-    beta, scale, sens = _release(c, labels, codes, bounds, eps, noise, acc)
+    noise = NoiseSource(seed)
+    beta, scale, sens = release_coefficients(c, labels, codes, bounds, eps, noise, ledger.local)
     # Theorem 6: sigma^2 ||C||_F^2 + 2 d b^2 (b = B/epsilon max_l sum_{S_l} ||c_i||_1).
     objective = None if nv is None else float(nv * np.vdot(c, c) + 2.0 * c.shape[0] * scale**2)
+    budget, event = ledger.close()
     return LabelPrivateRegressionResult(
-        beta, scale, sens, objective, acc.spent().epsilon, c, acc.event
-    )
-
-
-# -- a private estimate of the label noise variance ------------------------------------------------
-_VARIANCE_FLOOR = 1e-6  # the estimate is clipped to [_VARIANCE_FLOOR B^2, B^2 / 4]
-
-
-def _private_noise_variance(
-    x: np.ndarray, y: np.ndarray, codes: np.ndarray, sizes: np.ndarray,
-    bounds: tuple[float, float], epsilon: float, noise: NoiseSource,
-    accountant: PrivacyAccountant,
-) -> float:  # fmt: skip
-    """sigma^2 from a pilot GWA fit and a smoothly weighted mean of its squared residuals.
-
-    Two Laplace releases of ``epsilon / 2`` each (see :class:`LabelPrivateLinearRegression`,
-    Notes). ``y`` must already be clipped to ``bounds``.
-    """
-    lo, hi = bounds
-    width = hi - lo
-    cap = width * width
-    eps_pilot = 0.5 * epsilon
-    eps_mean = epsilon - eps_pilot
-    # 1. Pilot beta_0: GWA planned for the largest variance a label in [lo, hi] can have.
-    pilot = _solve_codes(x, codes, sizes, 0.25 * cap, width / eps_pilot, 1e-6, 200)
-    beta0, _, _ = _release(pilot.matrix, y, codes, bounds, eps_pilot, noise, accountant)
-    # 2. A smoothly weighted mean of its squared residuals.
-    h = best_smooth_h(sizes, 0.25 * cap * cap, cap / eps_mean)  # Claim 1 for r in [0, B^2]
-    mean, sens = _residual_mean(x, y, beta0, codes, sizes, bounds, h)
-    scale = sens / eps_mean
-    accountant.compose(dp_accounting.LaplaceDpEvent(scale / sens))
-    estimate = float(noise.add_laplace(mean, scale, statistic="gwa.residual_variance", l1=sens,
-                                       neighbours="replace-values"))  # fmt: skip
-    return float(np.clip(estimate, _VARIANCE_FLOOR * cap, 0.25 * cap))
-
-
-def _residual_mean(
-    x: np.ndarray, y: np.ndarray, beta0: np.ndarray, codes: np.ndarray, sizes: np.ndarray,
-    bounds: tuple[float, float], h: float,
-) -> tuple[float, float]:  # fmt: skip
-    """``(sum_i c_i r_i, B^2 max_l sum_{S_l} c_i)``: the released statistic and its sensitivity.
-
-    ``r_i = (y_i - clip(x_i beta0))^2`` lies in ``[0, B^2]`` for labels in the range; ``c`` are
-    Lemma 3's weights normalised by n_h, which depend on the public partition only. With the
-    released pilot ``beta0`` fixed (adaptive composition), replacing one user's labels moves
-    the statistic by at most ``B^2 max_l sum_{S_l} c_i`` (Lemma 1).
-    """
-    lo, hi = bounds
-    r = (y - np.clip(x @ beta0, lo, hi)) ** 2
-    w = smooth_weights(codes, sizes, h)  # Lemma 3: user l's weights sum to min(h, s_l)
-    n_h = float(w.sum())
-    sens = (hi - lo) ** 2 * float(np.bincount(codes, weights=w).max()) / n_h
-    return float(w @ r) / n_h, sens
+        budget=budget, dp_event=event, coef=beta, noise_scale=scale, sensitivity=sens,
+        objective=objective, matrix=c,
+    )  # fmt: skip
 
 
 # -- the estimator ---------------------------------------------------------------------------------
-class LabelPrivateLinearRegression:
+def _check_h(h: object, name: str, caller: str) -> None:
+    """Rule for ``h``: an int >= 1, ``"best"`` or ``"max"``."""
+    if isinstance(h, str):
+        check_choice(h, name, caller, ["best", "max"])
+    elif isinstance(h, bool) or not isinstance(h, numbers.Integral) or h < 1:
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be an int in the range [1, inf), 'best' "
+            f"or 'max'. Got {h!r} instead."
+        )
+
+
+def _check_noise_variance(value: object, name: str, caller: str) -> None:
+    """Rule for ``noise_variance``: ``"estimate"`` or a float in ``[0, inf)``."""
+    if isinstance(value, str):
+        check_choice(value, name, caller, ["estimate"])
+    else:
+        _nonnegative(value, name, caller)
+
+
+class LabelPrivateLinearRegression(ParamsMixin):
     """Linear regression with user-level label privacy (Epasto et al. 2020, Section 5).
 
     ``method="gwa"`` releases ``beta~ = C y + Lap(b)^d`` (Algorithm 3) with the ``C`` that
@@ -564,11 +356,13 @@ class LabelPrivateLinearRegression:
         Sample limiting's threshold.
     selection_epsilon_ : float
         Epsilon spent on ``noise_variance="estimate"`` (0 otherwise).
-    dp_event_ : dp_accounting.ComposedDpEvent
-        Every release (Laplace events only).
-    epsilon_ : float
-        Epsilon spent, from a fresh :class:`~userdp.privacy.PrivacyAccountant`; equals
+    budget_ : PrivacyBudget
+        The ``(epsilon, 0)`` spent (pure DP), from the fit's own accountant; equals
         ``epsilon``.
+    dp_event_ : dp_accounting.ComposedDpEvent
+        Every release (Laplace events only); what ``fit(..., accountant=)`` charges.
+    epsilon_ : float
+        ``budget_.epsilon`` (a property).
     n_features_in_ : int
 
     Privacy
@@ -626,19 +420,26 @@ class LabelPrivateLinearRegression:
     >>> y = np.clip(5.0 + X @ [1.0, -1.0] + rng.normal(size=3000), 0.0, 10.0)
     >>> model = LabelPrivateLinearRegression(epsilon=1.0, label_range=(0.0, 10.0), seed=0)
     >>> model = model.fit(X, y, users)
-    >>> round(model.epsilon_, 9)
-    1.0
+    >>> round(model.budget_.epsilon, 9), model.budget_.delta
+    (1.0, 0.0)
     >>> bool(np.abs(model.coef_ - [1.0, -1.0]).max() < 0.5)
     True
     """
 
     _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = {
-        "epsilon": {"low": MIN_EPSILON, "high": math.inf, "high_open": True},
-        "method": {"choices": METHODS},
-        "fit_intercept": {"bool": True},
-        "selection_share": {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True},
-        "seed": {"int": True, "low": 0, "none": True},
-    }
+        "epsilon": EPSILON,
+        "label_range": {"check": bounds_rule, "cli": False},
+        "method": {"choices": METHODS, "help": "gwa: generalized weighted averaging (the "
+                   "paper's Alg. 3); sample-limit: OLS on at most h rows per user (the "
+                   "baseline)."},
+        "h": {"check": _check_h, "none": True, "cli": False},
+        "noise_variance": {"check": _check_noise_variance, "cli": False},
+        "fit_intercept": {"bool": True, "help": "Fit an intercept (a public column of ones). "
+                          "Default: fit one."},
+        "selection_share": {**SELECTION_SHARE, "help": "Share of epsilon spent on estimating "
+                            "the label noise variance privately, in (0, 1)."},
+        "seed": SEED,
+    }  # fmt: skip
 
     def __init__(
         self,
@@ -662,36 +463,36 @@ class LabelPrivateLinearRegression:
         self.seed = seed
 
     # -- validation -------------------------------------------------------------------------
-    def _validate_params(self) -> tuple[tuple[float, float], int | str | None, float | None]:
-        """Check every parameter; returns (bounds, h mode, public noise variance or None)."""
-        check_constraints(self, self._parameter_constraints, _CALLER)
-        bounds = _check_label_range(self.label_range, _CALLER)
-        if isinstance(self.noise_variance, str):
-            check_choice(self.noise_variance, "noise_variance", _CALLER, ["estimate"])
-            public_variance = None
-        else:
-            public_variance = _nonnegative(self.noise_variance, "noise_variance", _CALLER)
-        return bounds, self._h_mode(), public_variance
-
-    def _h_mode(self) -> int | str | None:
-        h = self.h
-        if self.method == "gwa":
-            if h is not None:
-                raise InvalidParameterError(
-                    f"The 'h' parameter of {_CALLER} is only used with method='sample-limit'; "
-                    f"got h={h!r} with method='gwa'. Leave h=None."
-                )
-            return None
-        if h is None:
-            return "best"
-        if isinstance(h, str):
-            return check_choice(h, "h", _CALLER, ["best", "max"])
-        if isinstance(h, bool) or not isinstance(h, numbers.Integral) or h < 1:
+    def _validate_params(self) -> None:
+        """The declared table, then the one rule across two parameters."""
+        super()._validate_params()
+        if self.method == "gwa" and self.h is not None:
             raise InvalidParameterError(
-                f"The 'h' parameter of {_CALLER} must be an int in the range [1, inf), 'best' "
-                f"or 'max'. Got {h!r} instead."
+                f"The 'h' parameter of {_CALLER} is only used with method='sample-limit'; "
+                f"got h={self.h!r} with method='gwa'. Leave h=None."
             )
-        return int(h)
+
+    def _checked_params(self) -> tuple[tuple[float, float], int | str | None, float | None]:
+        """Check every parameter; returns (bounds, h mode, public noise variance or None)."""
+        self._validate_params()
+        h_mode = None if self.method == "gwa" else ("best" if self.h is None else self.h)
+        if isinstance(h_mode, numbers.Integral):
+            h_mode = int(h_mode)
+        nv = self.noise_variance
+        public_variance = None if isinstance(nv, str) else float(nv)
+        return check_bounds(self.label_range, _CALLER), h_mode, public_variance
+
+    def _plan(self, h_mode: int | str | None, public_variance: float | None) -> tuple:
+        """``(selection epsilon, events)`` from the parameters alone: the pilot and residual
+        releases of ``noise_variance="estimate"`` (when ``C`` or ``h`` needs a variance), then
+        Algorithm 3's release."""
+        eps = float(self.epsilon)
+        if public_variance is not None or h_mode not in (None, "best"):
+            return 0.0, [laplace_event(eps)]  # an explicit h or "max" needs no variance
+        selection = self.selection_share * eps
+        pilot = 0.5 * selection
+        events = [laplace_event(pilot), laplace_event(selection - pilot)]
+        return selection, [*events, laplace_event(eps - selection)]
 
     def _validate_data(self, X: object, y: object, users: object) -> tuple:
         x = check_features(X, f"{_CALLER}.fit")
@@ -703,27 +504,37 @@ class LabelPrivateLinearRegression:
         return x, labels, codes, sizes
 
     # -- fitting ----------------------------------------------------------------------------
-    def fit(self, X: object, y: object, users: object) -> LabelPrivateLinearRegression:
+    def fit(
+        self, X: object, y: object, users: object, *, accountant: PrivacyAccountant | None = None
+    ) -> LabelPrivateLinearRegression:
         """Fit on public features ``X`` (n, p), private labels ``y`` (n,) and public ``users``.
+
+        ``accountant``, if given, is charged with ``dp_event_``; if it holds a total budget
+        that this fit would exceed, :class:`BudgetExceededError` is raised before the data are
+        read.
 
         Raises
         ------
         InvalidParameterError
             A constructor parameter is out of range (checked before the data are read).
+        BudgetExceededError
+            ``accountant`` cannot afford ``epsilon`` (checked before the data are read).
         DataError
             Mismatched lengths, non-finite values, or a design without full column rank.
         """
-        bounds, h_mode, public_variance = self._validate_params()
+        bounds, h_mode, public_variance = self._checked_params()
+        if accountant is not None:
+            check_accountant(accountant, "accountant", f"{_CALLER}.fit")
+        eps_sel, planned = self._plan(h_mode, public_variance)
+        ledger = Ledger(accountant, planned)  # refuses before any work
         x, labels, codes, sizes = self._validate_data(X, y, users)
         labels = np.clip(labels, *bounds)
         width = bounds[1] - bounds[0]
-        noise, acc = NoiseSource(self.seed), PrivacyAccountant()
+        noise, acc = NoiseSource(self.seed), ledger.local
         eps = float(self.epsilon)
-        eps_sel, sigma2 = 0.0, public_variance
-        if public_variance is None and (self.method == "gwa" or h_mode == "best"):
-            # (an explicit h or "max" needs no variance: nothing is spent on it)
-            eps_sel = self.selection_share * eps
-            sigma2 = _private_noise_variance(x, labels, codes, sizes, bounds, eps_sel, noise, acc)
+        sigma2 = public_variance
+        if eps_sel:
+            sigma2 = private_noise_variance(x, labels, codes, sizes, bounds, eps_sel, noise, acc)
         eps_main = eps - eps_sel
         unit = width / eps_main
         self.h_, self.relative_gap_ = None, None
@@ -742,7 +553,8 @@ class LabelPrivateLinearRegression:
             else:
                 design = _limit_design(x, codes, sizes, h_mode, noise, f"{_CALLER}.fit")
             matrix, self.h_ = design.matrix, design.h
-        beta, scale, sens = _release(matrix, labels, codes, bounds, eps_main, noise, acc)
+        beta, scale, sens = release_coefficients(matrix, labels, codes, bounds, eps_main, noise,
+                                                 acc)  # fmt: skip
         d = x.shape[1]
         self.coef_ = beta[: d - 1] if self.fit_intercept else beta
         self.intercept_ = float(beta[-1]) if self.fit_intercept else 0.0
@@ -754,10 +566,25 @@ class LabelPrivateLinearRegression:
             None if sigma2 is None else float(sigma2 * np.vdot(matrix, matrix) + 2 * d * scale**2)
         )
         self.selection_epsilon_ = eps_sel
-        self.dp_event_ = acc.event
-        self.epsilon_ = acc.spent().epsilon
+        self.budget_, self.dp_event_ = ledger.close()
         self.n_features_in_ = d - 1 if self.fit_intercept else d
         return self
+
+    @property
+    def epsilon_(self) -> float:
+        """``budget_.epsilon``: the epsilon spent (derived from ``budget_``)."""
+        self._check_fitted()
+        return self.budget_.epsilon
+
+    def summary(self) -> str:
+        """One line of released facts: method, dimension, noise and budget."""
+        self._check_fitted()
+        h = "" if self.h_ is None else f", h={self.h_}"
+        return (
+            f"{self.method} label-private regression{h}, d={self.matrix_.shape[0]}, Laplace "
+            f"scale {self.noise_scale_:.3g} (l1 sensitivity {self.sensitivity_:.3g}), "
+            f"{budget_text(self.budget_)}"
+        )
 
     # -- prediction -------------------------------------------------------------------------
     def _check_fitted(self) -> None:

@@ -32,6 +32,7 @@ import numpy as np
 from userdp._validation import MAX_ABS_BOUND, MIN_BOUND_WIDTH, check_real, first_non_float
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
+from userdp.privacy.calibrate import laplace_scale
 from userdp.privacy.noise import NoiseSource
 
 __all__ = [
@@ -477,7 +478,7 @@ def private_size_histogram(
     )
     edges = size_bin_edges()
     exact = _size_counts(sizes)
-    scale = 1.0 / eps
+    scale = laplace_scale(eps, 1.0)  # l1 sensitivity 1
     event = dp_accounting.LaplaceDpEvent(scale / 1.0)  # noise_multiplier = scale / l1 (= 1)
     accountant.compose(event)
     noisy = noise.add_laplace(exact, scale, statistic="size_histogram.counts", l1=1.0, index=edges)

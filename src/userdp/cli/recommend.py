@@ -811,6 +811,11 @@ def _describe_encoder(encoder: Any) -> str:
     return f"encoder on {parts} with family dimension {encoder.family_dim}"
 
 
+def _budget_keywords(budget: PrivacyBudget | None) -> dict[str, float]:
+    """The recommenders' ``epsilon``/``delta`` keywords of a budget (none: not private)."""
+    return {} if budget is None else {"epsilon": budget.epsilon, "delta": budget.delta}
+
+
 def _fit_public(
     method: str,
     encoder: Any,
@@ -834,8 +839,9 @@ def _fit_public(
         rating_range=rating_range,
         seed=args.seed,
         progress=progress,
+        **_budget_keywords(budget),
         **{k: v for k, v in options.items() if k in _PUBLIC_DEFAULTS},
-    ).fit(train, budget=budget, user_features=user_features)
+    ).fit(train, user_features=user_features)
     if not np.all(np.isfinite(model.item_factors_)):
         raise DataError(f"{method} diverged (non-finite item embeddings); lower --learning-rate.")
     return model
@@ -1077,8 +1083,9 @@ def run_train(args: argparse.Namespace) -> int:
             rating_range=rating_range,
             seed=args.seed,
             progress=_interactive(args.quiet),
+            **_budget_keywords(model_budget),
             **{k: v for k, v in options.items() if k in _DEFAULTS},
-        ).fit(train, budget=model_budget)
+        ).fit(train)
     model = fitted.model_
     with atomic_output(output, overwrite=args.overwrite) as tmp:
         model.save(tmp)
@@ -1566,9 +1573,10 @@ def _evaluate_protocol(args: argparse.Namespace) -> tuple[list[_Row], str]:
                             steps=args.steps,
                             rating_range=rating_range,
                             seed=args.seed,
+                            **_budget_keywords(budget),
                             **{k: v for k, v in options.items() if k in _DEFAULTS},
                         )
-                        .fit(train, budget=budget)
+                        .fit(train)
                         .model_
                     )
                 scored = _score_model(model, task)

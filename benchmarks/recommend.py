@@ -51,15 +51,16 @@ from userdp.multitask import (
 from userdp.partition import select_partitions
 from userdp.privacy import PrivacyBudget
 from userdp.recommend import (
+    ML20M_MODEL_DEFAULTS,
     ItemSet,
     MatrixFactorization,
+    baseline_scores,
     frequency_buckets,
     holdout_rmse,
     ml10m_split,
-    ml20m_split,
-    popularity_scores,
-    ranking_metrics_at_k,
+    protocol_task,
     rmse,
+    score_model,
     sliced_rmse,
 )
 
@@ -201,30 +202,25 @@ def rating_protocol(
 
 # -- 2. ML20M protocol ------------------------------------------------------------------------
 def recall_protocol(name: str, ratings: Ratings, seeds: int, methods) -> dict:
-    held = ml20m_split(ratings)
-    train = held.train.implicit()
-    history, targets = held.test_history.implicit(), held.test_targets.implicit()
-    buckets = frequency_buckets(train.item_counts())
+    # The protocol's split, scoring and model settings are the library's (also the CLI's).
+    train, task = protocol_task(ratings, "ml20m", k=20)
     log(
         f"[{name}] ML20M protocol: {train.n_ratings:,} training ratings, "
-        f"{np.unique(targets.users).size} test users"
+        f"{np.unique(task.targets.users).size} test users"
     )
     out: dict[str, Any] = {"runs": []}
-    pop = ranking_metrics_at_k(popularity_scores(train), history, targets, k=20, buckets=buckets)
-    out["popularity"] = {"recall": pop["recall"], "buckets": list(pop["recall_by_bucket"])}
-    opts = dict(rating_range=(0.0, 1.0), center=0.0, top_items=0.1, unobserved_weight=1.0)
+    ((_, _, pop, pop_buckets),) = baseline_scores(task)
+    out["popularity"] = {"recall": pop, "buckets": pop_buckets}
+    opts = dict(ML20M_MODEL_DEFAULTS)
 
     def evaluate(m):
-        V = m.user_factors(history)
-        res = ranking_metrics_at_k(
-            lambda u: V[u] @ m.item_factors_.T, history, targets, k=20, buckets=buckets
-        )
-        return res["recall"], list(res["recall_by_bucket"])
+        ((_, recall, buckets),) = score_model(m.model_, task)
+        return recall, buckets
 
     m = MatrixFactorization(method="als", dim=32, steps=10, reg=0.1, **opts, seed=0).fit(train)
     rec, b = evaluate(m)
     out["als"] = {"recall": rec, "buckets": b}
-    log(f"  popularity {pop['recall']:.4f}; ALS {rec:.4f}")
+    log(f"  popularity {pop:.4f}; ALS {rec:.4f}")
     for method in methods:
         if method in VARIANTS:
             continue  # the ML20M protocol already trains on the top 10% items only

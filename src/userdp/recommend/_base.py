@@ -99,7 +99,9 @@ SHARED_CONSTRAINTS: dict[str, dict[str, Any]] = {
         "check": _check_center, "cli": False,
         "help": "Value subtracted before factorizing: private-mean, midpoint or a number.",
     },
-    "mu": {"low": 0.0, "help": "Exponent of the adaptive weights n_hat^-mu."},
+    "mu": {
+        "low": 0.0, "help": "Exponent of the adaptive weights n_hat^-mu (1/4 to 1/2 work best).",
+    },
     "count_sample": {
         "int": True, "low": 1,
         "help": "At most this many items per user enter the private item counts and mean.",

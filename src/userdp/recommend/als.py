@@ -216,16 +216,18 @@ class MatrixFactorization(RecommenderBase):
         },
         "sgd_steps": {"int": True, "low": 1, "help": "Gradient steps per alternating step."},
         "unobserved_weight": {
-            "low": 0.0, "help": "Weight of the implicit-feedback term on unrated items.",
+            "low": 0.0,
+            "help": "Weight of the implicit-feedback term on unrated items (ml20m protocol: 1).",
         },
         "top_items": {
             "low": 0.0, "high": 1.0, "low_open": True, "none": True,
-            "help": "Train only on this fraction of items with the largest private counts.",
+            "help": "Train only on this fraction of items with the largest private counts "
+            "(ml20m protocol: 0.1).",
         },
         "min_item_count": {
             "check": _check_min_item_count, "none": True, "metavar": "N|auto",
-            "help": "Train only on items whose private count reaches this ('auto': where an "
-            "item's noise starts to drown its signal).",
+            "help": "Train only on items whose private count reaches this; 'auto' puts the "
+            "cutoff where an item's noise starts to drown its signal (better at small epsilon).",
         },
     }  # fmt: skip
 

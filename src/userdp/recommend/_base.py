@@ -20,6 +20,7 @@ from userdp._validation import MIN_EPSILON, check_choice, check_real
 from userdp.data.ratings import Ratings, as_ratings
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
 from userdp.multitask.allocation import private_counts, row_keys
+from userdp.multitask.ssp import check_accountant
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.noise import NoiseSource
@@ -179,13 +180,8 @@ class RecommenderBase(ParamsMixin):
             )
         return PrivacyBudget(self.epsilon, self.delta)
 
-    @staticmethod
-    def _check_accountant(accountant: Any, caller: str) -> None:
-        if accountant is not None and not isinstance(accountant, PrivacyAccountant):
-            raise InvalidParameterError(
-                f"The 'accountant' parameter of {caller} must be a PrivacyAccountant or None. "
-                f"Got {accountant!r} instead."
-            )
+    #: ``accountant`` is a PrivacyAccountant or None (the multi-task entry points' rule).
+    _check_accountant = staticmethod(check_accountant)
 
     @staticmethod
     def _spent(

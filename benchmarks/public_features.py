@@ -36,7 +36,6 @@ from _harness import RESULTS, SHARED_DATA, finish, log, machine, pyplot, version
 from userdp.data.features import movielens_item_features, movielens_user_features
 from userdp.data.movielens import load_movielens
 from userdp.data.synthetic import lowrank_ratings_with_features
-from userdp.privacy import PrivacyBudget
 from userdp.recommend import (
     FeatureFamily,
     IdEncoder,
@@ -66,23 +65,23 @@ def encoder_for(method: str, families: list, n_items: int) -> Any:
 
 
 def train(method: str, families, split, rating_range, eps, seed, user_features=None, **kw) -> Any:
-    budget = PrivacyBudget(eps, DELTA)
     if method.startswith("adadpals"):
         # The MovieLens item list is the public catalogue, as in the papers' protocols.
         m = MatrixFactorization(
-            items=split.train.item_labels, method="adadpals", dim=DIM,
+            epsilon=eps, delta=DELTA, items=split.train.item_labels, method="adadpals", dim=DIM,
             rating_range=rating_range, seed=seed,
         )  # fmt: skip
-        return m.fit(split.train, budget=budget)
+        return m.fit(split.train)
     variant = "dpsgd" if method == "am-dpsgd" else kw.pop("variant", "ssp2")
     m = PublicFeatureRecommender(
         encoder=encoder_for(method, families, split.train.n_items), variant=variant,
-        items=split.train.item_labels, rating_range=rating_range, seed=seed, **kw,
+        epsilon=eps, delta=DELTA, items=split.train.item_labels, rating_range=rating_range,
+        seed=seed, **kw,
     )  # fmt: skip
     if method == USER_FEATURES:
-        m.fit(split.train, budget=budget, user_features=user_features)
+        m.fit(split.train, user_features=user_features)
         return _WithUserFeatures(m, user_features)
-    return m.fit(split.train, budget=budget)
+    return m.fit(split.train)
 
 
 class _WithUserFeatures:

@@ -49,17 +49,18 @@ from userdp.multitask import (
     task_weighted_ssp,
 )
 from userdp.partition import select_partitions
-from userdp.privacy import NoiseSource, PrivacyBudget, calibrate_noise_scale
+from userdp.privacy import PrivacyBudget
 from userdp.recommend import (
+    ML20M_MODEL_DEFAULTS,
     ItemSet,
     MatrixFactorization,
+    baseline_scores,
     frequency_buckets,
     holdout_rmse,
     ml10m_split,
-    ml20m_split,
-    popularity_scores,
-    ranking_metrics_at_k,
+    protocol_task,
     rmse,
+    score_model,
     sliced_rmse,
 )
 
@@ -152,8 +153,8 @@ def rating_protocol(
                     split.train, PrivacyBudget(eps, DELTA), mode, fraction, 1000 * seed + 7
                 )
                 m = MatrixFactorization(
-                    items=items, method=base, dim=DIM, rating_range=rating_range,
-                    seed=1000 * seed + 7, **extra,
+                    epsilon=budget.epsilon, delta=budget.delta, items=items, method=base,
+                    dim=DIM, rating_range=rating_range, seed=1000 * seed + 7, **extra,
                 )  # fmt: skip
                 if len(items) == 0:  # the selection released nothing: predict the midpoint
                     mid = np.full(split.test.n_ratings, 0.5 * sum(rating_range))
@@ -169,7 +170,7 @@ def rating_protocol(
                     continue
                 with warnings.catch_warnings():  # "no item reaches the cutoff": recorded below
                     warnings.simplefilter("ignore", UserWarning)
-                    m.fit(split.train, budget=budget)
+                    m.fit(split.train)
                 r = holdout_rmse(m, history, split.test, buckets)
                 r["items"] = len(items)
                 r["trained_items"] = int(m.trained_items_.sum())
@@ -201,30 +202,25 @@ def rating_protocol(
 
 # -- 2. ML20M protocol ------------------------------------------------------------------------
 def recall_protocol(name: str, ratings: Ratings, seeds: int, methods) -> dict:
-    held = ml20m_split(ratings)
-    train = held.train.implicit()
-    history, targets = held.test_history.implicit(), held.test_targets.implicit()
-    buckets = frequency_buckets(train.item_counts())
+    # The protocol's split, scoring and model settings are the library's (also the CLI's).
+    train, task = protocol_task(ratings, "ml20m", k=20)
     log(
         f"[{name}] ML20M protocol: {train.n_ratings:,} training ratings, "
-        f"{np.unique(targets.users).size} test users"
+        f"{np.unique(task.targets.users).size} test users"
     )
     out: dict[str, Any] = {"runs": []}
-    pop = ranking_metrics_at_k(popularity_scores(train), history, targets, k=20, buckets=buckets)
-    out["popularity"] = {"recall": pop["recall"], "buckets": list(pop["recall_by_bucket"])}
-    opts = dict(rating_range=(0.0, 1.0), center=0.0, top_items=0.1, unobserved_weight=1.0)
+    ((_, _, pop, pop_buckets),) = baseline_scores(task)
+    out["popularity"] = {"recall": pop, "buckets": pop_buckets}
+    opts = dict(ML20M_MODEL_DEFAULTS)
 
     def evaluate(m):
-        V = m.user_factors(history)
-        res = ranking_metrics_at_k(
-            lambda u: V[u] @ m.item_factors_.T, history, targets, k=20, buckets=buckets
-        )
-        return res["recall"], list(res["recall_by_bucket"])
+        ((_, recall, buckets),) = score_model(m.model_, task)
+        return recall, buckets
 
     m = MatrixFactorization(method="als", dim=32, steps=10, reg=0.1, **opts, seed=0).fit(train)
     rec, b = evaluate(m)
     out["als"] = {"recall": rec, "buckets": b}
-    log(f"  popularity {pop['recall']:.4f}; ALS {rec:.4f}")
+    log(f"  popularity {pop:.4f}; ALS {rec:.4f}")
     for method in methods:
         if method in VARIANTS:
             continue  # the ML20M protocol already trains on the top 10% items only
@@ -233,10 +229,10 @@ def recall_protocol(name: str, ratings: Ratings, seeds: int, methods) -> dict:
             for seed in range(seeds):
                 # The ML20M protocol's public catalogue: the training part's item list.
                 m = MatrixFactorization(
-                    items=train.item_labels, method=method, dim=DIM, **opts,
-                    seed=1000 * seed + 7,
+                    epsilon=eps, delta=DELTA, items=train.item_labels, method=method, dim=DIM,
+                    **opts, seed=1000 * seed + 7,
                 )  # fmt: skip
-                vals.append(evaluate(m.fit(train, budget=PrivacyBudget(eps, DELTA))))
+                vals.append(evaluate(m.fit(train)))
             rec = {
                 "method": method,
                 "epsilon": eps,
@@ -263,46 +259,23 @@ def appendix_c(seeds: int) -> dict:
         x_test = data.user_features[data.users[test]]
         counts = np.bincount(tasks, minlength=100).astype(float)  # exact, as in Appendix C
         for eps in EPSILONS:
-            z_ssp = calibrate_noise_scale(_two, eps, DELTA)
-            z_gd = calibrate_noise_scale(_many, eps, DELTA)
             for solver in ("ssp", "gd"):
                 for mu in out["mus"]:
                     errs = []
                     for seed in range(seeds):
                         w = adaptive_weights(users, tasks, counts, mu=mu)
-                        noise = NoiseSource(seed)
+                        budget = {"epsilon": eps, "delta": DELTA, "seed": seed}
                         if solver == "ssp":
-                            z = z_ssp
                             res = task_weighted_ssp(
-                                users,
-                                tasks,
-                                x,
-                                y,
-                                w,
-                                n_tasks=100,
-                                feature_bound=1.0,
-                                label_bound=1.0,
-                                ridge=1.0,
-                                noise_multiplier=z,
-                                noise=noise,
-                            )
+                                users, tasks, x, y, w, n_tasks=100, feature_bound=1.0,
+                                label_bound=1.0, ridge=1.0, **budget,
+                            )  # fmt: skip
                         else:
-                            z = z_gd
                             res = task_weighted_noisy_gd(
-                                users,
-                                tasks,
-                                x,
-                                y,
-                                w,
-                                n_tasks=100,
-                                clip_norm=1.0,
-                                steps=GD_STEPS,
-                                learning_rate=1.0 / (1.0 + counts * 0.1),
-                                noise_multiplier=z,
-                                noise=noise,
-                                ridge=1.0,
-                                radius=1.0,
-                            )
+                                users, tasks, x, y, w, n_tasks=100, clip_norm=1.0, steps=GD_STEPS,
+                                learning_rate=1.0 / (1.0 + counts * 0.1), ridge=1.0, radius=1.0,
+                                **budget,
+                            )  # fmt: skip
                         pred = np.einsum("nd,nd->n", res.parameters[data.tasks[test]], x_test)
                         errs.append(rmse(data.labels[test], pred))
                     out["runs"].append(
@@ -336,18 +309,6 @@ def appendix_c(seeds: int) -> dict:
     return out
 
 
-def _two(s: float):
-    import dp_accounting
-
-    return dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(s)] * 2)
-
-
-def _many(s: float):
-    import dp_accounting
-
-    return dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(s), GD_STEPS)
-
-
 def _get(out, power, eps, solver, mu) -> float:
     for r in out["runs"]:
         if (r["power"], r["epsilon"], r["solver"], r["mu"]) == (power, eps, solver, mu):
@@ -362,12 +323,13 @@ def step_times(ratings: Ratings) -> list[dict]:
     for method in ("als", "adadpals", "adadpsgd"):
         secs = {}
         for steps in (1, 3):
+            budget = {} if method == "als" else {"epsilon": 1.0, "delta": DELTA}
             m = MatrixFactorization(
                 items=ratings.item_labels, method=method, dim=64, steps=steps,
-                rating_range=(0.5, 5.0), seed=0,
+                rating_range=(0.5, 5.0), seed=0, **budget,
             )  # fmt: skip
             t = time.perf_counter()
-            m.fit(ratings, budget=None if method == "als" else PrivacyBudget(1.0, DELTA))
+            m.fit(ratings)
             secs[steps] = time.perf_counter() - t
         per = (secs[3] - secs[1]) / 2
         out.append(

@@ -307,19 +307,11 @@ def test_neighbors_of_a_public_model_with_titles(ml_model, data, capsys):
     assert all(-1 <= float(r[3]) <= 1 for r in rows)
 
 
-def test_a_variant_the_library_lacks_is_one_error_line(data, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(recommend_cli, "_public_variants", lambda: {"ssp2", "ssp1", "minibatch"})
-    argv = [str(data["ml"]), "-o", str(tmp_path / "m.npz"), "--method", "am-dpsgd", *EPS_DELTA]
-    assert _train(*argv, *FAST) == ExitCode.USAGE
-    line = _one_error_line(capsys.readouterr().err, TRAIN)
-    assert "variant 'dpsgd'" in line
-
-
 def test_public_progress_only_on_a_terminal(data, tmp_path, capsys, monkeypatch):
     argv = [str(data["ml"]), "-o", str(tmp_path / "m.npz"), "--method", "am-ssp", *EPS_DELTA]
     assert _train(*argv, *FAST) == ExitCode.OK
     assert "am-ssp2" not in capsys.readouterr().err
-    monkeypatch.setattr(recommend_cli, "_interactive", lambda quiet: not quiet)
+    monkeypatch.setattr(recommend_cli._options, "interactive", lambda quiet: not quiet)
     assert _train(*argv, *FAST, "--overwrite") == ExitCode.OK
     assert "am-ssp2" in capsys.readouterr().err
 

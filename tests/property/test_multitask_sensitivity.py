@@ -30,7 +30,7 @@ from userdp.multitask import (  # noqa: E402
     tail_sampling,
     uniform_sampling,
 )
-from userdp.multitask._kernels import segment_offsets, segment_statistics  # noqa: E402
+from userdp.multitask.kernels import segment_offsets, segment_statistics  # noqa: E402
 from userdp.privacy import NoiseSource  # noqa: E402
 
 TOL = 1e-9

@@ -28,7 +28,7 @@ from hypothesis import strategies as st  # noqa: E402
 import userdp.recommend.als as als_module  # noqa: E402
 import userdp.recommend.public as public_module  # noqa: E402
 from userdp.data.ratings import Ratings  # noqa: E402
-from userdp.privacy import NoiseSource, PrivacyBudget  # noqa: E402
+from userdp.privacy import NoiseSource  # noqa: E402
 from userdp.recommend import IdEncoder, MatrixFactorization, PublicFeatureRecommender  # noqa: E402
 
 PRIVATE = ("dpals-uniform", "dpals-tail", "adadpals", "dpsgd-uniform", "dpsgd-tail", "adadpsgd")
@@ -108,9 +108,8 @@ def _run(monkeypatch, make, d, d2) -> Tape:
     tape = Tape()
     monkeypatch.setattr(als_module, "NoiseSource", tape)
     monkeypatch.setattr(public_module, "NoiseSource", tape)
-    budget = PrivacyBudget(2.0, 1e-5)
-    make().fit(d, budget=budget)
-    make().fit(d2, budget=budget)
+    make().set_params(epsilon=2.0, delta=1e-5).fit(d)
+    make().set_params(epsilon=2.0, delta=1e-5).fit(d2)
     return tape
 
 
@@ -181,8 +180,8 @@ def test_the_user_feature_prior_releases_hold_their_bounds_for_an_added_user(
     for data in (d, d2):
         model = PublicFeatureRecommender(
             encoder=IdEncoder(len(vocab), 2, seed=0), items=vocab, steps=2, inner_steps=2,
-            count_sample=3, rating_range=(0.5, 5.0), seed=5,
+            count_sample=3, rating_range=(0.5, 5.0), seed=5, epsilon=2.0, delta=1e-5,
         )  # fmt: skip
-        model.fit(data, budget=PrivacyBudget(2.0, 1e-5), user_features=_user_families(data))
+        model.fit(data, user_features=_user_families(data))
     assert {"user prior sums", "user prior counts"} <= {r.statistic for r in tape.runs[0]}
     _check(tape)

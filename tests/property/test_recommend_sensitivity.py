@@ -13,7 +13,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from userdp.multitask._kernels import segment_offsets  # noqa: E402
+from userdp.multitask.kernels import segment_offsets  # noqa: E402
 from userdp.multitask.ssp import clip_rows  # noqa: E402
 from userdp.recommend.als import mean_statistics  # noqa: E402
 from userdp.recommend.encoders import IdEncoder  # noqa: E402

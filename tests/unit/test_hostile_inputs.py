@@ -189,14 +189,14 @@ def test_userdp_error_is_the_root():
 
 
 @pytest.mark.parametrize("cls", ["MatrixFactorization", "PublicFeatureRecommender"])
-def test_a_tuple_budget_is_an_invalid_parameter_not_an_attribute_error(cls):
+def test_a_tuple_epsilon_is_an_invalid_parameter_not_an_attribute_error(cls):
     from userdp import recommend
 
     kwargs = {"encoder": recommend.IdEncoder(2, 2)} if cls == "PublicFeatureRecommender" else {}
-    model = getattr(recommend, cls)(rating_range=(0.5, 5.0), **kwargs)
+    model = getattr(recommend, cls)(rating_range=(0.5, 5.0), epsilon=(5.0, 1e-5), **kwargs)
     ratings = {"user": ["a", "b"], "item": ["x", "y"], "rating": [1.0, 2.0]}
-    with pytest.raises(InvalidParameterError, match="PrivacyBudget"):
-        model.fit(ratings, budget=(5.0, 1e-5))
+    with pytest.raises(InvalidParameterError, match="'epsilon' parameter"):
+        model.fit(ratings)
 
 
 def test_estimator_input_errors_name_the_index_not_the_value():

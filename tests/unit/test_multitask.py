@@ -23,20 +23,27 @@ import pytest
 from dp_accounting import pld, rdp
 from scipy import stats
 
-import userdp.multitask._kernels as kernels
+import userdp.multitask.kernels as kernels
 from userdp.data.ratings import Ratings
 from userdp.data.synthetic import lowrank_ratings
-from userdp.exceptions import DataError, InvalidParameterError, UnsupportedEventError
+from userdp.exceptions import (
+    BudgetExceededError,
+    DataError,
+    InvalidParameterError,
+    UnsupportedEventError,
+)
 from userdp.multitask import (
     adaptive_weights,
+    noisy_gd_mechanism,
     private_counts,
     sample_per_user,
+    ssp_mechanism,
     tail_sampling,
     task_weighted_noisy_gd,
     task_weighted_ssp,
     uniform_sampling,
 )
-from userdp.multitask._kernels import (
+from userdp.multitask.kernels import (
     segment_offsets,
     segment_statistics,
     segment_statistics_reference,
@@ -206,7 +213,7 @@ def test_sampling_weights_for_a_budget_pass_the_exact_budget_check(k):
         tail_sampling(users, tasks, np.arange(5.0), k, NoiseSource(0), beta=1.0),
     ):
         assert all(load <= 1.0 for load in _loads(users, w).values())
-        task_weighted_ssp(
+        ssp_mechanism(
             users, tasks, x, y, w, n_tasks=5, feature_bound=1.0, label_bound=1.0, ridge=1.0,
             noise_multiplier=1.0, noise=NoiseSource(1), beta=1.0,
         )  # fmt: skip
@@ -407,7 +414,7 @@ def test_task_weighted_ssp_without_noise_is_the_clipped_weighted_ridge_solution(
     users, tasks, x, y = _regression(20)
     n_tasks, gx, gy, ridge, beta = 5, 1.0, 2.0, 0.3, 2.0
     w = adaptive_weights(users, tasks, np.bincount(tasks).astype(float), mu=0.5, beta=beta)
-    res = task_weighted_ssp(
+    res = ssp_mechanism(
         users, tasks, x, y, w, n_tasks=n_tasks, feature_bound=gx, label_bound=gy,
         ridge=ridge, noise_multiplier=1e-12, noise=NoiseSource(0), beta=beta,
     )  # fmt: skip
@@ -431,7 +438,7 @@ def test_task_weighted_ssp_without_noise_is_the_clipped_weighted_ridge_solution(
 def test_task_weighted_ssp_event_uses_the_moment_noise_multiplier():
     users, tasks, x, y = _regression(21)
     w = uniform_sampling(users, 1, NoiseSource(0))
-    res = task_weighted_ssp(
+    res = ssp_mechanism(
         users, tasks, x, y, w, n_tasks=5, feature_bound=1.0, label_bound=1.0, ridge=1.0,
         noise_multiplier=2.0, moment_noise_multiplier=3.0, noise=NoiseSource(1),
     )  # fmt: skip
@@ -445,14 +452,14 @@ def test_task_weighted_ssp_rejects_weights_over_the_user_budget():
     w = np.ones(users.size)  # users with two or more tasks spend > 1
     assert np.bincount(users).max() >= 2
     with pytest.raises(DataError, match="more than beta=1"):
-        task_weighted_ssp(
+        ssp_mechanism(
             users, tasks, x, y, w, n_tasks=5, feature_bound=1.0, label_bound=1.0, ridge=1.0,
             noise_multiplier=1.0, noise=NoiseSource(0),
         )  # fmt: skip
     w = np.full(users.size, 0.1)
     w[0] = -0.1
     with pytest.raises(DataError, match=">= 0"):
-        task_weighted_ssp(
+        ssp_mechanism(
             users, tasks, x, y, w, n_tasks=5, feature_bound=1.0, label_bound=1.0, ridge=1.0,
             noise_multiplier=1.0, noise=NoiseSource(0),
         )  # fmt: skip
@@ -474,7 +481,7 @@ def test_noisy_gd_without_noise_converges_to_the_weighted_ridge_solution():
             for i in range(n_tasks)
         ]
     )
-    res = task_weighted_noisy_gd(
+    res = noisy_gd_mechanism(
         users, tasks, x, y, w, n_tasks=n_tasks, clip_norm=10.0, steps=400,
         learning_rate=1.0 / lipschitz, noise_multiplier=1e-15, noise=NoiseSource(0), ridge=ridge,
     )  # fmt: skip
@@ -492,7 +499,7 @@ def test_noisy_gd_with_logistic_loss_rejects_labels_outside_minus_one_one():
     w = uniform_sampling(users, 1, NoiseSource(0))
     y = np.where(np.arange(users.size) % 2, 1.0, 0.0)
     with pytest.raises(DataError, match="logistic loss needs labels"):
-        task_weighted_noisy_gd(
+        noisy_gd_mechanism(
             users, tasks, x, y, w, n_tasks=3, clip_norm=1.0, steps=1, learning_rate=0.1,
             noise_multiplier=1.0, noise=NoiseSource(0), loss="logistic",
         )  # fmt: skip
@@ -507,7 +514,7 @@ def test_noisy_gd_clips_every_example_gradient_so_one_step_is_bounded():
         n_tasks=n_tasks, clip_norm=clip, steps=1, learning_rate=1.0,
         noise_multiplier=1e-12, beta=beta,
     )  # fmt: skip
-    theta = task_weighted_noisy_gd(users, tasks, x, y, w, noise=NoiseSource(4), **kw).parameters
+    theta = noisy_gd_mechanism(users, tasks, x, y, w, noise=NoiseSource(4), **kw).parameters
     # theta_1 = -grad: task i's gradient is a sum of clipped terms w_ij * (norm <= clip)
     bound = clip * np.bincount(tasks, weights=w, minlength=n_tasks)
     assert np.all(np.linalg.norm(theta, axis=1) <= bound + 1e-9)
@@ -522,12 +529,50 @@ def test_noisy_gd_clips_every_example_gradient_so_one_step_is_bounded():
     x2 = np.vstack([x, 50.0 * rng.normal(size=(4, x.shape[1]))])
     y2 = np.concatenate([y, [40.0, -40.0, 40.0, -40.0]])
     w2 = np.concatenate([w, np.full(4, 0.5)])  # the new user spends exactly beta = 1
-    theta2 = task_weighted_noisy_gd(
-        users2, tasks2, x2, y2, w2, noise=NoiseSource(4), **kw
-    ).parameters
+    theta2 = noisy_gd_mechanism(users2, tasks2, x2, y2, w2, noise=NoiseSource(4), **kw).parameters
     change = np.linalg.norm(theta2 - theta)
     assert change <= clip * math.sqrt(beta) + 1e-9
     assert change >= 0.5 * clip  # the bound is not vacuous here
+
+
+# -- the budget-taking entry points (issue 14: epsilon, delta and a shared accountant) -----------
+def _entry(kind: str, users, tasks, x, y, w, **kw):
+    if kind == "ssp":
+        return task_weighted_ssp(
+            users, tasks, x, y, w, n_tasks=5, feature_bound=1.0, label_bound=1.0, ridge=1.0, **kw
+        )
+    return task_weighted_noisy_gd(
+        users, tasks, x, y, w, n_tasks=5, clip_norm=1.0, steps=3, learning_rate=0.1, **kw
+    )
+
+
+@pytest.mark.parametrize("kind", ["ssp", "gd"])
+def test_an_entry_point_spends_its_epsilon_and_is_charged_to_a_shared_accountant(kind):
+    users, tasks, x, y = _regression(40)
+    w = uniform_sampling(users, 1, NoiseSource(0))
+    accountant = PrivacyAccountant(PrivacyBudget(3.0, 1e-5))
+    accountant.compose(dp_accounting.LaplaceDpEvent(1.0))  # another release: epsilon 1
+    res = _entry(kind, users, tasks, x, y, w, epsilon=2.0, delta=1e-5, accountant=accountant,
+                 seed=1)  # fmt: skip
+    assert res.budget.epsilon == pytest.approx(2.0, rel=1e-5) and res.budget.epsilon <= 2.0
+    assert accountant.ledger[1] == res.dp_event
+    assert accountant.spent(1e-5).epsilon == pytest.approx(3.0, rel=1e-5)
+    assert "epsilon" in res.summary()
+    with pytest.raises(BudgetExceededError):  # refused before reading: None is never read
+        _entry(kind, None, None, None, None, None, epsilon=0.5, delta=1e-5, accountant=accountant)
+    assert len(accountant.ledger) == 2
+
+
+@pytest.mark.parametrize("kind", ["ssp", "gd"])
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [({"epsilon": 0.0}, "'epsilon'"), ({"delta": 1.0}, "'delta'"), ({"seed": -1}, "'seed'")],
+)
+def test_an_entry_point_checks_its_budget_keywords(kind, kw, match):
+    users, tasks, x, y = _regression(41)
+    w = uniform_sampling(users, 1, NoiseSource(0))
+    with pytest.raises(InvalidParameterError, match=match):
+        _entry(kind, users, tasks, x, y, w, **{"epsilon": 1.0, "delta": 1e-5, **kw})
 
 
 # -- calibration ----------------------------------------------------------------------------------
@@ -611,7 +656,8 @@ def test_private_fit_spends_its_budget_and_releases_only_noisy_counts(synthetic,
     model = MatrixFactorization(
         method=method, dim=4, steps=2, sgd_steps=2, sample_size=10, count_sample=10,
         rating_range=(0.5, 5.0), seed=7, items=synthetic.item_labels,
-    ).fit(synthetic, budget=target)  # fmt: skip
+        epsilon=target.epsilon, delta=target.delta,
+    ).fit(synthetic)  # fmt: skip
     assert target.epsilon * (1 - 1e-4) <= model.budget_.epsilon <= target.epsilon * (1 + 1e-9)
     assert model.budget_.delta == target.delta
     assert model.dp_event_ == model.plan_.event()  # a public item set costs nothing
@@ -627,23 +673,29 @@ def test_private_fit_spends_its_budget_and_releases_only_noisy_counts(synthetic,
 
 def test_non_private_als_refuses_a_budget():
     with pytest.raises(InvalidParameterError, match="not private"):
-        MatrixFactorization(method="als").fit(
-            ([1, 2], [1, 2], [3.0, 4.0]), budget=PrivacyBudget(1.0, 1e-5)
+        MatrixFactorization(method="als", epsilon=1.0, delta=1e-5).fit(([1, 2], [1, 2], [3.0, 4.0]))
+
+
+@pytest.mark.parametrize("method", PRIVATE_METHODS)
+def test_a_private_method_without_a_budget_is_refused(method):
+    with pytest.raises(InvalidParameterError, match=r"epsilon=\.\.\., delta=\.\.\."):
+        MatrixFactorization(method=method, rating_range=(1, 5), epsilon=1.0).fit(
+            ([1, 2], [1, 2], [3.0, 4.0])
         )
 
 
 @pytest.mark.parametrize("method", PRIVATE_METHODS)
 def test_private_fit_without_a_declared_rating_range_is_refused(method):
     with pytest.raises(InvalidParameterError, match="rating range"):
-        MatrixFactorization(method=method).fit(
-            ([1, 2], [1, 2], [3.0, 4.0]), budget=PrivacyBudget(1.0, 1e-5)
+        MatrixFactorization(method=method, epsilon=1.0, delta=1e-5).fit(
+            ([1, 2], [1, 2], [3.0, 4.0])
         )
 
 
 def test_unknown_method_is_refused_with_the_list_of_methods():
     with pytest.raises(InvalidParameterError, match="'method' parameter") as info:
-        MatrixFactorization(method="dpfoo", rating_range=(1, 5)).fit(
-            ([1, 2], [1, 2], [3.0, 4.0]), budget=PrivacyBudget(1.0, 1e-5)
+        MatrixFactorization(method="dpfoo", rating_range=(1, 5), epsilon=1.0, delta=1e-5).fit(
+            ([1, 2], [1, 2], [3.0, 4.0])
         )
     for m in METHODS:
         assert repr(m) in str(info.value)
@@ -690,8 +742,8 @@ def string_labelled():
 def test_save_and_load_keep_factors_int_labels_center_and_budget(synthetic, tmp_path):
     model = MatrixFactorization(
         method="adadpals", dim=3, steps=1, rating_range=(0.5, 5.0), seed=2,
-        items=synthetic.item_labels,
-    ).fit(synthetic, budget=PrivacyBudget(3.0, 1e-6))  # fmt: skip
+        items=synthetic.item_labels, epsilon=3.0, delta=1e-6,
+    ).fit(synthetic)  # fmt: skip
     path = tmp_path / "model.npz"
     model.save(path)
     back = MatrixFactorization.load(path)
@@ -814,8 +866,9 @@ def test_pld_accounting_refuses_a_ledger_with_approximate_dp_events():
 def test_top_items_trains_only_the_items_with_the_largest_released_counts():
     data = lowrank_ratings(n_users=300, n_items=80, n_ratings=6000, seed=5)
     model = MatrixFactorization(method="adadpals", dim=3, steps=2, rating_range=(0.5, 5.0),
-                                top_items=0.25, seed=4, items=data.item_labels)  # fmt: skip
-    model.fit(data, budget=PrivacyBudget(2.0, 1e-5))
+                                top_items=0.25, seed=4, items=data.item_labels,
+                                epsilon=2.0, delta=1e-5)  # fmt: skip
+    model.fit(data)
     kept = np.flatnonzero(model.trained_items_)
     assert kept.size == 20
     # chosen by the released counts, not the exact ones
@@ -828,11 +881,11 @@ def test_top_items_trains_only_the_items_with_the_largest_released_counts():
 def test_the_implicit_term_is_a_charged_release_and_meets_the_budget():
     data = lowrank_ratings(n_users=300, n_items=80, n_ratings=6000, seed=6)
     plain = MatrixFactorization(method="adadpals", dim=3, steps=2, rating_range=(0.5, 5.0),
-                                seed=1, items=data.item_labels)  # fmt: skip
-    grav = MatrixFactorization(method="adadpals", dim=3, steps=2, rating_range=(0.5, 5.0),
-                               unobserved_weight=0.5, seed=1, items=data.item_labels)  # fmt: skip
+                                seed=1, items=data.item_labels, epsilon=3.0,
+                                delta=1e-5)  # fmt: skip
+    grav = MatrixFactorization(**{**plain.get_params(), "unobserved_weight": 0.5})
     for m in (plain, grav):
-        m.fit(data, budget=PrivacyBudget(3.0, 1e-5))
+        m.fit(data)
         assert m.budget_.epsilon == pytest.approx(3.0, rel=1e-4)
     assert plain.plan_.gravity is None and grav.plan_.gravity is not None
     # The extra release is paid for with more noise on the other releases.
@@ -853,13 +906,13 @@ def test_the_unobserved_items_term_pulls_unrated_scores_to_zero(method):
     )
     data = Ratings.from_codes(users, items, np.ones(users.size))
     other = (np.arange(2000) % 2 == 0)[:, None] == (np.arange(40) >= 20)[None, :]
-    budget = None if method == "als" else PrivacyBudget(20.0, 1e-5)
+    budget = {} if method == "als" else {"epsilon": 20.0, "delta": 1e-5}
     mean_other = {}
     for alpha in (0.0, 1.0):
         model = MatrixFactorization(method=method, dim=4, steps=4, rating_range=(0.0, 1.0),
                                     center=0.0, unobserved_weight=alpha, seed=2,
-                                    items=data.item_labels)  # fmt: skip
-        model.fit(data, budget=budget)
+                                    items=data.item_labels, **budget)  # fmt: skip
+        model.fit(data)
         scores = model.user_factors(data) @ model.item_factors_.T
         mean_other[alpha] = float(scores[other].mean())
         ids, _ = model.recommend(data, users=np.arange(200), N=5)
@@ -873,25 +926,26 @@ def test_auto_item_cutoff_trains_the_items_whose_private_count_clears_the_noise(
 
     data = lowrank_ratings(n_users=2000, n_items=150, n_ratings=60_000, seed=9)
     model = MatrixFactorization(method="adadpals", dim=4, steps=2, rating_range=(0.5, 5.0),
-                                min_item_count="auto", seed=3, items=data.item_labels)  # fmt: skip
-    model.fit(data, budget=PrivacyBudget(5.0, 1e-5))
+                                min_item_count="auto", seed=3, items=data.item_labels,
+                                epsilon=5.0, delta=1e-5)  # fmt: skip
+    model.fit(data)
     cutoff = AUTO_CUTOFF * model.plan_.moment * math.sqrt(4)
     np.testing.assert_array_equal(model.trained_items_, model.item_counts_ >= cutoff)
     assert 0 < model.trained_items_.sum() < 150  # the test data has items on both sides
     assert np.all(model.item_factors_[~model.trained_items_] == 0)
     assert model.budget_.epsilon == pytest.approx(5.0, rel=1e-4)
     with pytest.raises(InvalidParameterError, match="calibrated for the SSP methods"):
-        MatrixFactorization(method="adadpsgd", rating_range=(0.5, 5.0), min_item_count="auto").fit(
-            data, budget=PrivacyBudget(5.0, 1e-5)
-        )
+        MatrixFactorization(method="adadpsgd", rating_range=(0.5, 5.0), min_item_count="auto",
+                            epsilon=5.0, delta=1e-5).fit(data)  # fmt: skip
 
 
 def test_a_cutoff_no_item_reaches_gives_a_zero_model_that_predicts_the_centre():
     data = lowrank_ratings(n_users=300, n_items=80, n_ratings=6000, seed=5)
     model = MatrixFactorization(method="adadpals", dim=3, steps=1, rating_range=(0.5, 5.0),
-                                min_item_count=1e9, seed=4, items=data.item_labels)  # fmt: skip
+                                min_item_count=1e9, seed=4, items=data.item_labels,
+                                epsilon=1.0, delta=1e-5)  # fmt: skip
     with pytest.warns(UserWarning, match="no item reaches"):
-        model.fit(data, budget=PrivacyBudget(1.0, 1e-5))
+        model.fit(data)
     assert not model.trained_items_.any() and np.all(model.item_factors_ == 0)
     pred = model.predict(data, data.users[:5], data.item_labels.take(pa.array(data.items[:5])))
     np.testing.assert_allclose(pred, model.center_)

@@ -10,7 +10,7 @@ from dp_accounting import pld
 
 from userdp.data.synthetic import lowrank_ratings
 from userdp.exceptions import InvalidParameterError
-from userdp.multitask._kernels import segment_offsets, segment_statistics
+from userdp.multitask.kernels import segment_offsets, segment_statistics
 from userdp.privacy import PrivacyAccountant, PrivacyBudget
 from userdp.recommend.als import MatrixFactorization
 from userdp.recommend.encoders import FeatureFamily, IdEncoder, PublicFeatureEncoder
@@ -109,8 +109,9 @@ def test_am_ssp_trains_to_the_budget_and_beats_the_mean_without_noise(variant):
     enc = PublicFeatureEncoder([*_families(60, np.random.default_rng(2)), ids], 4, seed=0)
     private = PublicFeatureRecommender(encoder=enc, variant=variant, rating_range=(0.5, 5.0),
                                        inner_steps=20, batch_items=16, seed=1,
-                                       items=data.item_labels)  # fmt: skip
-    private.fit(data, budget=PrivacyBudget(3.0, 1e-5))
+                                       items=data.item_labels, epsilon=3.0,
+                                       delta=1e-5)  # fmt: skip
+    private.fit(data)
     assert private.budget_.epsilon == pytest.approx(3.0, rel=1e-4)
     assert private.item_factors_.shape == (60, 4) and np.all(np.isfinite(private.item_factors_))
     exact = PublicFeatureRecommender(encoder=enc, variant=variant, rating_range=(0.5, 5.0),
@@ -126,9 +127,7 @@ def test_am_ssp_refuses_an_encoder_for_another_catalogue_and_a_private_run_witho
     with pytest.raises(InvalidParameterError, match="describes 10 items"):
         PublicFeatureRecommender(encoder=IdEncoder(10, 2), rating_range=(0.5, 5)).fit(data)
     with pytest.raises(InvalidParameterError, match="rating range"):
-        PublicFeatureRecommender(encoder=IdEncoder(30, 2)).fit(
-            data, budget=PrivacyBudget(1.0, 1e-5)
-        )
+        PublicFeatureRecommender(encoder=IdEncoder(30, 2), epsilon=1.0, delta=1e-5).fit(data)
 
 
 def test_am_dpsgd_without_noise_follows_the_same_gradients_as_exact_ssp():
@@ -156,8 +155,8 @@ def test_am_dpsgd_charges_one_gradient_release_per_inner_step():
     data = lowrank_ratings(n_users=80, n_items=20, n_ratings=1000, seed=7)
     model = PublicFeatureRecommender(
         encoder=IdEncoder(20, 2), variant="dpsgd", steps=steps, inner_steps=inner,
-        rating_range=(0.5, 5.0), seed=2, items=data.item_labels,
-    ).fit(data, budget=PrivacyBudget(4.0, delta))  # fmt: skip
+        rating_range=(0.5, 5.0), seed=2, items=data.item_labels, epsilon=4.0, delta=delta,
+    ).fit(data)  # fmt: skip
     assert model.budget_.epsilon == pytest.approx(4.0, rel=1e-4)
     assert np.all(np.isfinite(model.item_factors_))
 
@@ -208,8 +207,8 @@ def test_a_model_with_user_features_spends_the_budget_and_gives_cold_users_their
     fams = _user_families(data.n_users, 4)
     enc = PublicFeatureEncoder(_families(50, np.random.default_rng(2)), 4, seed=0)
     m = PublicFeatureRecommender(encoder=enc, rating_range=(0.5, 5.0), seed=1,
-                                 items=data.item_labels)  # fmt: skip
-    m.fit(data, budget=PrivacyBudget(2.0, 1e-5), user_features=fams)
+                                 items=data.item_labels, epsilon=2.0, delta=1e-5)  # fmt: skip
+    m.fit(data, user_features=fams)
     assert PrivacyAccountant().compose(m.dp_event_).spent(1e-5).epsilon == pytest.approx(2.0)
     assert m.user_prior_.shape == (7, 4)
     assert np.all(np.linalg.norm(m.user_prior_, axis=1) <= m.max_norm + 1e-12)

@@ -50,7 +50,7 @@ def _structure(path) -> dict[str, tuple]:
 def _release(make, data, path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fitted = make().fit(data, budget=BUDGET)
+        fitted = make().set_params(epsilon=BUDGET.epsilon, delta=BUDGET.delta).fit(data)
     fitted.model_.save(path)
     return fitted.model_, path.read_bytes(), [str(w.message) for w in caught]
 
@@ -114,8 +114,8 @@ def test_a_privately_selected_item_set_leaves_out_one_users_item_and_is_charged(
     assert RARE not in chosen.items and len(chosen) > 0
     model = MatrixFactorization(
         method="adadpals", items=ItemSet.selected(chosen), dim=3, steps=1,
-        rating_range=(0.5, 5.0), seed=1,
-    ).fit(d2, budget=model_budget)  # fmt: skip
+        rating_range=(0.5, 5.0), seed=1, epsilon=model_budget.epsilon, delta=model_budget.delta,
+    ).fit(d2)  # fmt: skip
     release = model.model_
     assert release.item_source == "private"
     assert sorted(release.item_labels.to_pylist()) == sorted(chosen.items)
@@ -135,11 +135,11 @@ def test_a_privately_selected_item_set_leaves_out_one_users_item_and_is_charged(
 def test_private_training_needs_an_item_set_fixed_before_training():
     d, _, _ = _neighbours(n_users=50)
     with pytest.raises(InvalidParameterError, match="item set fixed before training"):
-        MatrixFactorization(method="adadpals", rating_range=(0.5, 5.0)).fit(d, budget=BUDGET)
+        MatrixFactorization(method="adadpals", rating_range=(0.5, 5.0), epsilon=2.0,
+                            delta=1e-5).fit(d)  # fmt: skip
     with pytest.raises(InvalidParameterError, match="item set fixed before training"):
-        PublicFeatureRecommender(encoder=IdEncoder(30, 2), rating_range=(0.5, 5.0)).fit(
-            d, budget=BUDGET
-        )
+        PublicFeatureRecommender(encoder=IdEncoder(30, 2), rating_range=(0.5, 5.0), epsilon=2.0,
+                                 delta=1e-5).fit(d)  # fmt: skip
     with pytest.raises(InvalidParameterError, match=r"ItemSet\.selected takes the result"):
         ItemSet.selected(["i0"])
 
@@ -153,7 +153,9 @@ def test_the_saved_file_holds_no_seed_no_fit_time_and_no_diagnostics(tmp_path):
         steps=1,
         rating_range=(0.5, 5.0),
         seed=987654321,
-    ).fit(d, budget=BUDGET)
+        epsilon=BUDGET.epsilon,
+        delta=BUDGET.delta,
+    ).fit(d)
     assert model.fit_seconds_ > 0 and model.diagnostics_["non_private"] is True
     model.save(tmp_path / "m.npz")
     with np.load(tmp_path / "m.npz", allow_pickle=False) as z:
@@ -174,8 +176,8 @@ def test_an_item_set_nobody_rated_still_gives_a_model_of_its_shape():
     d, _, _ = _neighbours(n_users=50)
     model = MatrixFactorization(
         method="adadpals", items=["zz-1", "zz-2"], dim=2, steps=1, rating_range=(0.5, 5.0),
-        unobserved_weight=0.5, seed=0,
-    ).fit(d, budget=BUDGET)  # fmt: skip
+        unobserved_weight=0.5, seed=0, epsilon=BUDGET.epsilon, delta=BUDGET.delta,
+    ).fit(d)  # fmt: skip
     assert model.item_factors_.shape == (2, 2)
     assert model.diagnostics_["ratings_outside_item_set"] == d.n_ratings
     restricted, dropped = d.restrict_items(["zz-1", "zz-2"])

@@ -119,22 +119,16 @@ def _catalogue(base: Table) -> np.ndarray:
 
 def _factorization(method: str) -> Callable[[Table], Callable[[Table, int], object]]:
     def bind(base: Table) -> Callable[[Table, int], object]:
-        import inspect
-
         from userdp.recommend.als import MatrixFactorization
 
-        # Private training takes a public item catalogue once the recommenders fix the item set
-        # before training (issue 17, recommend branch); older signatures have no ``items``.
-        extra: dict[str, object] = {}
-        if "items" in inspect.signature(MatrixFactorization).parameters:
-            extra["items"] = _catalogue(base)
+        # Private training takes a public item catalogue fixed before training (issue 17).
+        catalogue = _catalogue(base)
 
         def run(t: Table, seed: int) -> object:
-            from userdp.privacy import PrivacyBudget
-
             model = MatrixFactorization(method=method, dim=4, steps=2, rating_range=RATING_RANGE,
-                                        seed=seed, **extra)  # fmt: skip
-            return model.fit((t.user, t.item, t.value), budget=PrivacyBudget(EPSILON, DELTA))
+                                        epsilon=EPSILON, delta=DELTA, items=catalogue,
+                                        seed=seed)  # fmt: skip
+            return model.fit((t.user, t.item, t.value))
 
         return run
 

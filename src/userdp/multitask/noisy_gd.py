@@ -14,19 +14,23 @@ takes a projected step. The ridge term's gradient is added after the noise (data
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import dp_accounting
 import numpy as np
 from scipy import sparse, special
 
-from userdp._validation import check_choice, check_int, check_real
+from userdp._validation import check_arguments, check_choice, check_int, check_real
 from userdp.exceptions import DataError
-from userdp.multitask._kernels import segment_offsets
 from userdp.multitask.allocation import check_weighted_rows
+from userdp.multitask.kernels import segment_offsets
+from userdp.multitask.ssp import _BUDGET_CONSTRAINTS, check_accountant
+from userdp.privacy.accountant import PrivacyAccountant
+from userdp.privacy.budget import PrivacyBudget
+from userdp.privacy.calibrate import calibrate_noise_scale
 from userdp.privacy.noise import NoiseSource
 
-__all__ = ["GDResult", "task_weighted_noisy_gd"]
+__all__ = ["GDResult", "noisy_gd_mechanism", "task_weighted_noisy_gd"]
 
 
 @dataclass(frozen=True)
@@ -41,11 +45,21 @@ class GDResult:
         l2 sensitivity of one step's stacked gradient, ``clip_norm * sqrt(beta)``.
     dp_event : dp_accounting.DpEvent
         ``steps`` Gaussian releases.
+    budget : PrivacyBudget or None
+        What the release spends (:func:`task_weighted_noisy_gd`; None from
+        :func:`noisy_gd_mechanism`, whose caller calibrated the noise and accounts for it).
     """
 
     parameters: np.ndarray
     sensitivity: float
     dp_event: dp_accounting.DpEvent
+    budget: PrivacyBudget | None = None
+
+    def summary(self) -> str:
+        """One line: the released shape and the spend (declared values only)."""
+        n, d = self.parameters.shape
+        spent = "budget not accounted" if self.budget is None else str(self.budget)
+        return f"task-weighted noisy GD: {n} tasks x {d} parameters, {spent}"
 
 
 def _example_gradient_scale(loss: str, pred: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -56,7 +70,7 @@ def _example_gradient_scale(loss: str, pred: np.ndarray, y: np.ndarray) -> np.nd
     return -y * special.expit(-y * pred)
 
 
-def task_weighted_noisy_gd(
+def noisy_gd_mechanism(
     users: np.ndarray,
     tasks: np.ndarray,
     features: np.ndarray,
@@ -75,7 +89,10 @@ def task_weighted_noisy_gd(
     init: np.ndarray | None = None,
     beta: float = 1.0,
 ) -> GDResult:
-    """Multi-task ERM by task-weighted noisy gradient descent (Algorithm 2).
+    """Task-weighted noisy gradient descent at a given noise multiplier (Algorithm 2).
+
+    The mechanism behind :func:`task_weighted_noisy_gd`, for callers that calibrate the noise
+    themselves (and for tests of its sensitivity): it charges no accountant.
 
     Parameters
     ----------
@@ -110,7 +127,7 @@ def task_weighted_noisy_gd(
     ``clip_norm * sqrt(beta)`` (Theorem 3.11); ``steps`` Gaussian releases with the same noise
     multiplier, composed as ``SelfComposedDpEvent(GaussianDpEvent(z), steps)``.
     """
-    caller = "task_weighted_noisy_gd"
+    caller = "noisy_gd_mechanism"
     beta = check_real(beta, "beta", caller, low=0.0, low_open=True)
     users, tasks, x, y, w = check_weighted_rows(
         caller, users, tasks, features, labels, weights, beta
@@ -149,3 +166,72 @@ def task_weighted_noisy_gd(
             ]
     event = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), steps)
     return GDResult(theta, sensitivity, event)
+
+
+def task_weighted_noisy_gd(
+    users: np.ndarray,
+    tasks: np.ndarray,
+    features: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray,
+    *,
+    n_tasks: int,
+    clip_norm: float,
+    steps: int,
+    learning_rate: float | np.ndarray,
+    epsilon: float,
+    delta: float,
+    loss: str = "squared",
+    ridge: float = 0.0,
+    radius: float | None = None,
+    init: np.ndarray | None = None,
+    beta: float = 1.0,
+    accountant: PrivacyAccountant | None = None,
+    seed: int | None = None,
+) -> GDResult:
+    """Multi-task ERM by task-weighted noisy gradient descent (Algorithm 2).
+
+    The ``steps`` Gaussian releases are calibrated together to meet (``epsilon``, ``delta``).
+    Arguments as in :func:`noisy_gd_mechanism`, plus:
+
+    Parameters
+    ----------
+    epsilon : float
+        In (0, inf).
+    delta : float
+        In (0, 1).
+    accountant : PrivacyAccountant or None, default=None
+        Charged with the release before any data is read; refused there (nothing read,
+        nothing charged) when it would exceed the accountant's total budget.
+    seed : int or None, default=None
+        For tests and reproducible benchmarks only; None draws from OS entropy.
+
+    Returns
+    -------
+    GDResult
+        With ``budget`` (the spend at ``delta``, from the accountant) and ``dp_event``.
+    """
+    caller = "task_weighted_noisy_gd"
+    check_arguments(
+        {"epsilon": epsilon, "delta": delta, "seed": seed, "steps": steps},
+        {
+            **{k: v for k, v in _BUDGET_CONSTRAINTS.items() if k != "moment_share"},
+            "steps": {"int": True, "low": 1},
+        },
+        caller,
+    )
+    check_accountant(accountant, caller)
+
+    def event(scale: float) -> dp_accounting.DpEvent:
+        return dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(scale), steps)
+
+    scale = calibrate_noise_scale(event, epsilon, delta)
+    if accountant is not None:
+        accountant.compose(event(scale))
+    result = noisy_gd_mechanism(
+        users, tasks, features, labels, weights, n_tasks=n_tasks, clip_norm=clip_norm,
+        steps=steps, learning_rate=learning_rate, noise_multiplier=scale, noise=NoiseSource(seed),
+        loss=loss, ridge=ridge, radius=radius, init=init, beta=beta,
+    )  # fmt: skip
+    spent = PrivacyAccountant().compose(result.dp_event).spent(gaussian_delta=delta)
+    return replace(result, budget=spent)

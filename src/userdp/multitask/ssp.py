@@ -14,16 +14,19 @@ and the ridge solution ``theta_i = (A_i + lambda_i I)^-1 b_i`` is post-processin
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import dp_accounting
 import numpy as np
 
-from userdp._validation import check_int, check_real
+from userdp._validation import check_arguments, check_int, check_real
 from userdp.exceptions import InvalidParameterError
-from userdp.multitask._kernels import batched, segment_offsets, segment_statistics
 from userdp.multitask.allocation import check_weighted_rows
+from userdp.multitask.kernels import batched, segment_offsets, segment_statistics
+from userdp.privacy.accountant import PrivacyAccountant
+from userdp.privacy.budget import PrivacyBudget
+from userdp.privacy.calibrate import calibrate_noise_scale
 from userdp.privacy.noise import NoiseSource
 
 __all__ = [
@@ -32,8 +35,27 @@ __all__ = [
     "perturb_statistics",
     "project_psd",
     "solve_ridge",
+    "ssp_mechanism",
     "task_weighted_ssp",
 ]
+
+#: The budget keywords of the multi-task entry points (:func:`task_weighted_ssp`,
+#: :func:`~userdp.multitask.task_weighted_noisy_gd`).
+_BUDGET_CONSTRAINTS = {
+    "epsilon": {"low": 1e-9},
+    "delta": {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True},
+    "moment_share": {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True},
+    "seed": {"int": True, "low": 0, "none": True},
+}
+
+
+def check_accountant(accountant: Any, caller: str) -> None:
+    """A :class:`~userdp.privacy.PrivacyAccountant` or None."""
+    if accountant is not None and not isinstance(accountant, PrivacyAccountant):
+        raise InvalidParameterError(
+            f"The 'accountant' parameter of {caller} must be a PrivacyAccountant or None. "
+            f"Got {accountant!r} instead."
+        )
 
 
 @dataclass(frozen=True)
@@ -48,12 +70,22 @@ class SSPResult:
         l2 sensitivities of the stacked ``(A_i)`` and ``(b_i)`` under adding/removing a user.
     dp_event : dp_accounting.DpEvent
         Two Gaussian releases (A and b).
+    budget : PrivacyBudget or None
+        What the release spends (:func:`task_weighted_ssp`; None from :func:`ssp_mechanism`,
+        whose caller calibrated the noise and accounts for it).
     """
 
     parameters: np.ndarray
     gram_sensitivity: float
     moment_sensitivity: float
     dp_event: dp_accounting.DpEvent
+    budget: PrivacyBudget | None = None
+
+    def summary(self) -> str:
+        """One line: the released shape and the spend (declared values only)."""
+        n, d = self.parameters.shape
+        spent = "budget not accounted" if self.budget is None else str(self.budget)
+        return f"task-weighted SSP: {n} tasks x {d} parameters, {spent}"
 
 
 def clip_rows(x: np.ndarray, bound: float) -> np.ndarray:
@@ -129,7 +161,7 @@ def solve_ridge(gram: np.ndarray, moment: np.ndarray, ridge: np.ndarray | float)
     return np.einsum("mdk,mk->md", vecs, coef)
 
 
-def task_weighted_ssp(
+def ssp_mechanism(
     users: np.ndarray,
     tasks: np.ndarray,
     features: np.ndarray,
@@ -145,7 +177,10 @@ def task_weighted_ssp(
     beta: float = 1.0,
     moment_noise_multiplier: float | None = None,
 ) -> SSPResult:
-    """Multi-task ridge regression by task-weighted SSP (Krichene et al. 2023, Algorithm 1).
+    """Task-weighted SSP at given noise multipliers (Krichene et al. 2023, Algorithm 1).
+
+    The mechanism behind :func:`task_weighted_ssp`, for callers that calibrate the noise
+    themselves (and for tests of its sensitivity): it charges no accountant.
 
     Parameters
     ----------
@@ -178,7 +213,7 @@ def task_weighted_ssp(
     paper's (alpha, alpha beta) is the case of noise scales Gamma_x^2 and Gamma_x^2 Gamma_*
     (z = 1/sqrt(beta)).
     """
-    caller = "task_weighted_ssp"
+    caller = "ssp_mechanism"
     beta = check_real(beta, "beta", caller, low=0.0, low_open=True)
     users, tasks, x, y, w = check_weighted_rows(
         caller, users, tasks, features, labels, weights, beta
@@ -209,3 +244,75 @@ def task_weighted_ssp(
         [dp_accounting.GaussianDpEvent(z_a), dp_accounting.GaussianDpEvent(z_b)]
     )
     return SSPResult(theta, d_a, d_b, event)
+
+
+def task_weighted_ssp(
+    users: np.ndarray,
+    tasks: np.ndarray,
+    features: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray,
+    *,
+    n_tasks: int,
+    feature_bound: float,
+    label_bound: float,
+    ridge: float | np.ndarray,
+    epsilon: float,
+    delta: float,
+    moment_share: float = 0.5,
+    beta: float = 1.0,
+    accountant: PrivacyAccountant | None = None,
+    seed: int | None = None,
+) -> SSPResult:
+    """Multi-task ridge regression by task-weighted SSP (Krichene et al. 2023, Algorithm 1).
+
+    Releases the per-task statistics (A_i, b_i) with Gaussian noise calibrated so the two
+    releases together meet (``epsilon``, ``delta``), split in precision: ``moment_share`` to
+    b, the rest to A. Arguments as in :func:`ssp_mechanism`, plus:
+
+    Parameters
+    ----------
+    epsilon : float
+        In (0, inf).
+    delta : float
+        In (0, 1).
+    moment_share : float, default=0.5
+        Share of the (RDP) budget spent on the moments b, in (0, 1).
+    accountant : PrivacyAccountant or None, default=None
+        Charged with the release before any data is read; refused there (nothing read,
+        nothing charged) when it would exceed the accountant's total budget.
+    seed : int or None, default=None
+        For tests and reproducible benchmarks only; None draws from OS entropy.
+
+    Returns
+    -------
+    SSPResult
+        With ``budget`` (the spend at ``delta``, from the accountant) and ``dp_event``.
+    """
+    caller = "task_weighted_ssp"
+    check_arguments(
+        {"epsilon": epsilon, "delta": delta, "moment_share": moment_share, "seed": seed},
+        _BUDGET_CONSTRAINTS,
+        caller,
+    )
+    check_accountant(accountant, caller)
+    ms = float(moment_share)
+
+    def event(scale: float) -> dp_accounting.DpEvent:
+        return dp_accounting.ComposedDpEvent(
+            [
+                dp_accounting.GaussianDpEvent(scale / math.sqrt(1.0 - ms)),
+                dp_accounting.GaussianDpEvent(scale / math.sqrt(ms)),
+            ]
+        )
+
+    scale = calibrate_noise_scale(event, epsilon, delta)
+    if accountant is not None:
+        accountant.compose(event(scale))
+    result = ssp_mechanism(
+        users, tasks, features, labels, weights, n_tasks=n_tasks, feature_bound=feature_bound,
+        label_bound=label_bound, ridge=ridge, noise_multiplier=scale / math.sqrt(1.0 - ms),
+        moment_noise_multiplier=scale / math.sqrt(ms), noise=NoiseSource(seed), beta=beta,
+    )  # fmt: skip
+    spent = PrivacyAccountant().compose(result.dp_event).spent(gaussian_delta=delta)
+    return replace(result, budget=spent)

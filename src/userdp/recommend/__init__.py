@@ -22,17 +22,24 @@ from userdp.recommend.metrics import (
 )
 from userdp.recommend.model import RecommenderModel
 from userdp.recommend.protocols import (
+    ML20M_MODEL_DEFAULTS,
+    EvaluationTask,
     HeldOutSplit,
     RatingSplit,
+    baseline_scores,
     holdout_rmse,
     ml10m_split,
     ml20m_split,
+    protocol_task,
     restrict_items,
+    score_model,
 )
 from userdp.recommend.public import PublicFeatureRecommender, plan_ssp_noise, ssp_gradient
 
 __all__ = [
     "METHODS",
+    "ML20M_MODEL_DEFAULTS",
+    "EvaluationTask",
     "FeatureFamily",
     "HeldOutSplit",
     "IdEncoder",
@@ -44,6 +51,7 @@ __all__ = [
     "RatingSplit",
     "RecommenderModel",
     "TrainingPlan",
+    "baseline_scores",
     "frequency_buckets",
     "holdout_rmse",
     "ml10m_split",
@@ -51,9 +59,11 @@ __all__ = [
     "plan_noise",
     "plan_ssp_noise",
     "popularity_scores",
+    "protocol_task",
     "ranking_metrics_at_k",
     "restrict_items",
     "rmse",
+    "score_model",
     "sliced_rmse",
     "ssp_gradient",
 ]

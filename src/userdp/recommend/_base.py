@@ -1,20 +1,34 @@
 """What :class:`~userdp.recommend.MatrixFactorization` and
-:class:`~userdp.recommend.PublicFeatureRecommender` share: the common hyper-parameters' checks,
-the declared parameters a release keeps, and the use of the released model."""
+:class:`~userdp.recommend.PublicFeatureRecommender` share: the budget convention (``epsilon``,
+``delta`` in the constructor, ``accountant=`` in ``fit``), the declared table of the common
+hyper-parameters, the ``fit`` preamble (item set, rating range, private counts, centring) and
+the use of the released model."""
 
 from __future__ import annotations
 
+import math
 import os
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+import dp_accounting
 import numpy as np
 import pyarrow as pa
 
-from userdp._validation import check_choice, check_int, check_real
-from userdp.exceptions import InvalidParameterError, NotFittedError
+from userdp._params import ParamsMixin
+from userdp._validation import MIN_EPSILON, check_choice, check_real
+from userdp.data.ratings import Ratings, as_ratings
+from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
+from userdp.multitask.allocation import private_counts, row_keys
+from userdp.multitask.ssp import check_accountant
+from userdp.privacy.accountant import PrivacyAccountant
+from userdp.privacy.budget import PrivacyBudget
+from userdp.privacy.noise import NoiseSource
+from userdp.recommend.centring import centre_all
+from userdp.recommend.items import ItemSet, as_item_set
 from userdp.recommend.model import RecommenderModel
 
-__all__ = ["RecommenderBase"]
+__all__ = ["SHARED_CONSTRAINTS", "RecommenderBase"]
 
 #: Keywords a release never keeps: the seed (it would regenerate the noise), the progress bar,
 #: the item set (saved as the model's item labels) and the encoder object (its parameters and
@@ -22,49 +36,229 @@ __all__ = ["RecommenderBase"]
 _NOT_DECLARED = ("seed", "progress", "items", "encoder")
 
 
-class RecommenderBase:
-    """Shared by the recommenders: validation of the common keywords and the released model.
+def _check_rating_range(value: Any, name: str, caller: str) -> None:
+    """A declared (low, high) pair of finite reals with low < high."""
+    try:
+        lo, hi = value
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be (low, high). Got {value!r} instead."
+        ) from None
+    check_real(lo, f"{name}[0]", caller, low=-math.inf, high=math.inf, low_open=True,
+               high_open=True)  # fmt: skip
+    check_real(hi, f"{name}[1]", caller, low=-math.inf, high=math.inf, low_open=True,
+               high_open=True)  # fmt: skip
+    if not lo < hi:
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be (low, high) with low < high. "
+            f"Got {value!r} instead."
+        )
 
-    Subclasses store their keywords in ``__init__`` (scikit-learn style) and set ``model_``
+
+def _check_center(value: Any, name: str, caller: str) -> None:
+    """``"private-mean"``, ``"midpoint"`` or a finite number."""
+    if isinstance(value, str):
+        check_choice(value, name, caller, ["private-mean", "midpoint"])
+    else:
+        check_real(value, name, caller, low=-math.inf, high=math.inf, low_open=True,
+                   high_open=True)  # fmt: skip
+
+
+def _check_items(value: Any, name: str, caller: str) -> None:
+    """An :class:`ItemSet` or a sequence of distinct item ids (read as a public catalogue)."""
+    try:
+        as_item_set(value)
+    except DataError as err:
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be an ItemSet or a sequence of distinct "
+            f"item ids of one type. Got a {type(value).__name__} instead ({err})"
+        ) from err
+
+
+_SHARE = {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True}
+
+#: The keywords both recommenders take, declared once (same rule and wording for both).
+SHARED_CONSTRAINTS: dict[str, dict[str, Any]] = {
+    "epsilon": {
+        "low": MIN_EPSILON, "none": True,
+        "help": "Privacy budget epsilon of the training run (None: not private).",
+    },
+    "delta": {
+        **_SHARE, "none": True,
+        "help": "Privacy budget delta of the training run; Gaussian mechanisms need it > 0.",
+    },
+    "items": {
+        "check": _check_items, "none": True, "cli": False,
+        "help": "The item set, fixed before training (public catalogue or private selection).",
+    },
+    "steps": {"int": True, "low": 1, "help": "Alternating steps; each private step is charged."},
+    "rating_range": {
+        "check": _check_rating_range, "none": True, "cli": False,
+        "help": "Declared rating scale (low, high); private training needs it.",
+    },
+    "center": {
+        "check": _check_center, "cli": False,
+        "help": "Value subtracted before factorizing: private-mean, midpoint or a number.",
+    },
+    "mu": {
+        "low": 0.0, "help": "Exponent of the adaptive weights n_hat^-mu (1/4 to 1/2 work best).",
+    },
+    "count_sample": {
+        "int": True, "low": 1,
+        "help": "At most this many items per user enter the private item counts and mean.",
+    },
+    "count_fraction": {**_SHARE, "help": "Share of the budget spent on the private item counts."},
+    "center_fraction": {
+        **_SHARE, "help": "Share of the budget spent on the private mean (center=private-mean).",
+    },
+    "moment_share": {
+        **_SHARE, "help": "Share of each step's budget spent on the moments b (the rest on A).",
+    },
+    "max_norm": {
+        "low": 0.0, "low_open": True,
+        "help": "User embeddings are clipped to this norm before the item update.",
+    },
+    "reg": {"low": 0.0, "low_open": True, "help": "Frequency-scaled ridge regularisation."},
+    "noise_reg": {
+        "low": 0.0, "help": "Extra item ridge in units of the noise, for stable tail solves.",
+    },
+    "learning_rate": {"low": 0.0, "low_open": True, "help": "Step size of the gradient steps."},
+    "clip_norm": {
+        "low": 0.0, "low_open": True, "help": "User-level clipping norm of each user's gradient.",
+    },
+    "seed": {
+        "int": True, "low": 0, "none": True, "cli": False,
+        "help": "Seed of the noise, for tests and reproducible runs only.",
+    },
+    "progress": {"bool": True, "cli": False, "help": "Show a progress bar on stderr."},
+}  # fmt: skip
+
+
+@dataclass
+class _Prepared:
+    """What both ``fit`` methods compute before training, in the same order (the noise draws
+    of the counts and the centre come first, so a seed gives the same model as before)."""
+
+    data: Ratings
+    item_set: ItemSet
+    dropped: int
+    lo: float
+    hi: float
+    values: np.ndarray
+    keys: np.ndarray | None
+    counts: np.ndarray | None
+    exact_counts: np.ndarray | None
+    center: float
+
+
+class RecommenderBase(ParamsMixin):
+    """Shared by the recommenders: the budget, the common keywords and the released model.
+
+    Subclasses store their keywords in ``__init__`` (scikit-learn style), declare
+    ``_parameter_constraints`` as ``{**SHARED_CONSTRAINTS, ...their own}`` and set ``model_``
     (a :class:`RecommenderModel`) in ``fit``; everything that uses the model goes through it.
     """
 
-    def _validate_common(self) -> None:
-        """Check the keywords both recommenders take (the same rule and wording for both)."""
+    _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = SHARED_CONSTRAINTS
+
+    # -- the budget -----------------------------------------------------------------------------
+    def _check_budget_keywords(self, private: bool) -> PrivacyBudget | None:
+        """The target budget from ``epsilon``/``delta`` (None when training without privacy)."""
         name = type(self).__name__
-        check_int(self.steps, "steps", name, low=1)
-        check_real(self.mu, "mu", name, low=0.0)
-        check_int(self.count_sample, "count_sample", name, low=1)
-        for share in ("count_fraction", "center_fraction", "moment_share"):
-            check_real(
-                getattr(self, share), share, name, low=0.0, high=1.0, low_open=True,
-                high_open=True,
-            )  # fmt: skip
-        check_real(self.max_norm, "max_norm", name, low=0.0, low_open=True)
-        check_real(self.reg, "reg", name, low=0.0, low_open=True)
-        check_real(self.noise_reg, "noise_reg", name, low=0.0)
-        check_real(self.clip_norm, "clip_norm", name, low=0.0, low_open=True)
-        if self.seed is not None:
-            check_int(self.seed, "seed", name, low=0)
-        if self.rating_range is not None:
-            try:
-                lo, hi = self.rating_range
-            except (TypeError, ValueError):
+        if not private:
+            return None
+        missing = [k for k in ("epsilon", "delta") if getattr(self, k) is None]
+        if missing:
+            raise InvalidParameterError(
+                f"Private training needs a budget: pass {name}(epsilon=..., delta=...) "
+                f"(missing {' and '.join(missing)}); Gaussian mechanisms need delta > 0."
+            )
+        if self.rating_range is None:
+            raise InvalidParameterError(
+                "Private training needs the declared rating range, e.g. rating_range=(0.5, 5.0): "
+                "it bounds every user's influence and must not be read from the data."
+            )
+        return PrivacyBudget(self.epsilon, self.delta)
+
+    #: ``accountant`` is a PrivacyAccountant or None (the multi-task entry points' rule).
+    _check_accountant = staticmethod(check_accountant)
+
+    @staticmethod
+    def _spent(
+        event: dp_accounting.DpEvent, item_set: ItemSet, delta: float
+    ) -> tuple[dp_accounting.DpEvent, PrivacyBudget]:
+        """The release's whole event (the item set's selection included) and its spend."""
+        if item_set.dp_event is not None:
+            event = dp_accounting.ComposedDpEvent([item_set.dp_event, event])
+        return event, PrivacyAccountant().compose(event).spent(gaussian_delta=delta)
+
+    # -- the fit preamble -----------------------------------------------------------------------
+    def _item_set(self, private: bool) -> ItemSet | None:
+        """The item set fixed before training (None: non-private training on the data's items).
+
+        Private training needs an item set independent of any single user; without one, only
+        non-private training may fall back on the data's own items (``source="data"``).
+        """
+        caller = type(self).__name__
+        if self.items is None:
+            if private:
                 raise InvalidParameterError(
-                    f"The 'rating_range' parameter of {name} must be (low, high). Got "
-                    f"{self.rating_range!r} instead."
-                ) from None
-            check_real(lo, "rating_range[0]", name)
-            check_real(hi, "rating_range[1]", name)
-            if not lo < hi:
-                raise InvalidParameterError(
-                    f"The 'rating_range' parameter of {name} must be (low, high) with low < high. "
-                    f"Got {self.rating_range!r} instead."
+                    f"Private training needs an item set fixed before training: pass {caller}("
+                    "items=...) a public catalogue of item ids, or ItemSet.selected(result) of "
+                    "userdp.select_partitions on the (user, item) pairs. The data's own item "
+                    "ids would reveal every user's rare items (issue 17)."
                 )
-        if isinstance(self.center, str):
-            check_choice(self.center, "center", name, ["private-mean", "midpoint"])
+            return None
+        item_set = as_item_set(self.items)
+        if len(item_set) == 0:
+            raise InvalidParameterError(f"The item set of {caller} is empty; nothing to train.")
+        return item_set
+
+    def _prepare(
+        self,
+        ratings: Any,
+        item_set: ItemSet | None,
+        noise: NoiseSource,
+        *,
+        count_noise: float | None,
+        center_noise: float | None,
+    ) -> _Prepared:
+        """Read the ratings on the fixed item set, release the counts, centre (Algorithm 3's
+        preamble, shared by both recommenders).
+
+        Ratings of items outside the item set are dropped (counted in ``diagnostics_``); the
+        private counts take at most ``count_sample`` items per user
+        (:func:`~userdp.multitask.private_counts`) and the centre uses every rating, those
+        outside the item set too (:func:`~userdp.recommend.centring.centre_all`).
+        ``count_noise`` None: not private (exact counts, exact centre).
+        """
+        full = as_ratings(ratings)
+        if item_set is None:
+            data, item_set, dropped = full, ItemSet(full.item_labels, "data"), 0
         else:
-            check_real(self.center, "center", name)
+            data, dropped = full.restrict_items(item_set.labels)
+        if self.rating_range is not None:
+            lo, hi = self.rating_range
+        else:
+            lo, hi = float(data.values.min()), float(data.values.max())
+        values = np.clip(data.values, lo, hi)
+        private = count_noise is not None
+        # Per-row random keys from (user label, item label): a user's random choices depend
+        # only on that user's rows.
+        keys = counts = exact = None
+        if private:
+            keys = row_keys(data.users, data.items, data.user_labels, data.item_labels, noise.salt)
+            counts = private_counts(
+                data.users, data.items, data.n_items, count_sample=self.count_sample,
+                noise_multiplier=count_noise, noise=noise, keys=keys,
+            ).counts  # fmt: skip
+        else:
+            exact = np.bincount(data.items, minlength=data.n_items).astype(np.float64)
+        center = centre_all(
+            full, lo, hi, center=self.center, count_sample=self.count_sample,
+            noise_multiplier=center_noise, noise=noise,
+        )  # fmt: skip
+        return _Prepared(data, item_set, dropped, lo, hi, values, keys, counts, exact, center)
 
     def _declared(self, **extra: Any) -> dict[str, Any]:
         """The declared hyper-parameters a release keeps (never the seed or the item set)."""
@@ -81,6 +275,10 @@ class RecommenderBase:
         if not hasattr(self, "model_"):
             raise NotFittedError(f"This {type(self).__name__} is not fitted yet; call fit first.")
         return self.model_
+
+    def summary(self) -> str:
+        """One line on the release: released values and declared parameters only."""
+        return self._check_fitted().summary()
 
     def item_codes(self, labels: Any) -> np.ndarray:
         """Model item codes of original item ids (-1 for ids the model does not know)."""
@@ -117,3 +315,12 @@ class RecommenderBase:
     def load(path: str | os.PathLike[str]) -> RecommenderModel:
         """Read a saved model: a :class:`RecommenderModel` (the release, not the trainer)."""
         return RecommenderModel.load(path)
+
+
+def diagnostics(dropped: int, seconds: float) -> dict[str, Any]:
+    """Exact, NON-PRIVATE figures for the curator; never saved, never part of the release."""
+    return {
+        "non_private": True,
+        "ratings_outside_item_set": int(dropped),
+        "fit_seconds": float(seconds),
+    }

@@ -30,33 +30,27 @@ import logging
 import math
 import time
 import warnings
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-import dp_accounting
 import numpy as np
-from scipy import sparse
 
-from userdp._validation import check_budget, check_choice, check_int, check_real
-from userdp.data.ratings import Ratings, as_ratings
+from userdp._validation import check_choice, check_real
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.multitask._kernels import segment_offsets, segment_statistics
-from userdp.multitask.allocation import (
-    adaptive_weights,
-    private_counts,
-    row_keys,
-    sample_per_user,
-    tail_sampling,
-    uniform_sampling,
-)
-from userdp.multitask.ssp import clip_rows, perturb_statistics, project_psd, solve_ridge
+from userdp.multitask.kernels import segment_offsets, segment_statistics
+from userdp.multitask.ssp import clip_rows
 from userdp.privacy.accountant import PrivacyAccountant
-from userdp.privacy.budget import PrivacyBudget
-from userdp.privacy.calibrate import calibrate_noise_scale
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend._base import RecommenderBase
-from userdp.recommend.items import ItemSet, as_item_set
+from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnostics
+from userdp.recommend.als_steps import (
+    GradientOperator,
+    gd_update,
+    gravity_gram,
+    ssp_update,
+    user_weights,
+)
+from userdp.recommend.centring import centre, centre_all, mean_statistics
 from userdp.recommend.model import RecommenderModel, solve_users
+from userdp.recommend.plans import TrainingPlan, plan_noise
 
 __all__ = [
     "AUTO_CUTOFF",
@@ -85,113 +79,15 @@ METHODS = (
 # synthetic set (seed 0; benchmarks use another draw): best cutoffs there sat at 12-24.
 AUTO_CUTOFF = 15.0
 GD_INIT_SCALE = 0.1  # initial item-factor norm of the DPSGD family (1 for the others)
-_CHUNK = 1 << 18  # rows per chunk in the DPSGD residual pass (16 MiB per gathered block)
 
 
-@dataclass(frozen=True)
-class TrainingPlan:
-    """Noise multipliers of every Gaussian release of a private training run.
-
-    Each release has l2 sensitivity 1 after scaling (the mechanisms divide by their own
-    sensitivity), so the run is the composition of Gaussians with these noise multipliers.
-    """
-
-    counts: float
-    center: float | None
-    gram: float | None
-    moment: float | None
-    gradient: float | None
-    steps: int
-    sgd_steps: int
-    gravity: float | None = None
-
-    def event(self) -> dp_accounting.DpEvent:
-        """The whole run as one composed dp-accounting event."""
-        events: list[dp_accounting.DpEvent] = [dp_accounting.GaussianDpEvent(self.counts)]
-        if self.center is not None:
-            events.append(dp_accounting.GaussianDpEvent(self.center))
-        per_step: list[dp_accounting.DpEvent] = []
-        if self.gravity is not None:
-            per_step.append(dp_accounting.GaussianDpEvent(self.gravity))
-        if self.gram is not None:
-            per_step += [
-                dp_accounting.GaussianDpEvent(self.gram),
-                dp_accounting.GaussianDpEvent(self.moment),
-            ]
-        if self.gradient is not None:
-            per_step.append(
-                dp_accounting.SelfComposedDpEvent(
-                    dp_accounting.GaussianDpEvent(self.gradient), self.sgd_steps
-                )
-            )
-        events.append(
-            dp_accounting.SelfComposedDpEvent(dp_accounting.ComposedDpEvent(per_step), self.steps)
-        )
-        return dp_accounting.ComposedDpEvent(events)
-
-
-def plan_noise(
-    budget: PrivacyBudget,
-    *,
-    solver: str,
-    steps: int,
-    sgd_steps: int = 1,
-    count_fraction: float = 0.15,
-    center_fraction: float | None = 0.02,
-    moment_share: float = 0.5,
-    gravity_share: float | None = None,
-) -> TrainingPlan:
-    """Split a budget over the releases and calibrate the noise by search.
-
-    The budget is split in *precision* (1/z^2, proportional to the RDP budget of a Gaussian):
-    ``count_fraction`` to the private counts, ``center_fraction`` to the private mean (None: no
-    mean), the rest evenly over the training steps (and within an SSP step, ``moment_share``
-    to b, the rest to A; ``gravity_share`` of each step to the all-users Gram of the
-    unobserved-item term, when there is one). One scale s is then found by bisection with the
-    accountant so the composition meets (epsilon, delta): ``z_k = s * sqrt(releases_k / share_k)``.
-    """
-
-    def share(value: float, name: str) -> float:
-        return check_real(
-            value, name, "plan_noise", low=0.0, high=1.0, low_open=True, high_open=True
-        )
-
-    solver = check_choice(solver, "solver", "plan_noise", ["ssp", "gd"])
-    steps = check_int(steps, "steps", "plan_noise", low=1)
-    sgd_steps = check_int(sgd_steps, "sgd_steps", "plan_noise", low=1)
-    cf = share(count_fraction, "count_fraction")
-    mf = 0.0 if center_fraction is None else share(center_fraction, "center_fraction")
-    ms = share(moment_share, "moment_share")
-    gs = 0.0 if gravity_share is None else share(gravity_share, "gravity_share")
-    train = 1.0 - cf - mf
-    if train <= 0:
-        raise InvalidParameterError(
-            "count_fraction + center_fraction must leave part of the budget for training; got "
-            f"{cf:g} + {mf:g}."
-        )
-
-    def make(scale: float) -> TrainingPlan:
-        rest = train * (1.0 - gs)
-        if solver == "ssp":
-            gram = scale * math.sqrt(steps / (rest * (1.0 - ms)))
-            moment = scale * math.sqrt(steps / (rest * ms))
-            grad = None
-        else:
-            gram = moment = None
-            grad = scale * math.sqrt(steps * sgd_steps / rest)
-        return TrainingPlan(
-            counts=scale / math.sqrt(cf),
-            center=None if center_fraction is None else scale / math.sqrt(mf),
-            gram=gram,
-            moment=moment,
-            gradient=grad,
-            steps=steps,
-            sgd_steps=sgd_steps,
-            gravity=None if gravity_share is None else scale * math.sqrt(steps / (train * gs)),
-        )
-
-    scale = calibrate_noise_scale(lambda s: make(s).event(), budget.epsilon, budget.delta)
-    return make(scale)
+def _check_min_item_count(value: Any, name: str, caller: str) -> None:
+    """``"auto"`` or a finite number (a count cutoff)."""
+    if isinstance(value, str):
+        check_choice(value, name, caller, ["auto"])
+    else:
+        check_real(value, name, caller, low=-math.inf, high=math.inf, low_open=True,
+                   high_open=True)  # fmt: skip
 
 
 class MatrixFactorization(RecommenderBase):
@@ -199,6 +95,9 @@ class MatrixFactorization(RecommenderBase):
 
     Parameters
     ----------
+    epsilon, delta : float or None, default=None
+        The training run's privacy budget (``delta`` in (0, 1): the mechanisms are Gaussian).
+        Required by the private methods; ``als`` (not private) takes neither.
     items : ItemSet, sequence of item ids, or None
         The item set, fixed before training (see :mod:`userdp.recommend.items`): a public
         catalogue (any sequence of distinct ids, or ``ItemSet.public``) or a privately
@@ -284,7 +183,8 @@ class MatrixFactorization(RecommenderBase):
     trained_items_ : ndarray of bool
         Items the model was trained on (all, unless ``top_items``).
     budget_ : PrivacyBudget or None
-        What the released model spends, from the accountant.
+        What the released model spends, from the accountant (the item set's private
+        selection included).
     dp_event_ : dp_accounting.DpEvent or None
     plan_ : TrainingPlan or None
     fit_seconds_ : float
@@ -292,11 +192,50 @@ class MatrixFactorization(RecommenderBase):
     diagnostics_ : dict
         Exact, NON-PRIVATE figures for the curator (ratings outside the item set, fit time);
         never saved, never part of the release.
+
+    Examples
+    --------
+    >>> from userdp.data.synthetic import lowrank_ratings
+    >>> from userdp.privacy import PrivacyAccountant, PrivacyBudget
+    >>> data = lowrank_ratings(n_users=200, n_items=30, n_ratings=3000, seed=0)
+    >>> accountant = PrivacyAccountant(PrivacyBudget(3.0, 1e-5))
+    >>> model = MatrixFactorization(epsilon=2.0, delta=1e-5, items=data.item_labels, dim=4,
+    ...                             rating_range=(0.5, 5.0), seed=0)
+    >>> model.fit(data, accountant=accountant).budget_.epsilon < 2.0 + 1e-9
+    True
     """
+
+    _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = {
+        **SHARED_CONSTRAINTS,
+        "method": {"choices": METHODS, "cli": False, "help": "Training method (Table 2)."},
+        "dim": {"int": True, "low": 1, "help": "Embedding dimension."},
+        "sample_size": {"int": True, "low": 1, "help": "Items sampled per user (k)."},
+        "step_offset": {
+            "low": 0.0, "low_open": True,
+            "help": "Item i's step is learning-rate / (step-offset + n_hat_i).",
+        },
+        "sgd_steps": {"int": True, "low": 1, "help": "Gradient steps per alternating step."},
+        "unobserved_weight": {
+            "low": 0.0,
+            "help": "Weight of the implicit-feedback term on unrated items (ml20m protocol: 1).",
+        },
+        "top_items": {
+            "low": 0.0, "high": 1.0, "low_open": True, "none": True,
+            "help": "Train only on this fraction of items with the largest private counts "
+            "(ml20m protocol: 0.1).",
+        },
+        "min_item_count": {
+            "check": _check_min_item_count, "none": True, "metavar": "N|auto",
+            "help": "Train only on items whose private count reaches this; 'auto' puts the "
+            "cutoff where an item's noise starts to drown its signal (better at small epsilon).",
+        },
+    }  # fmt: skip
 
     def __init__(
         self,
         *,
+        epsilon: float | None = None,
+        delta: float | None = None,
         items: Any = None,
         method: str = "adadpals",
         dim: int = 32,
@@ -322,6 +261,8 @@ class MatrixFactorization(RecommenderBase):
         seed: int | None = None,
         progress: bool = False,
     ) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
         self.items = items
         self.method = method
         self.dim = dim
@@ -348,46 +289,23 @@ class MatrixFactorization(RecommenderBase):
         self.progress = progress
 
     # -- validation -----------------------------------------------------------------------------
-    def _validate(self, budget: PrivacyBudget | None) -> None:
-        name = "MatrixFactorization"
-        check_budget(budget, f"{name}.fit")
-        check_choice(self.method, "method", name, METHODS)
-        self._validate_common()
-        check_int(self.dim, "dim", name, low=1)
-        check_int(self.sample_size, "sample_size", name, low=1)
-        check_real(self.learning_rate, "learning_rate", name, low=0.0, low_open=True)
-        check_real(self.step_offset, "step_offset", name, low=0.0, low_open=True)
-        check_int(self.sgd_steps, "sgd_steps", name, low=1)
-        check_real(self.unobserved_weight, "unobserved_weight", name, low=0.0)
-        if self.top_items is not None:
-            check_real(self.top_items, "top_items", name, low=0.0, high=1.0, low_open=True)
-        if isinstance(self.min_item_count, str):
-            check_choice(self.min_item_count, "min_item_count", name, ["auto"])
-            if self._solver != "ssp" or self.method == "als":
-                raise InvalidParameterError(
-                    "min_item_count='auto' is calibrated for the SSP methods (dpals-uniform, "
-                    "dpals-tail, adadpals); give a number for the others."
-                )
-        elif self.min_item_count is not None:
-            check_real(self.min_item_count, "min_item_count", name)
+    def _validate(self) -> Any:
+        """The declared table, then the rules between keywords; returns the target budget."""
+        self._validate_params()
+        if self.min_item_count == "auto" and (self._solver != "ssp" or self.method == "als"):
+            raise InvalidParameterError(
+                "min_item_count='auto' is calibrated for the SSP methods (dpals-uniform, "
+                "dpals-tail, adadpals); give a number for the others."
+            )
         if self.method == "als":
-            if budget is not None:
+            given = [k for k in ("epsilon", "delta") if getattr(self, k) is not None]
+            if given:
                 raise InvalidParameterError(
-                    "method='als' is not private; call fit without a budget (or choose a private "
-                    "method such as 'adadpals')."
+                    f"method='als' is not private; drop {' and '.join(given)} (or choose a "
+                    "private method such as 'adadpals')."
                 )
-            return
-        if budget is None:
-            raise InvalidParameterError(
-                f"method={self.method!r} is private: pass budget=PrivacyBudget(epsilon, delta)."
-            )
-        if budget.delta <= 0:
-            raise InvalidParameterError("Gaussian mechanisms need delta > 0 in the budget.")
-        if self.rating_range is None:
-            raise InvalidParameterError(
-                "Private training needs the declared rating range, e.g. rating_range=(0.5, 5.0): "
-                "it bounds every user's influence and must not be read from the data."
-            )
+            return None
+        return self._check_budget_keywords(private=True)
 
     @property
     def _solver(self) -> str:
@@ -401,16 +319,20 @@ class MatrixFactorization(RecommenderBase):
 
     # -- training -------------------------------------------------------------------------------
     def fit(
-        self,
-        ratings: Any,
-        *,
-        budget: PrivacyBudget | None = None,
-        accountant: PrivacyAccountant | None = None,
+        self, ratings: Any, *, accountant: PrivacyAccountant | None = None
     ) -> MatrixFactorization:
         """Train on ``ratings`` (a :class:`~userdp.data.Ratings` or a user/item/rating table).
 
         The item set is fixed first (``items``): ratings of other items are dropped (counted
         in ``diagnostics_``) and every shape below depends only on the item set.
+
+        Parameters
+        ----------
+        ratings : Ratings or table
+        accountant : PrivacyAccountant or None, default=None
+            A shared accountant the training run is charged to, before any data is read;
+            raises :class:`~userdp.exceptions.BudgetExceededError` there (nothing read,
+            nothing charged) when it would exceed the accountant's total budget.
 
         Privacy
         -------
@@ -436,15 +358,16 @@ class MatrixFactorization(RecommenderBase):
 
         Before the item set was fixed, a user bringing an item nobody else rated changed the
         shape of ``U`` and entered every user's ``alpha U^T U``, so every user's ``v`` moved
-        and these bounds failed by up to 4.2x (issue 18). Noise is calibrated to ``budget``
-        by search with the accountant; ``budget_`` is what the accountant reports for the
-        whole release (the private selection of the item set included). With ``accountant``
-        the training event is composed into it before any data is read (refused there when
-        it would exceed the accountant's budget).
+        and these bounds failed by up to 4.2x (issue 18). Noise is calibrated to
+        (``epsilon``, ``delta``) by search with the accountant; ``budget_`` is what the
+        accountant reports for the whole release (the private selection of the item set
+        included).
         """
         started = time.perf_counter()
-        self._validate(budget)
-        private = self.method != "als"
+        budget = self._validate()
+        self._check_accountant(accountant, "MatrixFactorization.fit")
+        private = budget is not None
+        item_set = self._item_set(private)
         plan = None
         if private:
             plan = plan_noise(
@@ -459,60 +382,20 @@ class MatrixFactorization(RecommenderBase):
             )
             if accountant is not None:
                 accountant.compose(plan.event())
-        full = as_ratings(ratings)
-        data, item_set, dropped = _restrict(full, self.items, private, "MatrixFactorization")
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x4D46)  # initialisation (data-independent: the item set is fixed)
+        prep = self._prepare(
+            ratings, item_set, noise, count_noise=None if plan is None else plan.counts,
+            center_noise=None if plan is None else plan.center,
+        )  # fmt: skip
+        data, center, lo, hi = prep.data, prep.center, prep.lo, prep.hi
         d = int(self.dim)
-        lo, hi = (
-            self.rating_range
-            if self.rating_range is not None
-            else (float(data.values.min()), float(data.values.max()))
-        )
-        values = np.clip(data.values, lo, hi)
-        users, items = data.users, data.items
+        users, items, values, keys = data.users, data.items, prep.values, prep.keys
         n_users, n_items = data.n_users, data.n_items
         labels = data.item_labels
-        # Per-row random keys from (user label, item label): a user's random choices depend
-        # only on that user's rows.
-        keys = row_keys(users, items, data.user_labels, labels, noise.salt) if private else None
-        if private:
-            counts = private_counts(
-                users,
-                items,
-                n_items,
-                count_sample=self.count_sample,
-                noise_multiplier=plan.counts,
-                noise=noise,
-                keys=keys,
-            )
-            item_counts = counts.counts
-            freq = np.maximum(item_counts, 0.0)
-        else:
-            item_counts = None
-            freq = np.bincount(items, minlength=n_items).astype(np.float64)
-        # Centre on all ratings, those outside the item set too: items left untrained or
-        # unknown predict it.
-        center = centre_all(
-            full, lo, hi, center=self.center, count_sample=self.count_sample,
-            noise_multiplier=None if plan is None else plan.center, noise=noise,
-        )  # fmt: skip
-        trained = np.ones(n_items, dtype=bool)
-        score = item_counts if private else freq  # released (or, for als, exact) counts
-        if self.top_items is not None:
-            # A count of the item set's size (public or released), ranked by released counts;
-            # ties by code.
-            keep = max(1, math.ceil(self.top_items * n_items))
-            top = np.zeros(n_items, dtype=bool)
-            top[np.argsort(-score, kind="stable")[:keep]] = True
-            trained &= top
-        if self.min_item_count is not None:
-            cutoff = self.min_item_count
-            if cutoff == "auto":
-                cutoff = AUTO_CUTOFF * plan.moment * math.sqrt(d)
-            trained &= score >= float(cutoff)
-            log.info("%s: training %d of %d items (count >= %.1f)", self.method,
-                     int(trained.sum()), n_items, float(cutoff))  # fmt: skip
+        item_counts = prep.counts
+        freq = np.maximum(item_counts, 0.0) if private else prep.exact_counts
+        trained = self._trained_items(item_counts if private else freq, n_items, plan)
         if not trained.all():
             rows = trained[items]
             users, items, values = users[rows], items[rows], values[rows]
@@ -528,7 +411,7 @@ class MatrixFactorization(RecommenderBase):
                 )
         y = values - center
         half = max(hi - center, center - lo)
-        weights = self._weights(users, items, item_counts, noise, keys) if private else None
+        weights = user_weights(self, users, items, item_counts, noise, keys) if private else None
 
         # Orders for the two solves, computed once.
         user_order, user_offsets = segment_offsets(users, n_users)
@@ -541,9 +424,8 @@ class MatrixFactorization(RecommenderBase):
         U = rng.normal(0.0, scale / math.sqrt(d), (n_items, d))
         gd = None
         if private and self._solver == "gd":
-            gd = _GradientOperator(
-                users, items, y, weights, item_order, item_offsets, n_items, n_users
-            )
+            gd = GradientOperator(users, items, y, weights, item_order, item_offsets, n_items,
+                                  n_users)  # fmt: skip
         steps = range(self.steps)
         if self.progress:
             from tqdm.auto import tqdm
@@ -560,7 +442,7 @@ class MatrixFactorization(RecommenderBase):
             del gram, moment
             if private:
                 V = clip_rows(V, self.max_norm)
-            gravity = self._gravity(V, plan, noise) if alpha else None
+            gravity = gravity_gram(self, V, plan, noise) if alpha else None
             # Line 5: item update.
             if not private:
                 gram, moment = segment_statistics(item_offsets, item_order, users, V, None, y)
@@ -568,12 +450,12 @@ class MatrixFactorization(RecommenderBase):
                     gram += alpha * gravity
                 U = solve_users(gram, moment, self.reg * np.maximum(freq, 1.0))
             elif self._solver == "ssp":
-                U = self._ssp_update(
-                    V, users, y, weights, item_order, item_offsets, freq, half, plan, noise,
-                    gravity, labels,
+                U = ssp_update(
+                    self, V, users, y, weights, item_order, item_offsets, freq, half, plan,
+                    noise, gravity, labels,
                 )  # fmt: skip
             else:
-                U = self._gd_update(U, V, gd, freq, plan, noise, gravity, labels)
+                U = gd_update(self, U, V, gd, freq, plan, noise, gravity, labels)
             U[~trained] = 0.0
         if not np.all(np.isfinite(U)):
             raise DataError(
@@ -581,15 +463,11 @@ class MatrixFactorization(RecommenderBase):
                 "step_offset."
             )
         self.plan_ = plan
-        event = plan.event() if private else None
-        spent = None
+        event = spent = None
         if private:
-            acc = PrivacyAccountant()
-            if item_set.dp_event is not None:
-                event = dp_accounting.ComposedDpEvent([item_set.dp_event, event])
-            spent = acc.compose(event).spent(gaussian_delta=budget.delta)
+            event, spent = self._spent(plan.event(), prep.item_set, budget.delta)
         self.fit_seconds_ = time.perf_counter() - started
-        self.diagnostics_ = _diagnostics(dropped, self.fit_seconds_)
+        self.diagnostics_ = diagnostics(prep.dropped, self.fit_seconds_)
         self.model_ = RecommenderModel(
             method=self.method,
             item_labels=labels,
@@ -600,12 +478,33 @@ class MatrixFactorization(RecommenderBase):
             trained_items=trained,
             budget=spent,
             dp_event=event,
-            item_source=item_set.source,
+            item_source=prep.item_set.source,
             params=self._declared(),
         )
         self._publish(self.model_)
         log.info("%s: trained in %.2f s", self.method, self.fit_seconds_)
         return self
+
+    def _trained_items(self, score: np.ndarray, n_items: int, plan: Any) -> np.ndarray:
+        """Items to train: the ``top_items`` share and those reaching ``min_item_count``.
+
+        ``score`` is the released counts (exact for ``als``); the number kept is a fraction
+        of the item set's size (public or released), ties broken by code: post-processing.
+        """
+        trained = np.ones(n_items, dtype=bool)
+        if self.top_items is not None:
+            keep = max(1, math.ceil(self.top_items * n_items))
+            top = np.zeros(n_items, dtype=bool)
+            top[np.argsort(-score, kind="stable")[:keep]] = True
+            trained &= top
+        if self.min_item_count is not None:
+            cutoff = self.min_item_count
+            if cutoff == "auto":
+                cutoff = AUTO_CUTOFF * plan.moment * math.sqrt(int(self.dim))
+            trained &= score >= float(cutoff)
+            log.info("%s: training %d of %d items (count >= %.1f)", self.method,
+                     int(trained.sum()), n_items, float(cutoff))  # fmt: skip
+        return trained
 
     def _publish(self, model: RecommenderModel) -> None:
         """The fitted attributes: views of the released model."""
@@ -618,225 +517,14 @@ class MatrixFactorization(RecommenderBase):
         self.budget_ = model.budget
         self.dp_event_ = model.dp_event
 
-    def _weights(self, users, items, item_counts, noise, keys) -> np.ndarray:
-        """Per-rating weights with every user's squared weights summing to at most 1."""
-        rule = self._allocation
-        if rule == "uniform":
-            return uniform_sampling(users, self.sample_size, noise, beta=1.0, keys=keys)
-        if rule == "tail":
-            return tail_sampling(
-                users, items, item_counts, self.sample_size, noise, beta=1.0, keys=keys
-            )
-        return adaptive_weights(users, items, item_counts, mu=self.mu, beta=1.0)
-
-    def _gravity(self, V, plan, noise) -> np.ndarray:
-        """``sum_j v_j v_j^T`` over all users; released with noise when training privately.
-
-        Adding a user adds ``v v^T`` with ``||v|| <= max_norm``: Frobenius sensitivity
-        ``max_norm^2`` (symmetric noise on the upper triangle, then the PSD projection). It
-        holds for any added user: the other users' ``v`` depend on their own rows and the
-        released item factors over the fixed item set only.
-        """
-        g = V.T @ V
-        if plan is None:
-            return g
-        g2 = self.max_norm**2
-        g, _ = perturb_statistics(
-            g[None], np.zeros((1, 0)), gram_sigma=plan.gravity * g2, moment_sigma=0.0,
-            noise=noise, gram_l2=g2, gram_statistic="gravity gram",
-        )  # fmt: skip
-        vals, vecs = np.linalg.eigh(g[0])
-        return (vecs * np.maximum(vals, 0.0)) @ vecs.T
-
-    def _ssp_update(
-        self, V, users, y, weights, order, offsets, freq, half, plan, noise, gravity, labels
-    ):
-        """Item solve by task-weighted SSP (Algorithm 1) with PSD projection."""
-        gram, moment = segment_statistics(offsets, order, users, V, weights, y)
-        g2 = self.max_norm**2
-        sigma_a = plan.gram * g2  # sensitivity max_norm^2 (sum of squared weights <= 1)
-        sigma_b = plan.moment * self.max_norm * half
-        gram, moment = perturb_statistics(
-            gram, moment, gram_sigma=sigma_a, moment_sigma=sigma_b, noise=noise,
-            gram_l2=g2, moment_l2=self.max_norm * half, index=labels,
-        )  # fmt: skip
-        noise_ridge = self.noise_reg * sigma_a * math.sqrt(self.dim)
-        ridge = self.reg * np.maximum(freq, 1.0) * g2 + noise_ridge
-        if gravity is not None:
-            # Released and PSD: add it after the per-item projection so it is not clipped.
-            vals, vecs = project_psd(gram)
-            gram = np.einsum("mdk,mk,mek->mde", vecs, vals, vecs) + self.unobserved_weight * gravity
-        return solve_ridge(gram, moment, ridge)
-
-    def _gd_update(self, U, V, gd, freq, plan, noise, gravity, labels):
-        """``sgd_steps`` full-batch noisy gradient steps on the items, user-level clipping."""
-        sd = plan.gradient * self.clip_norm
-        # Ridge as in the SSP update: frequency-scaled plus a multiple of the noise's size, so
-        # a tail item's iterate stays near 0 instead of random-walking with the noise.
-        lam = self.reg * freq + self.noise_reg * sd * math.sqrt(self.dim) / self.learning_rate
-        curvature = self.step_offset + freq + lam
-        if gravity is not None:  # the implicit term adds 2 alpha G to every item's Hessian
-            curvature = curvature + 2.0 * self.unobserved_weight * np.linalg.eigvalsh(gravity)[-1]
-        eta = (self.learning_rate / curvature)[:, None]
-        lam = lam[:, None]
-        for _ in range(self.sgd_steps):
-            grad = noise.add_gaussian(
-                gd.gradient(U, V, self.clip_norm), sd, statistic="item gradient",
-                l2=self.clip_norm, index=labels,
-            )  # fmt: skip
-            if gravity is not None:
-                grad += 2.0 * self.unobserved_weight * (U @ gravity)
-            U = U - eta * (grad + lam * U)
-        return U
-
     # -- using the model (see RecommenderBase for predict, recommend, save, ...) ----------------
     def user_factors(self, history: Any, *, reg: float | None = None) -> np.ndarray:
         """See :meth:`RecommenderModel.user_factors`."""
         return self._check_fitted().user_factors(history, reg=reg)
 
     def __repr__(self) -> str:
-        return f"MatrixFactorization(method={self.method!r}, dim={self.dim}, steps={self.steps})"
-
-
-def centre(
-    values: np.ndarray,
-    users: np.ndarray,
-    lo: float,
-    hi: float,
-    *,
-    center: str | float,
-    count_sample: int,
-    noise_multiplier: float | None,
-    noise: NoiseSource,
-    keys: np.ndarray | None = None,
-) -> float:
-    """The value ratings are centred on: a number, the range's midpoint, or a private mean.
-
-    Without ``noise_multiplier`` (non-private training) ``"private-mean"`` is the exact mean.
-    The private mean takes at most ``count_sample`` ratings per user: ``(sum / (k * hw),
-    count / k)`` has l2 sensitivity sqrt(2) under adding or removing a user (hw: half the
-    range's width, ratings shifted by its midpoint), released with noise sd ``z * sqrt(2)``
-    per coordinate, a ``GaussianDpEvent(z)``.
-    """
-    if not isinstance(center, str):
-        return float(np.clip(center, lo, hi))
-    mid = 0.5 * (lo + hi)
-    if noise_multiplier is None:
-        return float(values.mean()) if center == "private-mean" and values.size else mid
-    if center == "midpoint":
-        return mid
-    keep = sample_per_user(users, count_sample, noise, keys=keys)
-    sd = noise_multiplier * math.sqrt(2.0)
-    total, count = noise.add_gaussian(
-        mean_statistics(values[keep], lo, hi, count_sample), sd,
-        statistic="private mean (sum, count)", l2=math.sqrt(2.0),
-    )  # fmt: skip
-    if count <= 0:
-        return mid
-    return float(np.clip(mid + total * 0.5 * (hi - lo) / count, lo, hi))
-
-
-def centre_all(
-    ratings: Ratings,
-    lo: float,
-    hi: float,
-    *,
-    center: str | float,
-    count_sample: int,
-    noise_multiplier: float | None,
-    noise: NoiseSource,
-) -> float:
-    """:func:`centre` over all of ``ratings``, items outside the model's item set included.
-
-    The centre is one number: it names no item, and each user still adds at most
-    ``count_sample`` ratings, so its sensitivity is as in :func:`centre`; using every rating
-    keeps it accurate when the item set is small (a private selection on few users). Each
-    user's sample is keyed by their own (user, item) labels.
-    """
-    keys = None
-    if noise_multiplier is not None and center == "private-mean":
-        keys = row_keys(
-            ratings.users, ratings.items, ratings.user_labels, ratings.item_labels, noise.salt
+        budget = "" if self.epsilon is None else f", epsilon={self.epsilon!r}, delta={self.delta!r}"
+        return (
+            f"MatrixFactorization(method={self.method!r}, dim={self.dim}, steps={self.steps}"
+            f"{budget})"
         )
-    return centre(
-        np.clip(ratings.values, lo, hi), ratings.users, lo, hi, center=center,
-        count_sample=count_sample, noise_multiplier=noise_multiplier, noise=noise, keys=keys,
-    )  # fmt: skip
-
-
-def mean_statistics(kept: np.ndarray, lo: float, hi: float, count_sample: int) -> np.ndarray:
-    """The private mean's exact statistic ``(sum (r - mid) / (k hw), count / k)``.
-
-    ``kept`` are ratings in [lo, hi], at most ``k = count_sample`` per user. One user adds at
-    most k ratings with ``|r - mid| <= hw``, so each coordinate moves by at most 1 and the
-    vector by at most sqrt(2) in l2 (tested by adding random users).
-    """
-    mid, hw = 0.5 * (lo + hi), 0.5 * (hi - lo)
-    return np.array([np.sum(kept - mid) / (count_sample * hw), kept.size / count_sample])
-
-
-def _restrict(
-    data: Ratings, items: Any, private: bool, caller: str
-) -> tuple[Ratings, ItemSet, int]:
-    """The ratings on the fixed item set, the item set, and the number of ratings dropped.
-
-    Private training needs an item set independent of any single user; without one, only
-    non-private training may fall back on the data's own items (``source="data"``).
-    """
-    if items is None:
-        if private:
-            raise InvalidParameterError(
-                f"Private training needs an item set fixed before training: pass {caller}("
-                "items=...) a public catalogue of item ids, or ItemSet.selected(result) of "
-                "userdp.select_partitions on the (user, item) pairs. The data's own item ids "
-                "would reveal every user's rare items (issue 17)."
-            )
-        return data, ItemSet(data.item_labels, "data"), 0
-    item_set = as_item_set(items)
-    if len(item_set) == 0:
-        raise InvalidParameterError(f"The item set of {caller} is empty; nothing to train.")
-    restricted, dropped = data.restrict_items(item_set.labels)
-    return restricted, item_set, dropped
-
-
-def _diagnostics(dropped: int, seconds: float) -> dict[str, Any]:
-    """Exact, NON-PRIVATE figures for the curator; never saved, never part of the release."""
-    return {
-        "non_private": True,
-        "ratings_outside_item_set": int(dropped),
-        "fit_seconds": float(seconds),
-    }
-
-
-class _GradientOperator:
-    """Item gradients of the weighted squared loss with user-level clipping (DPSGD family).
-
-    ``g_i = sum_j c_j w_ij 2 (<u_i, v_j> - y_ij) v_j`` where ``c_j = min(1, C / ||G_j||)`` and
-    ``||G_j||^2 = sum_i (w_ij 2 e_ij)^2 ||v_j||^2`` is the norm of user j's whole stacked
-    gradient (its rows touch distinct items, so the blocks are orthogonal). Adding or removing
-    a user changes the stacked gradient by at most C.
-    """
-
-    def __init__(self, users, items, y, weights, order, offsets, n_items, n_users) -> None:
-        self.users, self.items, self.y, self.w = users, items, y, weights
-        self.n_users = n_users
-        # (items x users) CSR structure in item order; data filled per step.
-        self.order = order
-        self.matrix = sparse.csr_matrix(
-            (np.ones(order.size), users[order], offsets), shape=(n_items, n_users)
-        )
-
-    def gradient(self, U: np.ndarray, V: np.ndarray, clip: float) -> np.ndarray:
-        n = self.users.size
-        coef = np.empty(n)
-        for lo in range(0, n, _CHUNK):
-            hi = min(lo + _CHUNK, n)
-            u, i = self.users[lo:hi], self.items[lo:hi]
-            e = np.einsum("nd,nd->n", U[i], V[u]) - self.y[lo:hi]
-            coef[lo:hi] = 2.0 * self.w[lo:hi] * e
-        vnorm2 = np.einsum("nd,nd->n", V, V)
-        user_norm = np.sqrt(np.bincount(self.users, coef**2 * vnorm2[self.users], self.n_users))
-        scale = np.minimum(1.0, clip / np.maximum(user_norm, 1e-300))
-        coef *= scale[self.users]
-        self.matrix.data = coef[self.order]
-        return self.matrix @ V

@@ -33,7 +33,7 @@ from userdp._validation import check_choice, check_int
 from userdp.data.io import check_model_file
 from userdp.data.ratings import as_ratings
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.multitask._kernels import batched, segment_offsets, segment_statistics
+from userdp.multitask.kernels import batched, segment_offsets, segment_statistics
 from userdp.privacy import events as userdp_events
 from userdp.privacy.budget import PrivacyBudget
 

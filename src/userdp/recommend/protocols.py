@@ -10,28 +10,63 @@
 Every part is a :class:`~userdp.data.Ratings` with the parent's code books, so the same user
 and item codes index all parts. Splits are seeded NumPy permutations, reproducible from the
 seed but not bit-identical to the references' pandas/NumPy-global-state sampling.
+
+:func:`protocol_task` turns a split into what models are scored on (an
+:class:`EvaluationTask`), :func:`score_model` scores a released model on it and
+:func:`baseline_scores` the non-private references (global mean, popularity); the CLI's
+``userdp recommend evaluate`` and ``benchmarks/recommend.py`` share them, and the ML20M
+protocol's model settings (:data:`ML20M_MODEL_DEFAULTS`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-from userdp._validation import check_fractions, check_int, check_real
+from userdp._validation import check_choice, check_fractions, check_int, check_real
 from userdp.data.ratings import Ratings
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.recommend.metrics import rmse, sliced_rmse
+from userdp.recommend.metrics import (
+    frequency_buckets,
+    popularity_scores,
+    ranking_metrics_at_k,
+    rmse,
+    sliced_rmse,
+)
 
 __all__ = [
+    "ML20M_MODEL_DEFAULTS",
+    "N_BUCKETS",
+    "PROTOCOL_METRIC",
+    "EvaluationTask",
     "HeldOutSplit",
     "RatingSplit",
+    "baseline_scores",
+    "compact_users",
     "holdout_rmse",
     "ml10m_split",
     "ml20m_split",
+    "protocol_task",
     "restrict_items",
+    "score_model",
 ]
+
+#: Item-frequency buckets of the sliced metrics: bucket 0 holds the least-rated items.
+N_BUCKETS = 5
+#: Each protocol's metric: RMSE for ML10M, Recall@k for ML20M.
+PROTOCOL_METRIC = {"ml10m": "rmse", "ml20m": "recall"}
+#: Model settings of the ML20M protocol (Liang et al. 2018; Krichene et al. 2023, Section 6):
+#: implicit 0/1 feedback centred on 0, training on the 10% most-rated items (by released
+#: counts), with the implicit term on unrated items.
+ML20M_MODEL_DEFAULTS: dict[str, Any] = {
+    "rating_range": (0.0, 1.0),
+    "center": 0.0,
+    "top_items": 0.1,
+    "unobserved_weight": 1.0,
+}
 
 
 @dataclass(frozen=True)
@@ -266,3 +301,132 @@ def holdout_rmse(model: Any, history: Ratings, test: Ratings, buckets: Any) -> d
         "rmse": rmse(test.values, pred),
         "buckets": sliced_rmse(test.items, test.values, pred, buckets).tolist(),
     }
+
+
+# -- scoring on a protocol ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class EvaluationTask:
+    """What every model is scored on; the three parts share their code books.
+
+    ``history``: the test users' known ratings (their embeddings come from them; excluded from
+    ranking); ``targets``: their held-out ratings; ``train``: what the frequency buckets and
+    the baselines use. ``metrics`` holds ``"rmse"`` and/or ``"recall"``, ``k`` the cut-off of
+    Recall@k. The metrics read the test data in the clear: evaluation, not release.
+    """
+
+    history: Ratings
+    targets: Ratings
+    train: Ratings
+    metrics: tuple[str, ...]
+    k: int = 20
+
+    @property
+    def buckets(self) -> np.ndarray:
+        """Item buckets by number of training ratings (:func:`frequency_buckets`)."""
+        return frequency_buckets(self.train.item_counts(), N_BUCKETS)
+
+
+def compact_users(r: Ratings) -> Ratings:
+    """The same ratings without user codes that have none (item codes unchanged).
+
+    Protocol splits keep the parent's code books, so a training part holds the held-out users'
+    codes with no ratings; a trainer need not see them.
+    """
+    if r.n_ratings and np.all(r.user_counts() > 0):
+        return r
+    return Ratings.from_codes(
+        r.users, r.items, r.values,
+        n_users=r.n_users, n_items=r.n_items,
+        user_labels=r.user_labels, item_labels=r.item_labels,
+    )  # fmt: skip
+
+
+def protocol_task(
+    ratings: Ratings,
+    protocol: str,
+    *,
+    metrics: tuple[str, ...] | None = None,
+    k: int = 20,
+    seed: int | None = None,
+) -> tuple[Ratings, EvaluationTask]:
+    """Split ``ratings`` with a benchmark protocol: the training part and the scoring task.
+
+    ``"ml10m"``: :func:`ml10m_split`; models train on the 80%, test users are projected from
+    train + validation, scored on the test ratings. ``"ml20m"``: :func:`ml20m_split`, every
+    part as implicit feedback (train models with :data:`ML20M_MODEL_DEFAULTS`); scored on the
+    held-out users' targets from their history. ``metrics`` defaults to the protocol's
+    (:data:`PROTOCOL_METRIC`); ``seed`` to the split's own.
+    """
+    protocol = check_choice(protocol, "protocol", "protocol_task", list(PROTOCOL_METRIC))
+    metrics = (PROTOCOL_METRIC[protocol],) if metrics is None else tuple(metrics)
+    if protocol == "ml20m" and "rmse" in metrics:
+        raise InvalidParameterError(
+            "The ml20m protocol is implicit feedback (liked or not) and has no RMSE; score it "
+            "by recall, or use the ml10m protocol for RMSE."
+        )
+    kw = {} if seed is None else {"seed": seed}
+    if protocol == "ml10m":
+        split = ml10m_split(ratings, **kw)
+        train, history, targets = split.train, split.train.union(split.validation), split.test
+    else:
+        held = ml20m_split(ratings, **kw)
+        train = held.train.implicit()
+        history, targets = held.test_history.implicit(), held.test_targets.implicit()
+    if train.n_ratings == 0 or targets.n_ratings == 0:
+        raise DataError(f"The {protocol} split leaves no training or test data.")
+    return train, EvaluationTask(history, targets, train, metrics, k)
+
+
+def score_model(model: Any, task: EvaluationTask) -> list[tuple[str, float, list[float]]]:
+    """``(metric, value, value per bucket)`` of a released model on ``task``.
+
+    RMSE predicts every target rating (items the model does not know predict its centre);
+    Recall@k ranks every item the user has not rated in the history, items the model has no
+    embedding for never recommended. ``model``: a :class:`~userdp.recommend.RecommenderModel`.
+    """
+    out = []
+    buckets = task.buckets
+    h, t = task.history, task.targets
+    if "rmse" in task.metrics:
+        pred = model.predict(h, t.users, h.item_values(t.items))
+        sliced = sliced_rmse(t.items, t.values, pred, buckets, N_BUCKETS)
+        out.append(("rmse", rmse(t.values, pred), list(sliced)))
+    if "recall" in task.metrics:
+        V = model.user_factors(h)
+        codes = model.item_codes(h.item_labels)
+        known = codes >= 0  # items the model has no embedding for are never recommended
+        U = np.zeros((h.n_items, V.shape[1]))
+        U[known] = model.item_factors[codes[known]]
+
+        def score(users: np.ndarray) -> np.ndarray:
+            s = V[users] @ U.T
+            s[:, ~known] = -np.inf
+            return s
+
+        out.append(_recall(score, task, buckets))
+    return out
+
+
+def _recall(
+    score: Callable[[np.ndarray], np.ndarray], task: EvaluationTask, buckets: np.ndarray
+) -> tuple[str, float, list[float]]:
+    res = ranking_metrics_at_k(
+        score, task.history, task.targets, task.k, buckets=buckets, n_buckets=N_BUCKETS
+    )
+    return f"recall@{task.k}", res["recall"], list(res["recall_by_bucket"])
+
+
+def baseline_scores(task: EvaluationTask) -> list[tuple[str, str, float, list[float]]]:
+    """``(name, metric, value, per bucket)`` of the NON-PRIVATE references: the global mean of
+    the training ratings (RMSE) and the items ranked by exact training counts (Recall)."""
+    rows = []
+    buckets = task.buckets
+    t = task.targets
+    if "rmse" in task.metrics:
+        pred = np.full(t.n_ratings, float(task.train.values.mean()))
+        sliced = list(sliced_rmse(t.items, t.values, pred, buckets, N_BUCKETS))
+        rows.append(("global-mean", "rmse", rmse(t.values, pred), sliced))
+    if "recall" in task.metrics:
+        metric, value, sliced = _recall(popularity_scores(task.train), task, buckets)
+        rows.append(("popularity", metric, value, sliced))
+    return rows

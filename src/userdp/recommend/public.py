@@ -24,26 +24,26 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-import dp_accounting
 import numpy as np
-from scipy import sparse
 
-from userdp._validation import check_budget, check_choice, check_int, check_real
-from userdp.data.ratings import as_ratings
 from userdp.exceptions import InvalidParameterError
-from userdp.multitask._kernels import segment_offsets, segment_statistics
-from userdp.multitask.allocation import adaptive_weights, private_counts, row_keys
+from userdp.multitask.allocation import adaptive_weights
+from userdp.multitask.kernels import segment_offsets, segment_statistics
 from userdp.multitask.ssp import clip_rows, perturb_statistics, project_psd
 from userdp.privacy.accountant import PrivacyAccountant
-from userdp.privacy.budget import PrivacyBudget
-from userdp.privacy.calibrate import calibrate_noise_scale
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend._base import RecommenderBase
-from userdp.recommend.als import _diagnostics, _restrict, centre_all
+from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnostics
 from userdp.recommend.model import RecommenderModel, solve_users
+from userdp.recommend.plans import SSPPlan, plan_ssp_noise
+from userdp.recommend.public_steps import (
+    Adam,
+    clipped_user_gradients,
+    ssp_gradient,
+    user_feature_matrix,
+    user_prior_statistics,
+)
 
 __all__ = [
     "SSP_VARIANTS",
@@ -52,6 +52,7 @@ __all__ = [
     "SSPPlan",
     "clipped_user_gradients",
     "plan_ssp_noise",
+    "ssp_gradient",
     "user_feature_matrix",
     "user_prior_statistics",
 ]
@@ -67,209 +68,19 @@ METHOD_NAMES = {
     "minibatch": "am-ssp-minibatch",
     "dpsgd": "am-dpsgd",
 }
+#: What an item encoder must provide (see :class:`~userdp.recommend.encoders.ItemEncoder`).
+_ENCODER_METHODS = ("n_items", "dim", "n_params", "init_params", "forward", "vjp")
 
 
-@dataclass(frozen=True)
-class SSPPlan:
-    """Noise multipliers of an AM-SSP run: counts, centre, and the per-release (A, b) pair.
-
-    ``releases_per_step`` is 1 for SSP2 and mini-batch SSP2 (statistics reused) and the number
-    of inner steps for SSP1 (fresh noise each step).
-    """
-
-    counts: float
-    center: float | None
-    gram: float | None
-    moment: float | None
-    steps: int
-    releases_per_step: int
-    gradient: float | None = None
-    user_counts: float | None = None
-    user_prior: float | None = None
-
-    def event(self) -> dp_accounting.DpEvent:
-        """The whole run as one composed dp-accounting event."""
-        if self.gradient is not None:  # AM-DPSGD: one clipped gradient per release
-            pair = dp_accounting.GaussianDpEvent(self.gradient)
-        else:
-            pair = dp_accounting.ComposedDpEvent(
-                [
-                    dp_accounting.GaussianDpEvent(self.gram),
-                    dp_accounting.GaussianDpEvent(self.moment),
-                ]
-            )
-        events: list[dp_accounting.DpEvent] = [dp_accounting.GaussianDpEvent(self.counts)]
-        if self.center is not None:
-            events.append(dp_accounting.GaussianDpEvent(self.center))
-        events.append(dp_accounting.SelfComposedDpEvent(pair, self.steps * self.releases_per_step))
-        if self.user_prior is not None:  # the private user-feature prior: counts once, then
-            events.append(dp_accounting.GaussianDpEvent(self.user_counts))  # one table a step
-            events.append(
-                dp_accounting.SelfComposedDpEvent(
-                    dp_accounting.GaussianDpEvent(self.user_prior), self.steps
-                )
-            )
-        return dp_accounting.ComposedDpEvent(events)
-
-
-def plan_ssp_noise(
-    budget: PrivacyBudget,
-    *,
-    steps: int,
-    releases_per_step: int = 1,
-    count_fraction: float = 0.15,
-    center_fraction: float | None = 0.02,
-    moment_share: float = 0.5,
-    gradient: bool = False,
-    user_fraction: float | None = None,
-) -> SSPPlan:
-    """Split the budget in precision shares and calibrate by search (as ``plan_noise``).
-
-    With ``gradient=True`` each release is one clipped gradient (AM-DPSGD) instead of an
-    (A, b) pair. ``user_fraction`` reserves a share for the private user-feature prior: a
-    quarter of it for the feature-value counts (released once), the rest for one prior table
-    per outer step.
-    """
-    steps = check_int(steps, "steps", "plan_ssp_noise", low=1)
-    releases_per_step = check_int(releases_per_step, "releases_per_step", "plan_ssp_noise", low=1)
-
-    def share(value: float, name: str) -> float:
-        return check_real(
-            value, name, "plan_ssp_noise", low=0.0, high=1.0, low_open=True, high_open=True
-        )
-
-    cf = share(count_fraction, "count_fraction")
-    mf = 0.0 if center_fraction is None else share(center_fraction, "center_fraction")
-    ms = share(moment_share, "moment_share")
-    uf = 0.0 if user_fraction is None else share(user_fraction, "user_fraction")
-    train = 1.0 - cf - mf - uf
-    if train <= 0:
+def _check_encoder(value: Any, name: str, caller: str) -> None:
+    """An item encoder: an object with the :class:`ItemEncoder` protocol's members."""
+    missing = [attr for attr in _ENCODER_METHODS if not hasattr(value, attr)]
+    if missing:
         raise InvalidParameterError(
-            "count_fraction + center_fraction + user_fraction must be below 1."
+            f"The {name!r} parameter of {caller} must be an item encoder (see "
+            f"userdp.recommend.encoders.ItemEncoder). Got {value!r} instead, without "
+            f"{missing[0]!r}."
         )
-    n_rel = steps * releases_per_step
-
-    def make(scale: float) -> SSPPlan:
-        return SSPPlan(
-            counts=scale / math.sqrt(cf),
-            center=None if center_fraction is None else scale / math.sqrt(mf),
-            gram=None if gradient else scale * math.sqrt(n_rel / (train * (1.0 - ms))),
-            moment=None if gradient else scale * math.sqrt(n_rel / (train * ms)),
-            steps=steps,
-            releases_per_step=releases_per_step,
-            gradient=scale * math.sqrt(n_rel / train) if gradient else None,
-            user_counts=None if user_fraction is None else scale / math.sqrt(0.25 * uf),
-            user_prior=None if user_fraction is None else scale * math.sqrt(steps / (0.75 * uf)),
-        )
-
-    scale = calibrate_noise_scale(lambda s: make(s).event(), budget.epsilon, budget.delta)
-    return make(scale)
-
-
-class _Adam:
-    """Adam on one flat parameter vector (Kingma & Ba 2015); state is public post-processing."""
-
-    def __init__(self, size: int, lr: float, b1: float = 0.9, b2: float = 0.999) -> None:
-        self.m = np.zeros(size)
-        self.v = np.zeros(size)
-        self.t = 0
-        self.lr, self.b1, self.b2 = lr, b1, b2
-
-    def step(self, params: np.ndarray, grad: np.ndarray) -> np.ndarray:
-        self.t += 1
-        self.m = self.b1 * self.m + (1 - self.b1) * grad
-        self.v = self.b2 * self.v + (1 - self.b2) * grad * grad
-        m_hat = self.m / (1 - self.b1**self.t)
-        v_hat = self.v / (1 - self.b2**self.t)
-        return params - self.lr * m_hat / (np.sqrt(v_hat) + 1e-8)
-
-
-def ssp_gradient(
-    encoder: Any,
-    params: np.ndarray,
-    gram: np.ndarray,
-    moment: np.ndarray,
-    ridge: np.ndarray,
-    items: np.ndarray | None = None,
-) -> np.ndarray:
-    """``sum_j J_j^T ((A_j + ridge_j I) v_j - b_j)`` over ``items`` (default: all).
-
-    The gradient of ``sum_j 1/2 v_j^T (A_j + ridge_j I) v_j - b_j^T v_j``, i.e. of the
-    weighted squared loss up to a constant when A, b are exact (paper eq. (5)). One forward
-    pass and one vector-Jacobian product per item.
-    """
-    idx = np.arange(gram.shape[0]) if items is None else np.asarray(items)
-    v, cache = encoder.forward(params, idx)
-    resid = np.einsum("jde,je->jd", gram[idx], v) + ridge[idx, None] * v - moment[idx]
-    return encoder.vjp(params, idx, cache, resid)
-
-
-def clipped_user_gradients(
-    encoder: Any,
-    params: np.ndarray,
-    U: np.ndarray,
-    items: np.ndarray,
-    resid: np.ndarray,
-    order: np.ndarray,
-    offsets: np.ndarray,
-    clip: float | None,
-) -> np.ndarray:
-    """``sum_k clip(g_k)`` with ``g_k = sum_{i in Omega_k} resid_i J_{j_i}^T u_k`` (AM-DPSGD).
-
-    Each user's whole encoder gradient is clipped to l2 norm ``clip`` (None: no clipping), so
-    adding or removing a user moves the sum by at most ``clip`` (tested). One VJP per user.
-    """
-    total = np.zeros(params.size)
-    for k in np.flatnonzero(np.diff(offsets)):
-        rows = order[offsets[k] : offsets[k + 1]]
-        g = encoder.vjp(params, items[rows], None, resid[rows, None] * U[k][None, :])
-        if clip is not None:
-            norm = float(np.linalg.norm(g))
-            if norm > clip:
-                g *= clip / norm
-        total += g
-    return total
-
-
-def user_feature_matrix(user_features: Any, n_users: int) -> tuple[sparse.csr_matrix, int]:
-    """Stack private user-feature families into ``Phi`` (n_users x values) and count them.
-
-    Each family's rows are scaled to sum to 1 (a multivalent feature is averaged, as the item
-    encoder does), so every user's row has ``||phi_k||_2^2 <= F`` for F families: the bound the
-    prior's sensitivity rests on. Accepts a :class:`~userdp.data.features.SparseFeatures`, a
-    list of them, or one nonnegative sparse matrix (one family).
-    """
-    families = user_features if isinstance(user_features, list | tuple) else [user_features]
-    if not families:
-        raise InvalidParameterError("user_features must hold at least one feature family.")
-    blocks = []
-    for fam in families:
-        m = getattr(fam, "matrix", fam)
-        if not sparse.issparse(m):
-            m = sparse.csr_matrix(np.asarray(m, dtype=np.float64))
-        m = sparse.csr_matrix(m, dtype=np.float64)
-        if m.shape[0] != n_users:
-            raise InvalidParameterError(
-                f"A user-feature family has {m.shape[0]} rows but the ratings have {n_users} "
-                "users; build the features on ratings.user_labels."
-            )
-        if m.nnz and (not np.all(np.isfinite(m.data)) or m.data.min() < 0):
-            raise InvalidParameterError("User features must be finite and nonnegative.")
-        total = np.asarray(m.sum(axis=1)).ravel()
-        scale = np.divide(1.0, total, out=np.zeros_like(total), where=total > 0)
-        blocks.append(sparse.diags(scale) @ m)
-    return sparse.csr_matrix(sparse.hstack(blocks, format="csr")), len(families)
-
-
-def user_prior_statistics(phi: sparse.csr_matrix, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per feature value, the sum of its users' factors and its (fractional) user count.
-
-    ``S = Phi^T U`` and ``c = Phi^T 1``. Adding or removing user k changes S by
-    ``phi_k u_k^T`` (Frobenius norm ``||phi_k|| ||u_k|| <= sqrt(F) max_norm`` with clipped
-    factors) and c by ``phi_k`` (norm ``<= sqrt(F)``): the l2 sensitivities of the two Gaussian
-    releases of the user-feature prior.
-    """
-    return np.asarray(phi.T @ U), np.asarray(phi.sum(axis=0)).ravel()
 
 
 class PublicFeatureRecommender(RecommenderBase):
@@ -277,6 +88,9 @@ class PublicFeatureRecommender(RecommenderBase):
 
     Parameters
     ----------
+    epsilon, delta : float or None, default=None
+        The training run's privacy budget (``delta`` in (0, 1)). Both None trains without
+        privacy (exact statistics), for reference.
     encoder : ItemEncoder
         Maps item codes to embeddings from public features (``PublicFeatureEncoder``) or ids
         (``IdEncoder``, the id-only variant). Its parameters are initialised from public
@@ -326,10 +140,27 @@ class PublicFeatureRecommender(RecommenderBase):
     :func:`user_prior_statistics`.
     """
 
+    _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = {
+        **SHARED_CONSTRAINTS,
+        "encoder": {"check": _check_encoder, "cli": False, "help": "The item encoder."},
+        "variant": {"choices": VARIANTS, "cli": False, "help": "How the encoder is trained."},
+        "inner_steps": {
+            "int": True, "low": 1,
+            "help": "Gradient steps on the item encoder per alternating step.",
+        },
+        "batch_items": {"int": True, "low": 1, "help": "Items per inner step of mini-batch SSP."},
+        "user_feature_fraction": {
+            "low": 0.0, "high": 1.0, "low_open": True, "high_open": True,
+            "help": "Share of the budget spent on the private user-feature prior.",
+        },
+    }  # fmt: skip
+
     def __init__(
         self,
         *,
         encoder: Any,
+        epsilon: float | None = None,
+        delta: float | None = None,
         items: Any = None,
         variant: str = "ssp2",
         steps: int = 3,
@@ -352,6 +183,8 @@ class PublicFeatureRecommender(RecommenderBase):
         progress: bool = False,
     ) -> None:
         self.encoder = encoder
+        self.epsilon = epsilon
+        self.delta = delta
         self.items = items
         self.variant = variant
         self.steps = steps
@@ -373,59 +206,42 @@ class PublicFeatureRecommender(RecommenderBase):
         self.seed = seed
         self.progress = progress
 
-    def _validate(self, budget: PrivacyBudget | None) -> None:
-        name = "PublicFeatureRecommender"
-        check_budget(budget, f"{name}.fit")
-        check_choice(self.variant, "variant", name, VARIANTS)
-        self._validate_common()
-        check_int(self.inner_steps, "inner_steps", name, low=1)
-        check_real(self.learning_rate, "learning_rate", name, low=0.0, low_open=True)
-        check_int(self.batch_items, "batch_items", name, low=1)
-        check_real(
-            self.user_feature_fraction, "user_feature_fraction", name, low=0.0, high=1.0,
-            low_open=True, high_open=True,
-        )  # fmt: skip
-        for attr in ("n_items", "dim", "n_params", "init_params", "forward", "vjp"):
-            if not hasattr(self.encoder, attr):
-                raise InvalidParameterError(
-                    f"The encoder must provide {attr!r} (see "
-                    "userdp.recommend.encoders.ItemEncoder)."
-                )
-        if budget is not None and self.rating_range is None:
+    def _validate(self) -> Any:
+        """The declared table, then the budget; returns the target budget (None: exact)."""
+        self._validate_params()
+        private = self.epsilon is not None or self.delta is not None
+        return self._check_budget_keywords(private)
+
+    def _check_encoder_size(self, n_items: int) -> None:
+        if n_items != self.encoder.n_items:
             raise InvalidParameterError(
-                "Private training needs the declared rating range, e.g. rating_range=(0.5, 5.0)."
+                f"The encoder describes {self.encoder.n_items} items but the item set has "
+                f"{n_items}; build the encoder's features on the item set."
             )
 
     def fit(
         self,
         ratings: Any,
         *,
-        budget: PrivacyBudget | None = None,
         user_features: Any = None,
         accountant: PrivacyAccountant | None = None,
     ) -> PublicFeatureRecommender:
-        """Train; ``budget=None`` trains without privacy (exact statistics), for reference.
+        """Train on ``ratings``; without ``epsilon``/``delta`` trains without privacy (exact
+        statistics), for reference.
 
         ``user_features`` (private, one row per user code: ``SparseFeatures`` families such as
         :func:`~userdp.data.features.movielens_user_features`) turns on the user-feature prior.
-        Ratings of items outside ``items`` are dropped first; with ``accountant`` the training
-        event is composed into it before the data is read.
+        Ratings of items outside ``items`` are dropped first. With ``accountant`` the training
+        event is charged to it before the data is read (refused there, nothing charged, when
+        it would exceed the accountant's budget).
         """
         started = time.perf_counter()
-        self._validate(budget)
-        full = as_ratings(ratings)
+        budget = self._validate()
+        self._check_accountant(accountant, "PublicFeatureRecommender.fit")
         private = budget is not None
-        data, item_set, dropped = _restrict(full, self.items, private, "PublicFeatureRecommender")
-        if data.n_items != self.encoder.n_items:
-            raise InvalidParameterError(
-                f"The encoder describes {self.encoder.n_items} items but the item set has "
-                f"{data.n_items}; build the encoder's features on the item set."
-            )
-        noise = NoiseSource(self.seed)
-        rng = noise.stream(0x5353)  # mini-batch sampling
-        lo, hi = self.rating_range or (float(data.values.min()), float(data.values.max()))
-        values = np.clip(data.values, lo, hi)
-        users, items = data.users, data.items
+        item_set = self._item_set(private)
+        if item_set is not None:
+            self._check_encoder_size(len(item_set))
         dpsgd = self.variant == "dpsgd"
         per_step = self.inner_steps if self.variant in ("ssp1", "dpsgd") else 1
         plan = None
@@ -439,20 +255,21 @@ class PublicFeatureRecommender(RecommenderBase):
             )  # fmt: skip
             if accountant is not None:
                 accountant.compose(plan.event())
-            keys = row_keys(users, items, data.user_labels, data.item_labels, noise.salt)
-            counts = private_counts(
-                users, items, data.n_items, count_sample=self.count_sample,
-                noise_multiplier=plan.counts, noise=noise, keys=keys,
-            ).counts  # fmt: skip
+        noise = NoiseSource(self.seed)
+        rng = noise.stream(0x5353)  # mini-batch sampling
+        prep = self._prepare(
+            ratings, item_set, noise, count_noise=None if plan is None else plan.counts,
+            center_noise=None if plan is None else plan.center,
+        )  # fmt: skip
+        data, center, lo, hi = prep.data, prep.center, prep.lo, prep.hi
+        self._check_encoder_size(data.n_items)
+        users, items = data.users, data.items
+        if private:
+            counts = prep.counts
             weights = adaptive_weights(users, items, counts, mu=self.mu, beta=1.0)
         else:
-            counts = np.bincount(items, minlength=data.n_items).astype(np.float64)
-            weights = keys = None
-        center = centre_all(
-            full, lo, hi, center=self.center, count_sample=self.count_sample,
-            noise_multiplier=None if plan is None else plan.center, noise=noise,
-        )  # fmt: skip
-        y = values - center
+            counts, weights = prep.exact_counts, None
+        y = prep.values - center
         half = max(hi - center, center - lo)
         ridge = self.reg * np.maximum(counts, 1.0)
         if plan is not None and plan.gram is not None:
@@ -485,7 +302,7 @@ class PublicFeatureRecommender(RecommenderBase):
                 prior, user_counts = self._release_prior(
                     phi, n_families, U, user_counts, plan, noise
                 )
-            opt = _Adam(params.size, self.learning_rate)
+            opt = Adam(params.size, self.learning_rate)
             if dpsgd:
                 for _t in range(self.inner_steps):
                     grad = self._dpsgd_gradient(
@@ -509,13 +326,10 @@ class PublicFeatureRecommender(RecommenderBase):
         factors = np.asarray(self.encoder.forward(params, None)[0], dtype=np.float64)
         event = spent = None
         if private:
-            event = plan.event()
-            if item_set.dp_event is not None:
-                event = dp_accounting.ComposedDpEvent([item_set.dp_event, event])
-            spent = PrivacyAccountant().compose(event).spent(budget.delta)
+            event, spent = self._spent(plan.event(), prep.item_set, budget.delta)
         self.plan_ = plan
         self.fit_seconds_ = time.perf_counter() - started
-        self.diagnostics_ = _diagnostics(dropped, self.fit_seconds_)
+        self.diagnostics_ = diagnostics(prep.dropped, self.fit_seconds_)
         self.model_ = RecommenderModel(
             method=METHOD_NAMES[self.variant],
             item_labels=data.item_labels,
@@ -526,7 +340,7 @@ class PublicFeatureRecommender(RecommenderBase):
             trained_items=np.ones(factors.shape[0], dtype=bool),
             budget=spent,
             dp_event=event,
-            item_source=item_set.source,
+            item_source=prep.item_set.source,
             params=self._declared(dim=int(self.encoder.dim), encoder=type(self.encoder).__name__),
             encoder_params=np.asarray(params, dtype=np.float64),
             user_prior=prior,

@@ -1,0 +1,134 @@
+"""The private item update of :class:`~userdp.recommend.MatrixFactorization` (Krichene et al.
+2023, Algorithm 3, line 5): task-weighted SSP (Algorithm 1) for the DPALS family, full-batch
+noisy gradient descent with user-level clipping (Algorithm 2) for the DPSGD family, and the
+released all-users Gram of the implicit-feedback ("gravity") term.
+
+Each function reads the estimator's declared hyper-parameters (``model``) and the released
+plan; the sensitivities are stated in ``MatrixFactorization.fit``'s Privacy section.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import sparse
+
+from userdp.multitask.allocation import adaptive_weights, tail_sampling, uniform_sampling
+from userdp.multitask.kernels import segment_statistics
+from userdp.multitask.ssp import perturb_statistics, project_psd, solve_ridge
+from userdp.privacy.noise import NoiseSource
+
+__all__ = ["GradientOperator", "gd_update", "gravity_gram", "ssp_update", "user_weights"]
+
+_CHUNK = 1 << 18  # rows per chunk in the DPSGD residual pass (16 MiB per gathered block)
+
+
+def user_weights(model: Any, users, items, item_counts, noise: NoiseSource, keys) -> np.ndarray:
+    """Per-rating weights with every user's squared weights summing to at most 1 (Table 2)."""
+    rule = model._allocation
+    if rule == "uniform":
+        return uniform_sampling(users, model.sample_size, noise, beta=1.0, keys=keys)
+    if rule == "tail":
+        return tail_sampling(
+            users, items, item_counts, model.sample_size, noise, beta=1.0, keys=keys
+        )
+    return adaptive_weights(users, items, item_counts, mu=model.mu, beta=1.0)
+
+
+def gravity_gram(model: Any, V: np.ndarray, plan: Any, noise: NoiseSource) -> np.ndarray:
+    """``sum_j v_j v_j^T`` over all users; released with noise when training privately.
+
+    Adding a user adds ``v v^T`` with ``||v|| <= max_norm``: Frobenius sensitivity
+    ``max_norm^2`` (symmetric noise on the upper triangle, then the PSD projection). It
+    holds for any added user: the other users' ``v`` depend on their own rows and the
+    released item factors over the fixed item set only.
+    """
+    g = V.T @ V
+    if plan is None:
+        return g
+    g2 = model.max_norm**2
+    g, _ = perturb_statistics(
+        g[None], np.zeros((1, 0)), gram_sigma=plan.gravity * g2, moment_sigma=0.0,
+        noise=noise, gram_l2=g2, gram_statistic="gravity gram",
+    )  # fmt: skip
+    vals, vecs = np.linalg.eigh(g[0])
+    return (vecs * np.maximum(vals, 0.0)) @ vecs.T
+
+
+def ssp_update(
+    model: Any, V, users, y, weights, order, offsets, freq, half, plan, noise, gravity, labels
+) -> np.ndarray:
+    """Item solve by task-weighted SSP (Algorithm 1) with PSD projection."""
+    gram, moment = segment_statistics(offsets, order, users, V, weights, y)
+    g2 = model.max_norm**2
+    sigma_a = plan.gram * g2  # sensitivity max_norm^2 (sum of squared weights <= 1)
+    sigma_b = plan.moment * model.max_norm * half
+    gram, moment = perturb_statistics(
+        gram, moment, gram_sigma=sigma_a, moment_sigma=sigma_b, noise=noise,
+        gram_l2=g2, moment_l2=model.max_norm * half, index=labels,
+    )  # fmt: skip
+    noise_ridge = model.noise_reg * sigma_a * math.sqrt(model.dim)
+    ridge = model.reg * np.maximum(freq, 1.0) * g2 + noise_ridge
+    if gravity is not None:
+        # Released and PSD: add it after the per-item projection so it is not clipped.
+        vals, vecs = project_psd(gram)
+        gram = np.einsum("mdk,mk,mek->mde", vecs, vals, vecs) + model.unobserved_weight * gravity
+    return solve_ridge(gram, moment, ridge)
+
+
+def gd_update(model: Any, U, V, gd, freq, plan, noise, gravity, labels) -> np.ndarray:
+    """``sgd_steps`` full-batch noisy gradient steps on the items, user-level clipping."""
+    sd = plan.gradient * model.clip_norm
+    # Ridge as in the SSP update: frequency-scaled plus a multiple of the noise's size, so
+    # a tail item's iterate stays near 0 instead of random-walking with the noise.
+    lam = model.reg * freq + model.noise_reg * sd * math.sqrt(model.dim) / model.learning_rate
+    curvature = model.step_offset + freq + lam
+    if gravity is not None:  # the implicit term adds 2 alpha G to every item's Hessian
+        curvature = curvature + 2.0 * model.unobserved_weight * np.linalg.eigvalsh(gravity)[-1]
+    eta = (model.learning_rate / curvature)[:, None]
+    lam = lam[:, None]
+    for _ in range(model.sgd_steps):
+        grad = noise.add_gaussian(
+            gd.gradient(U, V, model.clip_norm), sd, statistic="item gradient",
+            l2=model.clip_norm, index=labels,
+        )  # fmt: skip
+        if gravity is not None:
+            grad += 2.0 * model.unobserved_weight * (U @ gravity)
+        U = U - eta * (grad + lam * U)
+    return U
+
+
+class GradientOperator:
+    """Item gradients of the weighted squared loss with user-level clipping (DPSGD family).
+
+    ``g_i = sum_j c_j w_ij 2 (<u_i, v_j> - y_ij) v_j`` where ``c_j = min(1, C / ||G_j||)`` and
+    ``||G_j||^2 = sum_i (w_ij 2 e_ij)^2 ||v_j||^2`` is the norm of user j's whole stacked
+    gradient (its rows touch distinct items, so the blocks are orthogonal). Adding or removing
+    a user changes the stacked gradient by at most C.
+    """
+
+    def __init__(self, users, items, y, weights, order, offsets, n_items, n_users) -> None:
+        self.users, self.items, self.y, self.w = users, items, y, weights
+        self.n_users = n_users
+        # (items x users) CSR structure in item order; data filled per step.
+        self.order = order
+        self.matrix = sparse.csr_matrix(
+            (np.ones(order.size), users[order], offsets), shape=(n_items, n_users)
+        )
+
+    def gradient(self, U: np.ndarray, V: np.ndarray, clip: float) -> np.ndarray:
+        n = self.users.size
+        coef = np.empty(n)
+        for lo in range(0, n, _CHUNK):
+            hi = min(lo + _CHUNK, n)
+            u, i = self.users[lo:hi], self.items[lo:hi]
+            e = np.einsum("nd,nd->n", U[i], V[u]) - self.y[lo:hi]
+            coef[lo:hi] = 2.0 * self.w[lo:hi] * e
+        vnorm2 = np.einsum("nd,nd->n", V, V)
+        user_norm = np.sqrt(np.bincount(self.users, coef**2 * vnorm2[self.users], self.n_users))
+        scale = np.minimum(1.0, clip / np.maximum(user_norm, 1e-300))
+        coef *= scale[self.users]
+        self.matrix.data = coef[self.order]
+        return self.matrix @ V

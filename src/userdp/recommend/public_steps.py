@@ -1,0 +1,128 @@
+"""The steps of AM-SSP (Krichene et al. 2023b, arXiv:2310.15454) that
+:class:`~userdp.recommend.PublicFeatureRecommender` composes: the encoder's gradient from the
+released item statistics (eq. (4)/(5)), the per-user clipped gradient of AM-DPSGD, the Adam
+optimiser, and the private user-feature prior's statistics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import sparse
+
+from userdp.exceptions import InvalidParameterError
+
+__all__ = [
+    "Adam",
+    "clipped_user_gradients",
+    "ssp_gradient",
+    "user_feature_matrix",
+    "user_prior_statistics",
+]
+
+
+class Adam:
+    """Adam on one flat parameter vector (Kingma & Ba 2015); state is public post-processing."""
+
+    def __init__(self, size: int, lr: float, b1: float = 0.9, b2: float = 0.999) -> None:
+        self.m = np.zeros(size)
+        self.v = np.zeros(size)
+        self.t = 0
+        self.lr, self.b1, self.b2 = lr, b1, b2
+
+    def step(self, params: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        self.t += 1
+        self.m = self.b1 * self.m + (1 - self.b1) * grad
+        self.v = self.b2 * self.v + (1 - self.b2) * grad * grad
+        m_hat = self.m / (1 - self.b1**self.t)
+        v_hat = self.v / (1 - self.b2**self.t)
+        return params - self.lr * m_hat / (np.sqrt(v_hat) + 1e-8)
+
+
+def ssp_gradient(
+    encoder: Any,
+    params: np.ndarray,
+    gram: np.ndarray,
+    moment: np.ndarray,
+    ridge: np.ndarray,
+    items: np.ndarray | None = None,
+) -> np.ndarray:
+    """``sum_j J_j^T ((A_j + ridge_j I) v_j - b_j)`` over ``items`` (default: all).
+
+    The gradient of ``sum_j 1/2 v_j^T (A_j + ridge_j I) v_j - b_j^T v_j``, i.e. of the
+    weighted squared loss up to a constant when A, b are exact (paper eq. (5)). One forward
+    pass and one vector-Jacobian product per item.
+    """
+    idx = np.arange(gram.shape[0]) if items is None else np.asarray(items)
+    v, cache = encoder.forward(params, idx)
+    resid = np.einsum("jde,je->jd", gram[idx], v) + ridge[idx, None] * v - moment[idx]
+    return encoder.vjp(params, idx, cache, resid)
+
+
+def clipped_user_gradients(
+    encoder: Any,
+    params: np.ndarray,
+    U: np.ndarray,
+    items: np.ndarray,
+    resid: np.ndarray,
+    order: np.ndarray,
+    offsets: np.ndarray,
+    clip: float | None,
+) -> np.ndarray:
+    """``sum_k clip(g_k)`` with ``g_k = sum_{i in Omega_k} resid_i J_{j_i}^T u_k`` (AM-DPSGD).
+
+    Each user's whole encoder gradient is clipped to l2 norm ``clip`` (None: no clipping), so
+    adding or removing a user moves the sum by at most ``clip`` (tested). One VJP per user.
+    """
+    total = np.zeros(params.size)
+    for k in np.flatnonzero(np.diff(offsets)):
+        rows = order[offsets[k] : offsets[k + 1]]
+        g = encoder.vjp(params, items[rows], None, resid[rows, None] * U[k][None, :])
+        if clip is not None:
+            norm = float(np.linalg.norm(g))
+            if norm > clip:
+                g *= clip / norm
+        total += g
+    return total
+
+
+def user_feature_matrix(user_features: Any, n_users: int) -> tuple[sparse.csr_matrix, int]:
+    """Stack private user-feature families into ``Phi`` (n_users x values) and count them.
+
+    Each family's rows are scaled to sum to 1 (a multivalent feature is averaged, as the item
+    encoder does), so every user's row has ``||phi_k||_2^2 <= F`` for F families: the bound the
+    prior's sensitivity rests on. Accepts a :class:`~userdp.data.features.SparseFeatures`, a
+    list of them, or one nonnegative sparse matrix (one family).
+    """
+    families = user_features if isinstance(user_features, list | tuple) else [user_features]
+    if not families:
+        raise InvalidParameterError("user_features must hold at least one feature family.")
+    blocks = []
+    for fam in families:
+        m = getattr(fam, "matrix", fam)
+        if not sparse.issparse(m):
+            m = sparse.csr_matrix(np.asarray(m, dtype=np.float64))
+        m = sparse.csr_matrix(m, dtype=np.float64)
+        if m.shape[0] != n_users:
+            raise InvalidParameterError(
+                f"A user-feature family has {m.shape[0]} rows but the ratings have {n_users} "
+                "users; build the features on ratings.user_labels."
+            )
+        if m.nnz and (not np.all(np.isfinite(m.data)) or m.data.min() < 0):
+            raise InvalidParameterError("User features must be finite and nonnegative.")
+        total = np.asarray(m.sum(axis=1)).ravel()
+        scale = np.divide(1.0, total, out=np.zeros_like(total), where=total > 0)
+        blocks.append(sparse.diags(scale) @ m)
+    return sparse.csr_matrix(sparse.hstack(blocks, format="csr")), len(families)
+
+
+def user_prior_statistics(phi: sparse.csr_matrix, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per feature value, the sum of its users' factors and its (fractional) user count.
+
+    ``S = Phi^T U`` and ``c = Phi^T 1``. Adding or removing user k changes S by
+    ``phi_k u_k^T`` (Frobenius norm ``||phi_k|| ||u_k|| <= sqrt(F) max_norm`` with clipped
+    factors) and c by ``phi_k`` (norm ``<= sqrt(F)``): the l2 sensitivities of the two Gaussian
+    releases of the user-feature prior.
+    """
+    return np.asarray(phi.T @ U), np.asarray(phi.sum(axis=0)).ravel()

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import dp_accounting
 import numpy as np
 
+from userdp._params import ACCOUNTANT, check_accountant
 from userdp._validation import MIN_EPSILON
 from userdp.estimate.weighting import (
     best_limit_h,
@@ -69,15 +70,6 @@ Method = Literal["weighted", "sample-limit"]
 
 
 # -- parameter rules shared by the tables --------------------------------------------------------
-def check_accountant(value: object, name: str, caller: str) -> None:
-    """Rule for ``accountant=``: a :class:`~userdp.privacy.PrivacyAccountant` (or None)."""
-    if not isinstance(value, PrivacyAccountant):
-        raise InvalidParameterError(
-            f"The {name!r} parameter of {caller} must be a PrivacyAccountant or None. "
-            f"Got {value!r} instead."
-        )
-
-
 def bounds_rule(value: object, name: str, caller: str) -> None:
     """Rule for a public value range ``(lower, upper)`` (:func:`check_bounds`, named ``name``)."""
     try:
@@ -105,7 +97,6 @@ SEED: dict[str, Any] = {
     "help": "Seed the noise, for tests and reproducible runs only: anyone who knows the seed "
     "can undo the noise, so a seeded release is not private. Default: fresh OS entropy.",
 }  # fmt: skip
-ACCOUNTANT: dict[str, Any] = {"check": check_accountant, "none": True, "cli": False}
 NOISE_VARIANCE: dict[str, Any] = {
     "low": 0.0, "high": math.inf, "high_open": True, "none": True, "cli": False,
 }  # fmt: skip

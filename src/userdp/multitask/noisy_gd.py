@@ -20,11 +20,12 @@ import dp_accounting
 import numpy as np
 from scipy import sparse, special
 
+from userdp._params import check_accountant
 from userdp._validation import check_arguments, check_choice, check_int, check_real
 from userdp.exceptions import DataError
 from userdp.multitask.allocation import check_weighted_rows
 from userdp.multitask.kernels import segment_offsets
-from userdp.multitask.ssp import _BUDGET_CONSTRAINTS, check_accountant
+from userdp.multitask.ssp import _BUDGET_CONSTRAINTS
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import calibrate_noise_scale
@@ -220,7 +221,7 @@ def task_weighted_noisy_gd(
         },
         caller,
     )
-    check_accountant(accountant, caller)
+    check_accountant(accountant, "accountant", caller)
 
     def event(scale: float) -> dp_accounting.DpEvent:
         return dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(scale), steps)

@@ -20,6 +20,7 @@ from typing import Any
 import dp_accounting
 import numpy as np
 
+from userdp._params import check_accountant
 from userdp._validation import check_arguments, check_int, check_real
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask.allocation import check_weighted_rows
@@ -47,15 +48,6 @@ _BUDGET_CONSTRAINTS = {
     "moment_share": {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True},
     "seed": {"int": True, "low": 0, "none": True},
 }
-
-
-def check_accountant(accountant: Any, caller: str) -> None:
-    """A :class:`~userdp.privacy.PrivacyAccountant` or None."""
-    if accountant is not None and not isinstance(accountant, PrivacyAccountant):
-        raise InvalidParameterError(
-            f"The 'accountant' parameter of {caller} must be a PrivacyAccountant or None. "
-            f"Got {accountant!r} instead."
-        )
 
 
 @dataclass(frozen=True)
@@ -295,7 +287,7 @@ def task_weighted_ssp(
         _BUDGET_CONSTRAINTS,
         caller,
     )
-    check_accountant(accountant, caller)
+    check_accountant(accountant, "accountant", caller)
     ms = float(moment_share)
 
     def event(scale: float) -> dp_accounting.DpEvent:

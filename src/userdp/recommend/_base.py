@@ -15,12 +15,11 @@ import dp_accounting
 import numpy as np
 import pyarrow as pa
 
-from userdp._params import ParamsMixin
+from userdp._params import ParamsMixin, check_accountant
 from userdp._validation import MIN_EPSILON, check_choice, check_real
 from userdp.data.ratings import Ratings, as_ratings
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
 from userdp.multitask.allocation import private_counts, row_keys
-from userdp.multitask.ssp import check_accountant
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.noise import NoiseSource

@@ -365,7 +365,7 @@ class MatrixFactorization(RecommenderBase):
         """
         started = time.perf_counter()
         budget = self._validate()
-        self._check_accountant(accountant, "MatrixFactorization.fit")
+        self._check_accountant(accountant, "accountant", "MatrixFactorization.fit")
         private = budget is not None
         item_set = self._item_set(private)
         plan = None

@@ -237,7 +237,7 @@ class PublicFeatureRecommender(RecommenderBase):
         """
         started = time.perf_counter()
         budget = self._validate()
-        self._check_accountant(accountant, "PublicFeatureRecommender.fit")
+        self._check_accountant(accountant, "accountant", "PublicFeatureRecommender.fit")
         private = budget is not None
         item_set = self._item_set(private)
         if item_set is not None:

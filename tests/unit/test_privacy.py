@@ -494,3 +494,24 @@ def test_accountant_budget_counts_the_gaussian_events_too():
     # Two of them compose as one Gaussian of sigma / sqrt(2): over the budget.
     with pytest.raises(BudgetExceededError):
         acc.compose(dp_accounting.GaussianDpEvent(sigma_fits))
+
+
+def test_spent_without_gaussian_delta_converts_at_the_delta_the_budget_leaves() -> None:
+    """With a total budget, ``spent()`` converts the Gaussian part where the budget check does,
+    so a ledger the check accepted reports a spend within the total (and equal to the explicit
+    conversion at the remaining delta)."""
+    import dp_accounting
+
+    from userdp.privacy import PrivacyAccountant, PrivacyBudget
+
+    acc = PrivacyAccountant(PrivacyBudget(epsilon=3.0, delta=1e-5))
+    acc.compose(dp_accounting.LaplaceDpEvent(2.0))  # epsilon 0.5
+    acc.compose(dp_accounting.GaussianDpEvent(2.0))
+    spent = acc.spent()
+    assert spent.delta == pytest.approx(1e-5)
+    assert spent.epsilon == pytest.approx(
+        0.5 + dp_accounting.get_epsilon_gaussian(2.0, 1e-5), rel=1e-12
+    )
+    assert spent.epsilon <= 3.0
+    with pytest.raises(InvalidParameterError, match="gaussian_delta"):
+        PrivacyAccountant().compose(dp_accounting.GaussianDpEvent(2.0)).spent()

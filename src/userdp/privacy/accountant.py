@@ -156,11 +156,16 @@ class PrivacyAccountant:
             text += f", Gaussian noise multiplier {1.0 / math.sqrt(c.gaussian_precision):g}"
         return text
 
-    def spent(self, gaussian_delta: float = 0.0, *, accounting: str = "exact") -> PrivacyBudget:
+    def spent(
+        self, gaussian_delta: float | None = None, *, accounting: str = "exact"
+    ) -> PrivacyBudget:
         """Total (epsilon, delta) spent so far.
 
         Basic composition over approximate-DP events, plus the composition of all Gaussian
-        events converted at ``gaussian_delta`` (required when the ledger holds Gaussian events).
+        events converted at ``gaussian_delta``. When the ledger holds Gaussian events,
+        ``gaussian_delta`` is required, except with a total budget: then the default converts
+        them at the delta the budget leaves after the other events' deltas, the conversion
+        the budget check uses, so ``spent()`` is within the total whenever the check passed.
 
         ``accounting`` chooses how the Gaussian events compose: ``"exact"`` (default) treats
         them as one Gaussian with ``sigma^-2 = sum_i sigma_i^-2``, which is exact for
@@ -175,7 +180,9 @@ class PrivacyAccountant:
             )
         eps, delta = self._cost.epsilon, self._cost.delta
         if self._cost.gaussian_precision > 0:
-            if not 0 < gaussian_delta < 1:
+            if gaussian_delta is None and self.budget is not None:
+                gaussian_delta = self.budget.delta - delta
+            if gaussian_delta is None or not 0 < gaussian_delta < 1:
                 raise InvalidParameterError(
                     "The 'gaussian_delta' parameter of PrivacyAccountant.spent must be a float in "
                     f"the range (0, 1) when the ledger holds Gaussian events. Got "

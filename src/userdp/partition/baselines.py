@@ -129,8 +129,9 @@ def policy_gaussian(
     The l2-descent policy is contractive, so the histogram has l2 sensitivity <= 1 (Gopi et al.
     2020, Thm. 5.2); a new user's t novel items start at 0 and get Gamma/||gap|| <= 1/sqrt(t)
     each. With sets capped to ``max_items_per_user``, the sigma and rho of Basic give
-    (epsilon, delta)-DP (Thm. 3.3 of Chen et al. 2025). The user order is a uniformly random
-    permutation drawn from the noise source.
+    (epsilon, delta)-DP (Thm. 3.3 of Chen et al. 2025). The user order is pseudo-random,
+    by keyed hash of (secret salt, user label): the sensitivity bound holds for every fixed
+    order, and a neighbour's order is the same order with one user inserted or removed.
     """
     caller = "policy_gaussian"
     total = _budget(epsilon, delta, caller)
@@ -140,7 +141,7 @@ def policy_gaussian(
     users, items = run.capped(d.users, d.items)
     rnd = _Round.calibrate(total, run.cap)
     gamma = rnd.rho + beta * rnd.sigma
-    order = run.noise.permutation(d.n_users)
+    order = run.user_order()
     weights = policy_gaussian_weights(
         users, items, d.n_users, d.n_items, gamma, order, show_progress
     )

@@ -98,7 +98,12 @@ def gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0) ->
 
 
 def partition_threshold(
-    sigma: float, delta: float, max_items_per_user: int, h_scale: float = 1.0
+    sigma: float,
+    delta: float,
+    max_items_per_user: int,
+    h_scale: float = 1.0,
+    *,
+    grid: float = 0.0,
 ) -> float:
     """Threshold rho of the weight-and-threshold meta-algorithm (paper Alg. 1, line 2).
 
@@ -107,6 +112,13 @@ def partition_threshold(
     ``Phi^{-1}((1-delta/2)^(1/t))`` is computed as ``isf(-expm1(log1p(-delta/2)/t))`` so that
     it stays accurate for tiny delta. ``delta`` is the whole round's delta: the Gaussian part
     uses delta/2 and the novel items the other delta/2 (Thm. 3.3).
+
+    ``grid = g > 0``: the weights are released on the power-of-two grid ``g``
+    (:func:`~userdp.privacy.gaussian_on_grid`) as ``X = (rint(w/g) + floor(Z/g + 1/2)) g``
+    with ``Z ~ N(0, sigma^2)``, ``sigma`` being the scale actually drawn (the grid-inflated
+    one). Since ``rint(w/g) g <= w + g/2`` and ``floor(Z/g + 1/2) g <= Z + g/2``, a novel item
+    of weight ``w <= h(t)`` has ``X <= h(t) + g + Z``: the threshold grows by ``g`` and every
+    novel item still crosses it with probability ``<= 1 - (1 - delta/2)^(1/t)``.
 
     Examples
     --------
@@ -119,9 +131,12 @@ def partition_threshold(
     )
     cap = check_int(max_items_per_user, "max_items_per_user", "partition_threshold", low=1)
     h = check_real(h_scale, "h_scale", "partition_threshold", low=0.0, low_open=True)
+    g = check_real(grid, "grid", "partition_threshold", low=0.0)
     t = np.arange(1, cap + 1, dtype=np.float64)
     tail = -np.expm1(np.log1p(-d / 2) / t)  # 1 - (1 - delta/2)^(1/t)
-    return float(np.max(h / np.sqrt(t) + s * stats.norm.isf(tail)))
+    rho = float(np.max(h / np.sqrt(t) + s * stats.norm.isf(tail)))
+    # X <= h(t) + g + Z on the grid (see above); rounded up so the sum is not below it
+    return rho if g == 0.0 else math.nextafter(rho + g, math.inf)
 
 
 def laplace_scale(epsilon: float, l1_sensitivity: float = 1.0) -> float:

@@ -484,10 +484,11 @@ def test_mad2r_parameters_hold_the_reference_round_values(results, mixed_contrib
 def _textbook_or_safe(value: float, textbook: float, tol: float) -> bool:
     """``value`` is the papers' ``textbook`` threshold (to ``tol``) grown by safe noise only.
 
-    Safe noise draws ``sigma (1 + 2^-12)`` and adds the grid ``2^-32`` to rho (issue 12), so a
-    threshold lies between the textbook one and ``(1 + 2^-12)`` times it plus ``2^-32``.
+    Safe noise draws ``sigma (1 + 2^-12)`` and adds two grid steps ``2^-27`` and a relative
+    ``2^-52`` to rho (issue 12), so a threshold lies between the textbook one and ``(1 + 2^-11)``
+    times it plus ``2^-25``.
     """
-    return textbook - tol < value <= (textbook + tol) * (1 + 2.0**-12) + 2.0**-32
+    return textbook - tol < value <= (textbook + tol) * (1 + 2.0**-11) + 2.0**-25
 
 
 def test_integer_items_are_returned_as_ints():

@@ -117,8 +117,8 @@ def test_one_gaussian_round_has_the_papers_sigma_and_threshold():
         threshold_share=0.5,
     )
     assert tight.rounds[0].sigma == pytest.approx(basic.rounds[0].sigma, rel=1e-9)
-    # DESIGN.md reference 20.7897, grown by safe noise only: sigma (1 + 2^-12) and + 2^-32
-    assert 20.7897 - 1e-4 < tight.rounds[0].rho <= (20.7897 + 1e-4) * (1 + 2.0**-12) + 2.0**-32
+    # DESIGN.md reference 20.7897, grown by safe noise only: sigma (1 + 2^-12), 2 x 2^-27, 2^-52
+    assert 20.7897 - 1e-4 < tight.rounds[0].rho <= (20.7897 + 1e-4) * (1 + 2.0**-11) + 2.0**-25
     assert tight.rounds[0].rho == pytest.approx(basic.rounds[0].rho, rel=1e-9)
 
 
@@ -319,7 +319,7 @@ def test_the_threshold_on_a_grid_bounds_every_novel_items_crossing_where_the_tex
 def test_every_rounds_threshold_holds_for_its_safe_noise_on_the_weight_grid(h_scale):
     dt, cap = 2.5e-6, 100
     rnd = Round.gaussian(4.0, dt, cap, h_scale)
-    assert rnd.grid == WEIGHT_GRID == 2.0**-32
+    assert rnd.grid == WEIGHT_GRID == 2.0**-27
     # the scale drawn by the engines: gaussian_on_grid's for l2 = 1 on WEIGHT_GRID_ITEMS values
     assert rnd.noise_scale == grid_noise_scale(4.0, 1.0, WEIGHT_GRID_ITEMS, "l2", WEIGHT_GRID)
     assert rnd.noise_scale >= 4.0 * (1 + 2.0**-12)

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import dp_accounting
 
 from userdp._validation import check_choice, check_fractions, check_real
-from userdp.exceptions import InvalidParameterError
+from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy import (
     PrivacyAccountant,
     PrivacyBudget,
@@ -64,17 +64,32 @@ __all__ = [
     "WEIGHT_GRID_ITEMS",
     "Plan",
     "Round",
+    "check_item_count",
     "default_fractions",
     "plan_rounds",
 ]
 
-#: Public bound on the number of distinct items of a run (2^40; larger inputs are refused).
-#: The rounds' noisy weights are released on ONE power-of-two grid fixed for this many
-#: coordinates (safe noise, :func:`userdp.privacy.gaussian_on_grid`), so the grid depends on no
-#: data and every engine, bucket and executor uses the same one.
-WEIGHT_GRID_ITEMS = 4**20
-#: The grid: 2^-32 for the weights' l2 sensitivity 1 (snapping adds at most 2^-12 to it).
+#: Public bound on the number of distinct items of a run (2^30, about 1.07e9; larger inputs
+#: are refused, :func:`check_item_count`). The rounds' noisy weights are released on ONE
+#: power-of-two grid fixed for this many coordinates (safe noise,
+#: :func:`userdp.privacy.gaussian_on_grid`), so the grid depends on no data and every engine,
+#: bucket and executor uses the same one. A larger bound would make the grid finer, closer to
+#: the float resolution of the noise itself (at 2^30 and sigma = 40, |Z| <= 10 sigma, the grid
+#: is still 2^16 of Z's ulps).
+WEIGHT_GRID_ITEMS = 4**15
+#: The grid: 2^-27 for the weights' l2 sensitivity 1 (snapping adds at most 2^-12 to it).
 WEIGHT_GRID = grid_spacing(1.0, WEIGHT_GRID_ITEMS, "l2")
+
+
+def check_item_count(n_items: int) -> None:
+    """Refuse a run with more distinct items than :data:`WEIGHT_GRID_ITEMS` (its weight grid
+    would not cover them)."""
+    if n_items > WEIGHT_GRID_ITEMS:
+        raise DataError(
+            f"The input has {n_items} distinct items; partition selection supports at most "
+            f"{WEIGHT_GRID_ITEMS} (2^30), the bound its safe noise grid is fixed for."
+        )
+
 
 COMPOSITIONS = ("gaussian", "basic")
 
@@ -131,10 +146,11 @@ class Round:
     :data:`WEIGHT_GRID_ITEMS`). The snapped weights have l2 sensitivity ``<= 1 + g sqrt(N)``
     (snapping moves each of at most N coordinates by ``<= g/2``), so X is the Gaussian
     mechanism with noise multiplier ``sigma`` on them, as the event states. The threshold is
-    ``rho = max_t h(t) + g + noise_scale Phi^-1((1 - dt)^(1/t))``
-    (:func:`~userdp.privacy.partition_threshold` with ``grid=g``): a novel item of weight
-    ``<= h(t)`` has ``X <= h(t) + g + Z``, so it crosses rho with probability at most the
-    textbook bound, and the threshold-delta argument (module docstring, step 2) holds as stated.
+    ``rho = (rho_0 + 2g)(1 + 2^-52)`` with ``rho_0 = max_t h(t) + noise_scale Phi^-1((1 -
+    dt)^(1/t))`` (:func:`~userdp.privacy.partition_threshold` with ``grid=g``): a novel item of
+    weight ``<= h(t)`` has ``X <= (h(t) + Z + 1.5 g)(1 + 2^-53)`` in floating point, so it
+    crosses rho with probability at most the textbook bound, and the threshold-delta argument
+    (module docstring, step 2) holds as stated.
     """
 
     sigma: float

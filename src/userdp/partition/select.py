@@ -22,7 +22,7 @@ from userdp.partition._hashing import salted_hash
 from userdp.partition._local import cap_degrees, filter_pairs
 from userdp.partition.cap import HISTOGRAM_STREAM, degree_counts
 from userdp.partition.result import SelectionDiagnostics, SelectionResult
-from userdp.partition.rounds import WEIGHT_GRID_ITEMS, Plan, Round
+from userdp.partition.rounds import WEIGHT_GRID_ITEMS, Plan, Round, check_item_count
 from userdp.partition.runner import WEIGHT_STREAM, Basic, Decide, Mad, Tap
 from userdp.partition.weights import basic_weights, mad_weights
 from userdp.privacy import (
@@ -98,6 +98,7 @@ class _Run:
         the round into the accountant.
         """
         r = len(self.round_sizes)
+        check_item_count(weights.size)
         tap = self._tap
         if tap is not None:  # tests only: record the weights
             self._tap_weights(tap, weights, items)

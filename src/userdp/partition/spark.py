@@ -41,7 +41,13 @@ from userdp.exceptions import DataError, InvalidParameterError
 from userdp.partition._hashing import canonical_column
 from userdp.partition.cap import HISTOGRAM_STREAM, degree_counts
 from userdp.partition.result import SelectionDiagnostics, SparkSelectionResult
-from userdp.partition.rounds import WEIGHT_GRID, WEIGHT_GRID_ITEMS, Plan, Round
+from userdp.partition.rounds import (
+    WEIGHT_GRID,
+    WEIGHT_GRID_ITEMS,
+    Plan,
+    Round,
+    check_item_count,
+)
 from userdp.partition.runner import Basic, Decide, Mad, Tap
 from userdp.partition.weights import user_weights
 from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
@@ -331,6 +337,8 @@ class _SparkRun:
         released = self.cache(
             noisy.where(F.col("_present") & (F.col("_noisy") >= rnd.rho)).select(*_ITEM)
         )
+        if self.n_rows > WEIGHT_GRID_ITEMS:  # only then can the items exceed the grid's bound
+            check_item_count(noisy.count())
         self.accountant.compose(rnd.event)
         with self.timed(f"weights, noise and release of round {round_index + 1}"):
             self.round_sizes.append(released.count())

@@ -116,9 +116,13 @@ def partition_threshold(
     ``grid = g > 0``: the weights are released on the power-of-two grid ``g``
     (:func:`~userdp.privacy.gaussian_on_grid`) as ``X = (rint(w/g) + floor(Z/g + 1/2)) g``
     with ``Z ~ N(0, sigma^2)``, ``sigma`` being the scale actually drawn (the grid-inflated
-    one). Since ``rint(w/g) g <= w + g/2`` and ``floor(Z/g + 1/2) g <= Z + g/2``, a novel item
-    of weight ``w <= h(t)`` has ``X <= h(t) + g + Z``: the threshold grows by ``g`` and every
-    novel item still crosses it with probability ``<= 1 - (1 - delta/2)^(1/t)``.
+    one). In exact arithmetic ``rint(w/g) g <= w + g/2`` and ``floor(Z/g + 1/2) g <= Z + g/2``;
+    in floating point ``floor(fl(Z/g + 1/2)) <= Z/g + 1`` (the sum is exact below 2^52 and at
+    most one unit up above) and the float sum of the two integers is at most ``2^-53`` of it
+    above the exact one. So a novel item of weight ``w <= h(t)`` has ``X <= (h(t) + Z + 1.5 g)
+    (1 + 2^-53)``, and ``rho = (rho_0 + 2g)(1 + 2^-52)`` (``rho_0`` the textbook threshold for
+    ``sigma``) makes ``X >= rho`` imply ``Z >= rho_0 - h(t)``: every novel item still crosses
+    with probability ``<= 1 - (1 - delta/2)^(1/t)``.
 
     Examples
     --------
@@ -135,8 +139,10 @@ def partition_threshold(
     t = np.arange(1, cap + 1, dtype=np.float64)
     tail = -np.expm1(np.log1p(-d / 2) / t)  # 1 - (1 - delta/2)^(1/t)
     rho = float(np.max(h / np.sqrt(t) + s * stats.norm.isf(tail)))
-    # X <= h(t) + g + Z on the grid (see above); rounded up so the sum is not below it
-    return rho if g == 0.0 else math.nextafter(rho + g, math.inf)
+    if g == 0.0:
+        return rho
+    # X <= (h(t) + Z + 1.5 g)(1 + 2^-53) on the grid (see above); rounded up
+    return math.nextafter((rho + 2.0 * g) * (1.0 + 2.0**-52), math.inf)
 
 
 def laplace_scale(epsilon: float, l1_sensitivity: float = 1.0) -> float:

@@ -33,6 +33,11 @@ X_r = w_r + N(0, sigma_r^2 I) (Alg. 1, Thm. 3.3's proof).
    P[M(D') in S] <= P_D'[F_D(X) in S] + P_D'(not B) <= e^eps P_D[F_D(X) in S] + delta_g + sum dt_r;
    P[M(D) in S] <= P_D[F_D'(X) in S] + P_D(not B) <= e^eps P_D'[F_D'(X) in S] + delta_g + sum dt_r.
    So the run is (epsilon, delta_g + sum_r dt_r) = (epsilon, delta)-DP.
+Safe noise (issue 12) changes neither step: X_r is released on the grid g = :data:`WEIGHT_GRID`
+as ``(rint(w_r/g) + floor(Z/g + 1/2)) g``, a function of the Gaussian mechanism on the snapped
+weights, whose l2 sensitivity ``1 + g sqrt(N)`` is matched by the noise scale ``sigma_r (1 + g
+sqrt(N))`` (same noise multiplier, step 1); rho_r covers the snapping and the float sums, so a
+novel item still crosses it with probability <= its textbook bound (step 2; :class:`Round`).
 The accountant composes the rounds' :class:`~userdp.privacy.ThresholdedGaussianDpEvent` exactly
 this way, so a selection composes with other Gaussian releases in one accountant.
 """

@@ -44,8 +44,12 @@ What this covers and what it does not:
   are computed from the declared bound, so an understated bound is a privacy bug that safe
   noise does not mask (the auditor, :mod:`userdp.audit`, looks for those).
 * Released sets (partition selection) expose no float bits, but their threshold decisions
-  ``X >= rho`` are only as good as the noise compared with ``rho``; using the grid-snapped noisy
-  weights makes each decision a function of the snapped mechanism's output. Decisions made with
+  ``X >= rho`` are only as good as the noise compared with ``rho``; the rounds' noisy weights
+  are grid-snapped (one public grid for every item, bucket and engine:
+  :class:`userdp.partition.rounds.Round`), so each decision is a function of the snapped
+  mechanism's output, and ``rho`` covers the snapping
+  (:func:`~userdp.privacy.calibrate.partition_threshold` with ``grid``). GreedyUpdate's
+  Laplace weights are the exception (textbook float noise, see its docstring). Decisions made with
   exponential-mechanism scores (quantiles) sample from float probabilities: not covered by the
   grid argument (Ilvento 2020); their utility vectors are recorded for the auditor.
 * Timing side channels are not addressed.

@@ -11,9 +11,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from userdp.exceptions import BudgetExceededError
+from userdp.exceptions import BudgetExceededError, DataError
 from userdp.partition import select_partitions
-from userdp.partition.rounds import WEIGHT_GRID, WEIGHT_GRID_ITEMS, Round, plan_rounds
+from userdp.partition.rounds import (
+    WEIGHT_GRID,
+    WEIGHT_GRID_ITEMS,
+    Round,
+    check_item_count,
+    plan_rounds,
+)
 from userdp.partition.runner import Tap
 from userdp.privacy import (
     PrivacyAccountant,
@@ -329,3 +335,24 @@ def test_every_rounds_threshold_holds_for_its_safe_noise_on_the_weight_grid(h_sc
     x = gaussian_on_grid(np.random.default_rng(0), w, rnd.sigma, l2=1.0, size=WEIGHT_GRID_ITEMS)
     assert np.all(x / WEIGHT_GRID == np.rint(x / WEIGHT_GRID))
     assert np.std(x) == pytest.approx(rnd.noise_scale, rel=0.01)
+
+
+def test_every_spark_bucket_noises_its_weights_on_the_runs_one_grid():
+    from userdp.partition.spark import _ExecutorNoise
+    from userdp.privacy import spawn_generator
+
+    noise = _ExecutorNoise(entropy=12345)
+    rng = np.random.default_rng(1)
+    for bucket, n in ((0, 3), (7, 1000)):  # buckets of very different sizes
+        w = rng.exponential(5.0, n)
+        x = noise(1, bucket, None, w, 4.0)
+        assert np.all(x / WEIGHT_GRID == np.rint(x / WEIGHT_GRID))  # the same grid 2^-27
+        expected = gaussian_on_grid(spawn_generator(12345, (1, bucket)), w, 4.0, l2=1.0,
+                                    size=WEIGHT_GRID_ITEMS)  # fmt: skip
+        assert np.array_equal(x, expected)
+
+
+def test_a_run_with_more_items_than_the_weight_grid_covers_is_refused():
+    check_item_count(WEIGHT_GRID_ITEMS)
+    with pytest.raises(DataError, match="at most 1073741824"):
+        check_item_count(WEIGHT_GRID_ITEMS + 1)

@@ -11,11 +11,24 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from userdp.exceptions import BudgetExceededError
+from userdp.exceptions import BudgetExceededError, DataError
 from userdp.partition import select_partitions
-from userdp.partition.rounds import plan_rounds
+from userdp.partition.rounds import (
+    WEIGHT_GRID,
+    WEIGHT_GRID_ITEMS,
+    Round,
+    check_item_count,
+    plan_rounds,
+)
 from userdp.partition.runner import Tap
-from userdp.privacy import PrivacyAccountant, PrivacyBudget, ThresholdedGaussianDpEvent
+from userdp.privacy import (
+    PrivacyAccountant,
+    PrivacyBudget,
+    ThresholdedGaussianDpEvent,
+    gaussian_on_grid,
+    grid_noise_scale,
+    partition_threshold,
+)
 
 mpmath = pytest.importorskip("mpmath")
 
@@ -110,7 +123,9 @@ def test_one_gaussian_round_has_the_papers_sigma_and_threshold():
         threshold_share=0.5,
     )
     assert tight.rounds[0].sigma == pytest.approx(basic.rounds[0].sigma, rel=1e-9)
-    assert tight.rounds[0].rho == pytest.approx(20.7897, abs=1e-4)  # DESIGN.md reference
+    # DESIGN.md reference 20.7897, grown by safe noise only: sigma (1 + 2^-12), 2 x 2^-27, 2^-52
+    assert 20.7897 - 1e-4 < tight.rounds[0].rho <= (20.7897 + 1e-4) * (1 + 2.0**-11) + 2.0**-25
+    assert tight.rounds[0].rho == pytest.approx(basic.rounds[0].rho, rel=1e-9)
 
 
 # -- one accountant -----------------------------------------------------------------------------
@@ -279,3 +294,65 @@ def test_auto_cap_follows_the_degrees():
     # bins that are pure noise (below 3 sigma) do not pull the cap up
     noise_only = small + np.where(np.arange(small.size) > 30, 2.9, 0.0)
     assert choose_cap(noise_only, 1.0, rho) == choose_cap(small, 1.0, rho)
+
+
+# -- safe noise: the threshold on the weight grid (issue 12) ------------------------------------
+def _mp_worst_crossing(rho: float, grid: float, scale: float, cap: int, h: float) -> float:
+    """Exact max over t of P(some of t novel items crosses rho), with mpmath: each item of
+    weight h/sqrt(t) is released as (rint(w/g) + floor(Z/g + 1/2)) g, Z ~ N(0, scale^2), so it
+    crosses iff floor(Z/g + 1/2) >= M - k with M = ceil(rho/g), k = rint(w/g)."""
+    mpmath.mp.dps = 40
+    m = math.ceil(rho / grid)
+    worst = mpmath.mpf(0)
+    for t in range(1, cap + 1):
+        k = float(np.rint(h / math.sqrt(t) / grid))
+        p = mpmath.ncdf(-(mpmath.mpf(m) - k - mpmath.mpf(0.5)) * grid / scale)
+        worst = max(worst, 1 - (1 - p) ** t)
+    return float(worst)
+
+
+@pytest.mark.parametrize("grid", [0.5, 0.125])
+def test_the_threshold_on_a_grid_bounds_every_novel_items_crossing_where_the_textbook_fails(grid):
+    sigma, dt, cap, h = 2.0, 1e-4, 20, 1.25
+    scale = sigma * (1 + grid)  # the scale drawn (any inflation; the bound is in terms of it)
+    safe = partition_threshold(scale, 2 * dt, cap, h, grid=grid)
+    textbook = partition_threshold(scale, 2 * dt, cap, h)
+    assert _mp_worst_crossing(safe, grid, scale, cap, h) <= dt
+    assert _mp_worst_crossing(textbook, grid, scale, cap, h) > dt  # snapping up breaks it
+
+
+@pytest.mark.parametrize("h_scale", [1.0, 1.25])
+def test_every_rounds_threshold_holds_for_its_safe_noise_on_the_weight_grid(h_scale):
+    dt, cap = 2.5e-6, 100
+    rnd = Round.gaussian(4.0, dt, cap, h_scale)
+    assert rnd.grid == WEIGHT_GRID == 2.0**-27
+    # the scale drawn by the engines: gaussian_on_grid's for l2 = 1 on WEIGHT_GRID_ITEMS values
+    assert rnd.noise_scale == grid_noise_scale(4.0, 1.0, WEIGHT_GRID_ITEMS, "l2", WEIGHT_GRID)
+    assert rnd.noise_scale >= 4.0 * (1 + 2.0**-12)
+    assert _mp_worst_crossing(rnd.rho, rnd.grid, rnd.noise_scale, cap, h_scale) <= dt * (1 + 1e-9)
+    # and the released values' grid and scale are the ones rho was computed for
+    w = np.full(200_000, 0.5)
+    x = gaussian_on_grid(np.random.default_rng(0), w, rnd.sigma, l2=1.0, size=WEIGHT_GRID_ITEMS)
+    assert np.all(x / WEIGHT_GRID == np.rint(x / WEIGHT_GRID))
+    assert np.std(x) == pytest.approx(rnd.noise_scale, rel=0.01)
+
+
+def test_every_spark_bucket_noises_its_weights_on_the_runs_one_grid():
+    from userdp.partition.spark import _ExecutorNoise
+    from userdp.privacy import spawn_generator
+
+    noise = _ExecutorNoise(entropy=12345)
+    rng = np.random.default_rng(1)
+    for bucket, n in ((0, 3), (7, 1000)):  # buckets of very different sizes
+        w = rng.exponential(5.0, n)
+        x = noise(1, bucket, None, w, 4.0)
+        assert np.all(x / WEIGHT_GRID == np.rint(x / WEIGHT_GRID))  # the same grid 2^-27
+        expected = gaussian_on_grid(spawn_generator(12345, (1, bucket)), w, 4.0, l2=1.0,
+                                    size=WEIGHT_GRID_ITEMS)  # fmt: skip
+        assert np.array_equal(x, expected)
+
+
+def test_a_run_with_more_items_than_the_weight_grid_covers_is_refused():
+    check_item_count(WEIGHT_GRID_ITEMS)
+    with pytest.raises(DataError, match="at most 1073741824"):
+        check_item_count(WEIGHT_GRID_ITEMS + 1)

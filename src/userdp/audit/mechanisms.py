@@ -135,6 +135,39 @@ def _factorization(method: str) -> Callable[[Table], Callable[[Table, int], obje
     return bind
 
 
+def _public_features(
+    variant: str, features: bool = False
+) -> Callable[[Table], Callable[[Table, int], object]]:
+    """PublicFeatureRecommender on the public catalogue (fixed from the audited data, as for
+    MatrixFactorization) with an encoder built on that catalogue, so the encoder's item codes
+    are the catalogue's and do not move between neighbours: an id encoder, or (``features``)
+    a public-feature encoder on a public one-hot feature of each item id (id mod 5)."""
+
+    def bind(base: Table) -> Callable[[Table, int], object]:
+        from userdp.recommend import FeatureFamily, IdEncoder, PublicFeatureEncoder
+
+        catalogue = _catalogue(base)
+        if features:
+            onehot = np.eye(5)[catalogue % 5]
+            encoder = PublicFeatureEncoder([FeatureFamily("id mod 5", onehot)], dim=4)
+        else:
+            encoder = IdEncoder(catalogue.size, 4)
+
+        def run(t: Table, seed: int) -> object:
+            from userdp.privacy import PrivacyBudget
+            from userdp.recommend import PublicFeatureRecommender
+
+            model = PublicFeatureRecommender(
+                encoder=encoder, items=catalogue, variant=variant,
+                steps=2, inner_steps=3, rating_range=RATING_RANGE, seed=seed,
+            )  # fmt: skip
+            return model.fit((t.user, t.item, t.value), budget=PrivacyBudget(EPSILON, DELTA))
+
+        return run
+
+    return bind
+
+
 def _all() -> list[Mechanism]:
     out = [
         Mechanism("weighted_mean", "estimate", _mean(False, False)),
@@ -154,6 +187,13 @@ def _all() -> list[Mechanism]:
         out.append(Mechanism(f"recommend[{method}]", "recommend",
                              notes="dim=4, steps=2 (defaults 32, 3)",
                              bind=_factorization(method)))  # fmt: skip
+    for variant in ("ssp2", "ssp1", "minibatch", "dpsgd"):
+        out.append(Mechanism(f"recommend[public-features {variant}]", "recommend",
+                             notes="id encoder, dim=4, steps=2, inner_steps=3 (defaults 3, 10)",
+                             bind=_public_features(variant)))  # fmt: skip
+    out.append(Mechanism("recommend[public-features ssp2, item features]", "recommend",
+                         notes="public-feature encoder, dim=4, steps=2, inner_steps=3",
+                         bind=_public_features("ssp2", features=True)))  # fmt: skip
     return out
 
 

@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 
 from userdp._validation import check_real
+from userdp.partition._hashing import pair_key
 from userdp.partition.result import SelectionResult
 from userdp.partition.select import _budget, _Round, _Run, release_mask
-from userdp.privacy import LaplaceThresholdDpEvent, laplace_scale, laplace_threshold
+from userdp.privacy import LaplaceThresholdDpEvent, laplace_scale, laplace_threshold, record
+from userdp.privacy.recording import is_recording, released
 
 __all__ = ["greedy_update", "policy_gaussian"]
 
@@ -95,9 +97,14 @@ def greedy_update_weights(
     return w
 
 
-def _shuffle_within_users(users: np.ndarray, items: np.ndarray, noise: Any) -> np.ndarray:
-    perm = noise.permutation(users.size)
-    order = perm[np.argsort(users[perm], kind="stable")]
+def _shuffle_within_users(users: np.ndarray, items: np.ndarray, run: _Run) -> np.ndarray:
+    """Each user's items (``users`` sorted) in a pseudo-random order: by keyed hash of (secret
+    salt, user, item), ties by the item's hash. A user's order depends only on its own items
+    and the salt, so neighbouring inputs keep every other user's order (and the auditor's
+    replay sees the same order on both)."""
+    h_user, h_item = run.hashes()
+    hi = h_item[items]
+    order = np.lexsort((hi, pair_key(h_user[users], hi), users))
     return items[order]
 
 
@@ -129,8 +136,9 @@ def policy_gaussian(
     The l2-descent policy is contractive, so the histogram has l2 sensitivity <= 1 (Gopi et al.
     2020, Thm. 5.2); a new user's t novel items start at 0 and get Gamma/||gap|| <= 1/sqrt(t)
     each. With sets capped to ``max_items_per_user``, the sigma and rho of Basic give
-    (epsilon, delta)-DP (Thm. 3.3 of Chen et al. 2025). The user order is a uniformly random
-    permutation drawn from the noise source.
+    (epsilon, delta)-DP (Thm. 3.3 of Chen et al. 2025). The user order is pseudo-random,
+    by keyed hash of (secret salt, user label): the sensitivity bound holds for every fixed
+    order, and a neighbour's order is the same order with one user inserted or removed.
     """
     caller = "policy_gaussian"
     total = _budget(epsilon, delta, caller)
@@ -140,7 +148,7 @@ def policy_gaussian(
     users, items = run.capped(d.users, d.items)
     rnd = _Round.calibrate(total, run.cap)
     gamma = rnd.rho + beta * rnd.sigma
-    order = run.noise.permutation(d.n_users)
+    order = run.user_order()
     weights = policy_gaussian_weights(
         users, items, d.n_users, d.n_items, gamma, order, show_progress
     )
@@ -169,7 +177,8 @@ def greedy_update(
 ) -> SelectionResult:
     """GreedyUpdate (Carvalho et al. 2022, "GW"): sequential greedy l1 filling, Laplace noise.
 
-    Users in random order, each with its (capped) items in random order, fill items up to
+    Users in a pseudo-random order, each with its (capped) items in a pseudo-random order
+    (keyed hashes of the secret salt, user and item, as for capping), fill items up to
     Gamma = rho + beta * (noise standard deviation) with an l1 budget of 1. Every item present in
     the capped input is a candidate for release, including items left at weight 0.
 
@@ -216,10 +225,18 @@ def greedy_update(
     scale = laplace_scale(total.epsilon)
     rho = laplace_threshold(scale, total.delta, 1.0, run.cap)
     gamma = max(rho + beta * math.sqrt(2.0) * scale, 1.0)
-    items = _shuffle_within_users(users, items, run.noise)
-    order = run.noise.permutation(d.n_users)
+    items = _shuffle_within_users(users, items, run)
+    order = run.user_order()
     weights = greedy_update_weights(users, items, d.n_users, d.n_items, gamma, order, show_progress)
-    selected = release_mask(weights + run.noise.laplace(scale, weights.size), items, rho)
+    # Recorded for the auditor (l1 <= 1). The noise is textbook float Laplace, not safe noise:
+    # these weights are never released, only thresholded, and a Laplace grid fixed for every
+    # possible item (l1 grows with the number of coordinates) would be finer than NumPy's
+    # Laplace sampler resolves in the tail where rho sits.
+    name = "partition.weights[greedy-update]"
+    labels = d.item_labels if is_recording() else None
+    record(name, weights, l1=1.0, index=labels, rng_state=run.noise.fingerprint())
+    noisy = released(name, weights + run.noise.laplace(scale, weights.size))
+    selected = release_mask(noisy, items, rho)
     run.accountant.compose(LaplaceThresholdDpEvent(total.epsilon, total.delta, scale, rho))
     run.round_sizes.append(int(selected.sum()))
     params = {

@@ -33,6 +33,11 @@ X_r = w_r + N(0, sigma_r^2 I) (Alg. 1, Thm. 3.3's proof).
    P[M(D') in S] <= P_D'[F_D(X) in S] + P_D'(not B) <= e^eps P_D[F_D(X) in S] + delta_g + sum dt_r;
    P[M(D) in S] <= P_D[F_D'(X) in S] + P_D(not B) <= e^eps P_D'[F_D'(X) in S] + delta_g + sum dt_r.
    So the run is (epsilon, delta_g + sum_r dt_r) = (epsilon, delta)-DP.
+Safe noise (issue 12) changes neither step: X_r is released on the grid g = :data:`WEIGHT_GRID`
+as ``(rint(w_r/g) + floor(Z/g + 1/2)) g``, a function of the Gaussian mechanism on the snapped
+weights, whose l2 sensitivity ``1 + g sqrt(N)`` is matched by the noise scale ``sigma_r (1 + g
+sqrt(N))`` (same noise multiplier, step 1); rho_r covers the snapping and the float sums, so a
+novel item still crosses it with probability <= its textbook bound (step 2; :class:`Round`).
 The accountant composes the rounds' :class:`~userdp.privacy.ThresholdedGaussianDpEvent` exactly
 this way, so a selection composes with other Gaussian releases in one accountant.
 """
@@ -46,17 +51,50 @@ from dataclasses import dataclass
 import dp_accounting
 
 from userdp._validation import check_choice, check_fractions, check_real
-from userdp.exceptions import InvalidParameterError
+from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy import (
     PrivacyAccountant,
     PrivacyBudget,
     ThresholdedGaussianDpEvent,
     WeightAndThresholdDpEvent,
     gaussian_sigma,
+    grid_noise_scale,
+    grid_spacing,
     partition_threshold,
 )
 
-__all__ = ["COMPOSITIONS", "Plan", "Round", "default_fractions", "plan_rounds"]
+__all__ = [
+    "COMPOSITIONS",
+    "WEIGHT_GRID",
+    "WEIGHT_GRID_ITEMS",
+    "Plan",
+    "Round",
+    "check_item_count",
+    "default_fractions",
+    "plan_rounds",
+]
+
+#: Public bound on the number of distinct items of a run (2^30, about 1.07e9; larger inputs
+#: are refused, :func:`check_item_count`). The rounds' noisy weights are released on ONE
+#: power-of-two grid fixed for this many coordinates (safe noise,
+#: :func:`userdp.privacy.gaussian_on_grid`), so the grid depends on no data and every engine,
+#: bucket and executor uses the same one. A larger bound would make the grid finer, closer to
+#: the float resolution of the noise itself (at 2^30 and sigma = 40, |Z| <= 10 sigma, the grid
+#: is still 2^16 of Z's ulps).
+WEIGHT_GRID_ITEMS = 4**15
+#: The grid: 2^-27 for the weights' l2 sensitivity 1 (snapping adds at most 2^-12 to it).
+WEIGHT_GRID = grid_spacing(1.0, WEIGHT_GRID_ITEMS, "l2")
+
+
+def check_item_count(n_items: int) -> None:
+    """Refuse a run with more distinct items than :data:`WEIGHT_GRID_ITEMS` (its weight grid
+    would not cover them)."""
+    if n_items > WEIGHT_GRID_ITEMS:
+        raise DataError(
+            f"The input has {n_items} distinct items; partition selection supports at most "
+            f"{WEIGHT_GRID_ITEMS} (2^30), the bound its safe noise grid is fixed for."
+        )
+
 
 COMPOSITIONS = ("gaussian", "basic")
 
@@ -98,32 +136,55 @@ def default_fractions(
     return parts, parts
 
 
+def _noise_scale(sigma: float) -> float:
+    """The scale drawn on :data:`WEIGHT_GRID`: ``sigma (1 + g sqrt(N))``, N the item bound."""
+    return grid_noise_scale(sigma, 1.0, WEIGHT_GRID_ITEMS, "l2", WEIGHT_GRID)
+
+
 @dataclass(frozen=True)
 class Round:
-    """Noise scale, threshold and event of one weight-and-threshold round (Alg. 1 lines 1-2)."""
+    """Noise scale, threshold and event of one weight-and-threshold round (Alg. 1 lines 1-2).
+
+    Safe noise: the weights ``w`` are released as ``X = (rint(w/g) + floor(Z/g + 1/2)) g`` on
+    ``g = grid`` (:data:`WEIGHT_GRID`) with ``Z ~ N(0, noise_scale^2)``, ``noise_scale =
+    sigma (1 + g sqrt(N))`` (:func:`~userdp.privacy.grid_noise_scale`, N =
+    :data:`WEIGHT_GRID_ITEMS`). The snapped weights have l2 sensitivity ``<= 1 + g sqrt(N)``
+    (snapping moves each of at most N coordinates by ``<= g/2``), so X is the Gaussian
+    mechanism with noise multiplier ``sigma`` on them, as the event states. The threshold is
+    ``rho = (rho_0 + 2g)(1 + 2^-52)`` with ``rho_0 = max_t h(t) + noise_scale Phi^-1((1 -
+    dt)^(1/t))`` (:func:`~userdp.privacy.partition_threshold` with ``grid=g``): a novel item of
+    weight ``<= h(t)`` has ``X <= (h(t) + Z + 1.5 g)(1 + 2^-53)`` in floating point, so it
+    crosses rho with probability at most the textbook bound, and the threshold-delta argument
+    (module docstring, step 2) holds as stated.
+    """
 
     sigma: float
     rho: float
     h_scale: float
     cap: int
     event: dp_accounting.DpEvent
+    noise_scale: float
+    grid: float = WEIGHT_GRID
 
     @classmethod
     def calibrate(cls, budget: PrivacyBudget, cap: int, h_scale: float = 1.0) -> Round:
         """A round with its own (epsilon, delta), basic composition (Alg. 1)."""
         # line 1: sigma for (eps, delta/2) with l2 sensitivity 1 (Prop. 2.4)
         sigma = gaussian_sigma(budget.epsilon, budget.delta / 2)
-        # line 2: rho = max_t h(t) + sigma Phi^-1((1 - delta/2)^(1/t))
-        rho = partition_threshold(sigma, budget.delta, cap, h_scale)
+        # line 2: rho = max_t h(t) + sigma Phi^-1((1 - delta/2)^(1/t)), on the grid (above)
+        scale = _noise_scale(sigma)
+        rho = partition_threshold(scale, budget.delta, cap, h_scale, grid=WEIGHT_GRID)
         event = WeightAndThresholdDpEvent(budget.epsilon, budget.delta, sigma, rho, cap)
-        return cls(sigma, rho, h_scale, cap, event)
+        return cls(sigma, rho, h_scale, cap, event, scale)
 
     @classmethod
     def gaussian(cls, sigma: float, threshold_delta: float, cap: int, h_scale: float) -> Round:
         """A round with noise ``sigma`` whose threshold fails with probability <= dt."""
         # partition_threshold spends half its delta argument on the threshold: pass 2 dt.
-        rho = partition_threshold(sigma, 2.0 * threshold_delta, cap, h_scale)
-        return cls(sigma, rho, h_scale, cap, ThresholdedGaussianDpEvent(sigma, threshold_delta))
+        scale = _noise_scale(sigma)
+        rho = partition_threshold(scale, 2.0 * threshold_delta, cap, h_scale, grid=WEIGHT_GRID)
+        event = ThresholdedGaussianDpEvent(sigma, threshold_delta)
+        return cls(sigma, rho, h_scale, cap, event, scale)
 
 
 @dataclass(frozen=True)

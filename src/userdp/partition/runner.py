@@ -14,10 +14,12 @@ The five steps:
 ``weights(rule)``
     Pre-noise weights of the round's items under a :class:`Basic` or :class:`Mad` rule.
 ``release(weights, round, every_item=False)``
-    Add N(0, sigma_r^2) noise, compose the round's event into the run's accountant, and return
-    (noisy weights, released items). ``every_item=True`` gives every item of the input a noisy
-    weight (pure noise when absent from the round: the w_ext of Alg. 1 line 9) for later
-    rounds to query; only items of the round's input are ever released.
+    Add N(0, sigma_r^2) noise on the round's grid (safe noise, see
+    :class:`~userdp.partition.rounds.Round`), compose the round's event into the run's
+    accountant, and return (noisy weights, released items). ``every_item=True`` gives every
+    item of the input a noisy weight (pure noise when absent from the round: the w_ext of
+    Alg. 1 line 9) for later rounds to query; only items of the round's input are ever
+    released.
 ``remove(noisy, decide)``
     ``decide(noisy, present, ops) -> (removed, bias)`` is an element-wise expression of one
     item's noisy weight and whether it was in the round's input (so a function of the release
@@ -29,7 +31,8 @@ The five steps:
 
 Tests observe pre-noise weights and substitute the noise through a :class:`Tap` given to the
 runner (never a global): ``Tap.noise(round, item_labels, sigma)`` must be a pure function of
-each item so both engines draw the same noise whatever order they hold items in.
+each item so both engines draw the same noise whatever order they hold items in; both engines
+add it on the round's grid (:func:`~userdp.privacy.add_on_grid`), as they add their own noise.
 """
 
 from __future__ import annotations
@@ -42,7 +45,11 @@ import numpy as np
 
 from userdp.partition.rounds import Plan, Round
 
-__all__ = ["Basic", "Decide", "Mad", "Runner", "Tap"]
+__all__ = ["WEIGHT_STREAM", "Basic", "Decide", "Mad", "Runner", "Tap"]
+
+#: First key of the local runner's noise sub-streams of the rounds' weights: round r draws
+#: from ``(WEIGHT_STREAM, r)`` (the Spark runner from ``(r, bucket)`` per bucket of items).
+WEIGHT_STREAM = 0x3E16
 
 #: ``decide(noisy, present, ops) -> (removed, bias or None)``, element-wise (see above).
 Decide = Callable[[Any, Any, Any], tuple[Any, Any]]

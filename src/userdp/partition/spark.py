@@ -10,7 +10,8 @@ Every step is a DataFrame operation except two pandas UDFs that run on the execu
 biased UserWeights for the users that have a biased item (MAD2R round 2), vectorized over a
 hash bucket of users, and the noise, drawn per hash bucket of items from
 ``SeedSequence(entropy, spawn_key=(round, bucket))`` so that no single stream runs over all
-items and a seeded run gives the same release on any cluster. The driver collects counts
+items and a seeded run gives the same release on any cluster (safe noise on the run's one
+weight grid, :class:`_ExecutorNoise`). The driver collects counts
 only; item sets that filters make small (MAD's heavy items, MAD2R's removed or biased items,
 DP-SIPS's released items) are broadcast to the tasks holding the pairs when they have at most
 :data:`BROADCAST_ROWS` rows, and joined by a shuffle otherwise.
@@ -40,11 +41,17 @@ from userdp.exceptions import DataError, InvalidParameterError
 from userdp.partition._hashing import canonical_column
 from userdp.partition.cap import HISTOGRAM_STREAM, degree_counts
 from userdp.partition.result import SelectionDiagnostics, SparkSelectionResult
-from userdp.partition.rounds import Plan, Round
+from userdp.partition.rounds import (
+    WEIGHT_GRID,
+    WEIGHT_GRID_ITEMS,
+    Plan,
+    Round,
+    check_item_count,
+)
 from userdp.partition.runner import Basic, Decide, Mad, Tap
 from userdp.partition.weights import user_weights
 from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
-from userdp.privacy.noise import gaussian_on_grid, spawn_generator
+from userdp.privacy.noise import add_on_grid, gaussian_on_grid, spawn_generator
 from userdp.spark import require_pyspark
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,31 +82,37 @@ def _functions() -> Any:
 
 
 class _ExecutorNoise:
-    """Gaussian noise for one bucket of items, drawn on an executor.
+    """Safe Gaussian noise for one bucket of items, drawn on an executor.
 
     Picklable (it holds only the run's 128-bit entropy); bucket ``b`` of round ``r`` uses its own
-    PCG64DXSM stream ``SeedSequence(entropy, spawn_key=(r, b))``.
+    PCG64DXSM stream ``SeedSequence(entropy, spawn_key=(r, b))``. Every bucket releases its
+    weights with the pure :func:`~userdp.privacy.gaussian_on_grid` on the ONE grid of the run,
+    fixed for :data:`~userdp.partition.rounds.WEIGHT_GRID_ITEMS` coordinates (not for the
+    bucket's size), exactly as the local runner does for all items at once.
     """
 
     def __init__(self, entropy: int) -> None:
         self.entropy = entropy
 
-    def __call__(self, round_index: int, bucket: int, items: pd.Series, sigma: float) -> np.ndarray:
-        # TODO(safe noise on Spark): the local runner noises through NoiseSource.add_gaussian
-        # (grid-snapped, recorded); here each bucket draws plain Gaussian noise. Adopting
-        # gaussian_on_grid per bucket needs ONE grid for all buckets (its spacing depends on the
-        # number of coordinates), which the pure function does not take yet.
-        return spawn_generator(self.entropy, (round_index, bucket)).normal(0.0, sigma, len(items))
+    def __call__(
+        self, round_index: int, bucket: int, items: pd.Series, weights: np.ndarray, sigma: float
+    ) -> np.ndarray:
+        rng = spawn_generator(self.entropy, (round_index, bucket))
+        return gaussian_on_grid(rng, weights, sigma, l2=1.0, size=WEIGHT_GRID_ITEMS)
 
 
 class _TapNoise:
-    """Noise from a test tap's per-item function (see :class:`userdp.partition.runner.Tap`)."""
+    """Noise from a test tap's per-item function (see :class:`userdp.partition.runner.Tap`),
+    added on the run's grid as the local runner adds it."""
 
     def __init__(self, noise: Any) -> None:
         self.noise = noise
 
-    def __call__(self, round_index: int, bucket: int, items: pd.Series, sigma: float) -> np.ndarray:
-        return np.asarray(self.noise(round_index, items.tolist(), sigma), dtype=float)
+    def __call__(
+        self, round_index: int, bucket: int, items: pd.Series, weights: np.ndarray, sigma: float
+    ) -> np.ndarray:
+        noise = np.asarray(self.noise(round_index, items.tolist(), sigma), dtype=float)
+        return add_on_grid(weights, noise, WEIGHT_GRID)
 
 
 def _add_noise(
@@ -107,8 +120,8 @@ def _add_noise(
 ) -> pd.DataFrame:
     """Grouped-map UDF body: noisy weight of every item of one bucket (Alg. 1 line 7)."""
     pdf = pdf.sort_values(_HI, kind="stable", ignore_index=True)  # fixed order within the bucket
-    noisy = pdf["_w"].to_numpy(dtype=float) + noise(round_index, int(key[0]), pdf[_I], sigma)
-    return pdf.assign(_noisy=noisy)
+    weights = pdf["_w"].to_numpy(dtype=float)
+    return pdf.assign(_noisy=noise(round_index, int(key[0]), pdf[_I], weights, sigma))
 
 
 def _bucket_user_weights(b_min: float, b_max: float, pdf: pd.DataFrame) -> pd.DataFrame:
@@ -324,6 +337,8 @@ class _SparkRun:
         released = self.cache(
             noisy.where(F.col("_present") & (F.col("_noisy") >= rnd.rho)).select(*_ITEM)
         )
+        if self.n_rows > WEIGHT_GRID_ITEMS:  # only then can the items exceed the grid's bound
+            check_item_count(noisy.count())
         self.accountant.compose(rnd.event)
         with self.timed(f"weights, noise and release of round {round_index + 1}"):
             self.round_sizes.append(released.count())

@@ -21,6 +21,7 @@ from userdp.privacy.events import (
 )
 from userdp.privacy.noise import (
     NoiseSource,
+    add_on_grid,
     gaussian_on_grid,
     laplace_on_grid,
     snap_to_grid,
@@ -38,6 +39,7 @@ __all__ = [
     "Release",
     "ThresholdedGaussianDpEvent",
     "WeightAndThresholdDpEvent",
+    "add_on_grid",
     "calibrate_noise_scale",
     "gaussian_delta",
     "gaussian_on_grid",

@@ -98,7 +98,12 @@ def gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0) ->
 
 
 def partition_threshold(
-    sigma: float, delta: float, max_items_per_user: int, h_scale: float = 1.0
+    sigma: float,
+    delta: float,
+    max_items_per_user: int,
+    h_scale: float = 1.0,
+    *,
+    grid: float = 0.0,
 ) -> float:
     """Threshold rho of the weight-and-threshold meta-algorithm (paper Alg. 1, line 2).
 
@@ -107,6 +112,17 @@ def partition_threshold(
     ``Phi^{-1}((1-delta/2)^(1/t))`` is computed as ``isf(-expm1(log1p(-delta/2)/t))`` so that
     it stays accurate for tiny delta. ``delta`` is the whole round's delta: the Gaussian part
     uses delta/2 and the novel items the other delta/2 (Thm. 3.3).
+
+    ``grid = g > 0``: the weights are released on the power-of-two grid ``g``
+    (:func:`~userdp.privacy.gaussian_on_grid`) as ``X = (rint(w/g) + floor(Z/g + 1/2)) g``
+    with ``Z ~ N(0, sigma^2)``, ``sigma`` being the scale actually drawn (the grid-inflated
+    one). In exact arithmetic ``rint(w/g) g <= w + g/2`` and ``floor(Z/g + 1/2) g <= Z + g/2``;
+    in floating point ``floor(fl(Z/g + 1/2)) <= Z/g + 1`` (the sum is exact below 2^52 and at
+    most one unit up above) and the float sum of the two integers is at most ``2^-53`` of it
+    above the exact one. So a novel item of weight ``w <= h(t)`` has ``X <= (h(t) + Z + 1.5 g)
+    (1 + 2^-53)``, and ``rho = (rho_0 + 2g)(1 + 2^-52)`` (``rho_0`` the textbook threshold for
+    ``sigma``) makes ``X >= rho`` imply ``Z >= rho_0 - h(t)``: every novel item still crosses
+    with probability ``<= 1 - (1 - delta/2)^(1/t)``.
 
     Examples
     --------
@@ -119,9 +135,14 @@ def partition_threshold(
     )
     cap = check_int(max_items_per_user, "max_items_per_user", "partition_threshold", low=1)
     h = check_real(h_scale, "h_scale", "partition_threshold", low=0.0, low_open=True)
+    g = check_real(grid, "grid", "partition_threshold", low=0.0)
     t = np.arange(1, cap + 1, dtype=np.float64)
     tail = -np.expm1(np.log1p(-d / 2) / t)  # 1 - (1 - delta/2)^(1/t)
-    return float(np.max(h / np.sqrt(t) + s * stats.norm.isf(tail)))
+    rho = float(np.max(h / np.sqrt(t) + s * stats.norm.isf(tail)))
+    if g == 0.0:
+        return rho
+    # X <= (h(t) + Z + 1.5 g)(1 + 2^-53) on the grid (see above); rounded up
+    return math.nextafter((rho + 2.0 * g) * (1.0 + 2.0**-52), math.inf)
 
 
 def laplace_scale(epsilon: float, l1_sensitivity: float = 1.0) -> float:

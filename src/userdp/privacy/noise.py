@@ -44,8 +44,12 @@ What this covers and what it does not:
   are computed from the declared bound, so an understated bound is a privacy bug that safe
   noise does not mask (the auditor, :mod:`userdp.audit`, looks for those).
 * Released sets (partition selection) expose no float bits, but their threshold decisions
-  ``X >= rho`` are only as good as the noise compared with ``rho``; using the grid-snapped noisy
-  weights makes each decision a function of the snapped mechanism's output. Decisions made with
+  ``X >= rho`` are only as good as the noise compared with ``rho``; the rounds' noisy weights
+  are grid-snapped (one public grid for every item, bucket and engine:
+  :class:`userdp.partition.rounds.Round`), so each decision is a function of the snapped
+  mechanism's output, and ``rho`` covers the snapping
+  (:func:`~userdp.privacy.calibrate.partition_threshold` with ``grid``). GreedyUpdate's
+  Laplace weights are the exception (textbook float noise, see its docstring). Decisions made with
   exponential-mechanism scores (quantiles) sample from float probabilities: not covered by the
   grid argument (Ilvento 2020); their utility vectors are recorded for the auditor.
 * Timing side channels are not addressed.
@@ -66,6 +70,7 @@ from userdp.privacy.recording import is_recording, record, released
 
 __all__ = [
     "NoiseSource",
+    "add_on_grid",
     "gaussian_on_grid",
     "laplace_on_grid",
     "snap_to_grid",
@@ -141,8 +146,30 @@ def _release_on_grid(
     return out.reshape(x.shape)
 
 
+def add_on_grid(value: ArrayLike, noise: ArrayLike, grid: float) -> np.ndarray:
+    """``(rint(value / grid) + floor(noise / grid + 1/2)) * grid`` for noise drawn elsewhere.
+
+    The arithmetic of :func:`gaussian_on_grid` with the noise given (for example a test's
+    substitute noise), so that a run with injected noise takes the same rounding path as the
+    product. ``grid`` must be a power of two.
+
+    Examples
+    --------
+    >>> add_on_grid([0.3, -1.26], [0.2, 0.76], 0.5).tolist()
+    [0.5, -0.5]
+    """
+    k = snap_to_grid(value, grid)
+    z = np.asarray(noise, dtype=np.float64) * (1.0 / grid)
+    return (k + np.floor(z + 0.5)) * grid
+
+
 def gaussian_on_grid(
-    rng: np.random.Generator, value: ArrayLike, sigma: float, *, l2: float
+    rng: np.random.Generator,
+    value: ArrayLike,
+    sigma: float,
+    *,
+    l2: float,
+    size: int | None = None,
 ) -> np.ndarray:
     """Safe Gaussian mechanism: ``value`` snapped to a power-of-two grid plus grid-valued noise.
 
@@ -159,6 +186,10 @@ def gaussian_on_grid(
         Noise scale calibrated for l2 sensitivity ``l2`` (before the grid inflation).
     l2 : float
         Declared l2 sensitivity of ``value`` under add/remove one user.
+    size : int or None, default=None
+        Number of coordinates the grid is fixed for (default: ``value``'s size). A public bound
+        on the size of the whole statistic lets its pieces be noised separately on ONE grid
+        (e.g. a Spark bucket of items at a time); ``value`` may not have more coordinates.
 
     Returns
     -------
@@ -174,8 +205,9 @@ def gaussian_on_grid(
     s = check_real(sigma, "sigma", "gaussian_on_grid", low=0.0, low_open=True)
     d = check_real(l2, "l2", "gaussian_on_grid", low=0.0, low_open=True)
     x = np.asarray(value, dtype=np.float64)
-    g = grid_spacing(d, x.size, "l2")
-    return _release_on_grid(rng, x, g, grid_noise_scale(s, d, x.size, "l2", g) / g, "gaussian")
+    n = x.size if size is None else check_int(size, "size", "gaussian_on_grid", low=max(x.size, 1))
+    g = grid_spacing(d, n, "l2")
+    return _release_on_grid(rng, x, g, grid_noise_scale(s, d, n, "l2", g) / g, "gaussian")
 
 
 def laplace_on_grid(
@@ -192,6 +224,15 @@ def laplace_on_grid(
     x = np.asarray(value, dtype=np.float64)
     g = grid_spacing(d, x.size, "l1")
     return _release_on_grid(rng, x, g, grid_noise_scale(b, d, x.size, "l1", g) / g, "laplace")
+
+
+def _fingerprint(rng: np.random.Generator) -> int | None:
+    """Hash of ``rng``'s state while a recorder is active (None otherwise)."""
+    if not is_recording():
+        return None
+    full = rng.bit_generator.state  # includes the buffered 32-bit half, if any
+    inner = full["state"]
+    return hash((inner["state"], inner["inc"], full.get("has_uint32"), full.get("uinteger")))
 
 
 class NoiseSource:
@@ -244,18 +285,24 @@ class NoiseSource:
         index: ArrayLike | None = None,
         linf: float | None = None,
         neighbours: str = "add-remove",
+        stream: tuple[int, ...] | None = None,
+        size: int | None = None,
     ) -> np.ndarray:
         """Record ``value`` (see :func:`~userdp.privacy.recording.record`), then release it
         with safe Gaussian noise of scale ``sigma`` (:func:`gaussian_on_grid`).
 
         ``l2`` is the declared l2 sensitivity under add/remove one user (or under
         ``neighbours="replace-values"``; ``linf`` optionally), ``statistic`` a stable name and
-        ``index`` the labels of the first axis, for the auditor. Returns an array of
-        ``value``'s shape (0-d for a scalar).
+        ``index`` the labels of the first axis, for the auditor. ``stream`` draws the noise
+        from the sub-stream :meth:`stream` ``(*stream)`` instead of the main one (so the
+        randomness does not depend on what was drawn before); ``size`` fixes the grid for that
+        many coordinates (see :func:`gaussian_on_grid`). Returns an array of ``value``'s shape
+        (0-d for a scalar).
         """
+        rng = self._rng if stream is None else self.stream(*stream)
         record(statistic, value, l2=l2, linf=linf, index=index, neighbours=neighbours,
-               rng_state=self.fingerprint())  # fmt: skip
-        return released(statistic, gaussian_on_grid(self._rng, value, sigma, l2=l2))
+               rng_state=_fingerprint(rng))  # fmt: skip
+        return released(statistic, gaussian_on_grid(rng, value, sigma, l2=l2, size=size))
 
     def add_laplace(
         self,
@@ -277,11 +324,7 @@ class NoiseSource:
     def fingerprint(self) -> int | None:
         """Hash of the generator state while a recorder is active (None otherwise): the auditor
         compares it between runs to tell whether randomness was consumed identically."""
-        if not is_recording():
-            return None
-        full = self._rng.bit_generator.state  # includes the buffered 32-bit half, if any
-        inner = full["state"]
-        return hash((inner["state"], inner["inc"], full.get("has_uint32"), full.get("uinteger")))
+        return _fingerprint(self._rng)
 
     def gaussian(self, sigma: float, size: int) -> np.ndarray:
         """``size`` i.i.d. N(0, sigma^2) draws as float64 (raw: prefer :meth:`add_gaussian`)."""

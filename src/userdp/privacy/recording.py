@@ -171,20 +171,40 @@ def released(statistic: str, output: np.ndarray) -> np.ndarray:
 
     Stores ``output`` on that release and returns what the mechanism must use: ``output``
     itself, or, when replaying, the output of the same (statistic, occurrence) in the replayed
-    run (when its shape matches). Identity when no recorder is active.
+    run. When both runs labelled the first axis (``index``), the replayed output is aligned by
+    label: each label present in both runs gets the replayed run's output row, labels new in
+    this run keep their fresh output (positions shift between neighbours, e.g. item codes when
+    a user is removed; labels do not). Without labels it is replayed when its shape matches.
+    Identity when no recorder is active.
     """
     sink = _ACTIVE.get()
     if sink is None:
         return output
     occurrence = sink.seen.get(statistic, 0) - 1
+    current = None
     for pos in range(len(sink.releases) - 1, -1, -1):
         if sink.releases[pos].statistic == statistic:
-            sink.releases[pos] = replace(sink.releases[pos], output=np.array(output, copy=True))
+            current = sink.releases[pos]
+            sink.releases[pos] = replace(current, output=np.array(output, copy=True))
             break
     old = sink.replay.get((statistic, occurrence))
-    if old is not None and old.output is not None and old.output.shape == np.shape(output):
+    if old is None or old.output is None:
+        return output
+    if old.index is not None and current is not None and current.index is not None:
+        return _aligned_replay(old, current.index, output)
+    if old.output.shape == np.shape(output):
         return np.array(old.output, copy=True)
     return output
+
+
+def _aligned_replay(old: Release, index: np.ndarray, output: np.ndarray) -> np.ndarray:
+    """``output`` with the rows whose label is in ``old.index`` replaced by ``old``'s output."""
+    out = np.array(output, copy=True)
+    if out.ndim == 0 or out.shape[1:] != old.output.shape[1:] or len(index) != out.shape[0]:
+        return output
+    _, mine, theirs = np.intersect1d(index, old.index, assume_unique=True, return_indices=True)
+    out[mine] = old.output[theirs]
+    return out
 
 
 @contextmanager

@@ -154,14 +154,13 @@ def _public_features(
             encoder = IdEncoder(catalogue.size, 4)
 
         def run(t: Table, seed: int) -> object:
-            from userdp.privacy import PrivacyBudget
             from userdp.recommend import PublicFeatureRecommender
 
             model = PublicFeatureRecommender(
-                encoder=encoder, items=catalogue, variant=variant,
-                steps=2, inner_steps=3, rating_range=RATING_RANGE, seed=seed,
+                encoder=encoder, items=catalogue, variant=variant, epsilon=EPSILON,
+                delta=DELTA, steps=2, inner_steps=3, rating_range=RATING_RANGE, seed=seed,
             )  # fmt: skip
-            return model.fit((t.user, t.item, t.value), budget=PrivacyBudget(EPSILON, DELTA))
+            return model.fit((t.user, t.item, t.value))
 
         return run
 

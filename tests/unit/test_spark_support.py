@@ -77,26 +77,31 @@ def test_missing_pyspark_says_how_to_install(monkeypatch):
 
 # -- executor noise -----------------------------------------------------------------------------
 def test_executor_noise_is_gaussian_with_the_round_sigma():
-    pytest.importorskip("pandas")
+    pd = pytest.importorskip("pandas")
     from userdp.partition.spark import _ExecutorNoise
 
     noise = _ExecutorNoise(NoiseSource().entropy)
     sigma = 3.7
-    draws = np.concatenate([noise(r, b, np.zeros(5000), sigma) for r in range(2) for b in range(4)])
+    items = pd.Series(np.arange(5000))
+    draws = np.concatenate(
+        [noise(r, b, items, np.zeros(5000), sigma) for r in range(2) for b in range(4)]
+    )
     assert stats.kstest(draws / sigma, "norm").pvalue > 1e-4
 
 
 def test_executor_noise_streams_are_distinct_and_reproducible():
+    pd = pytest.importorskip("pandas")
     from userdp.partition.spark import _ExecutorNoise
 
     entropy = NoiseSource(7).entropy
     a = _ExecutorNoise(entropy)
-    same = _ExecutorNoise(entropy)(0, 5, np.zeros(1000), 1.0)
-    np.testing.assert_array_equal(a(0, 5, np.zeros(1000), 1.0), same)
-    streams = [a(r, b, np.zeros(1000), 1.0) for r, b in [(0, 5), (1, 5), (0, 6)]]
+    items = pd.Series(np.arange(1000))
+    same = _ExecutorNoise(entropy)(0, 5, items, np.zeros(1000), 1.0)
+    np.testing.assert_array_equal(a(0, 5, items, np.zeros(1000), 1.0), same)
+    streams = [a(r, b, items, np.zeros(1000), 1.0) for r, b in [(0, 5), (1, 5), (0, 6)]]
     corr = np.corrcoef(streams)
     assert np.all(np.abs(corr[np.triu_indices(3, 1)]) < 0.15)  # |r| < 4.7 sd under independence
-    other = _ExecutorNoise(NoiseSource(8).entropy)(0, 5, np.zeros(1000), 1.0)
+    other = _ExecutorNoise(NoiseSource(8).entropy)(0, 5, items, np.zeros(1000), 1.0)
     assert not np.array_equal(other, same)
 
 

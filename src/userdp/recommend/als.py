@@ -164,6 +164,14 @@ class MatrixFactorization(RecommenderBase):
         drown its signal: budget that tail items could not use goes to items that can, and
         the dropped items predict the centre (the global-mean level) instead of noise. An
         improvement over the paper's allocation at small epsilon (see the README's figures).
+    biases : bool, default=False
+        Model ``r_ui ~ center + c_u + b_i + <u_i, v_u>``. The item biases ``b_i`` are released
+        with the item factors: the item update solves ``[u_i, b_i / max_norm]`` against user
+        vectors ``[v_u, max_norm]`` (same allocation weights, same noise multipliers, same
+        accounting; the user-side norm bound becomes ``sqrt(2) max_norm``, see Privacy). The
+        user biases ``c_u`` are solved exactly with the user factors and never released; at
+        prediction time a user's bias is solved from their own history. Not with
+        ``unobserved_weight``.
     seed : int or None, default=None
         None draws noise from OS entropy. An integer is for tests and reproducible benchmarks
         only: a model trained with a known seed offers no privacy.
@@ -175,6 +183,8 @@ class MatrixFactorization(RecommenderBase):
     model_ : RecommenderModel
         The release: what ``save`` writes. The attributes below are views of it.
     item_factors_ : ndarray, shape (len(items), dim)
+    item_biases_ : ndarray of shape (len(items),) or None
+        Released item biases (``biases=True``).
     item_labels_ : pyarrow.Array
         The item set (never the data's items for private methods).
     center_ : float
@@ -215,6 +225,10 @@ class MatrixFactorization(RecommenderBase):
             "help": "Item i's step is learning-rate / (step-offset + n_hat_i).",
         },
         "sgd_steps": {"int": True, "low": 1, "help": "Gradient steps per alternating step."},
+        "biases": {
+            "bool": True,
+            "help": "Add released item biases and per-user biases (solved, never released).",
+        },
         "unobserved_weight": {
             "low": 0.0,
             "help": "Weight of the implicit-feedback term on unrated items (ml20m protocol: 1).",
@@ -258,6 +272,7 @@ class MatrixFactorization(RecommenderBase):
         unobserved_weight: float = 0.0,
         top_items: float | None = None,
         min_item_count: float | str | None = None,
+        biases: bool = False,
         seed: int | None = None,
         progress: bool = False,
     ) -> None:
@@ -285,6 +300,7 @@ class MatrixFactorization(RecommenderBase):
         self.unobserved_weight = unobserved_weight
         self.top_items = top_items
         self.min_item_count = min_item_count
+        self.biases = biases
         self.seed = seed
         self.progress = progress
 
@@ -292,6 +308,11 @@ class MatrixFactorization(RecommenderBase):
     def _validate(self) -> Any:
         """The declared table, then the rules between keywords; returns the target budget."""
         self._validate_params()
+        if self.biases and self.unobserved_weight > 0:
+            raise InvalidParameterError(
+                "biases=True does not support unobserved_weight > 0 (the implicit term's Gram "
+                "has no bias coordinate); use one or the other."
+            )
         if self.min_item_count == "auto" and (self._solver != "ssp" or self.method == "als"):
             raise InvalidParameterError(
                 "min_item_count='auto' is calibrated for the SSP methods (dpals-uniform, "
@@ -351,6 +372,11 @@ class MatrixFactorization(RecommenderBase):
           changes: their solves use only their own rows and the *released* item factors
           (``alpha U^T U`` over the fixed item set, public);
         - item moment stack (SSP): ``max_norm * half_width`` (``|r - center| <= half_width``);
+        - with ``biases``: the user vector of the item update is ``[v, max_norm]``, of norm at
+          most ``n = sqrt(2) max_norm``, and its target ``r - center - c_u`` is clipped to
+          ``[-half_width, half_width]`` (``c_u``: the user's own bias), so the Gram stack moves
+          by at most ``n^2 = 2 max_norm^2`` and the moment stack by ``n * half_width``; the
+          noise is scaled by these bounds, the noise multipliers and the event are unchanged;
         - gravity Gram ``sum_j v_j v_j^T`` (``unobserved_weight > 0``): ``max_norm^2``; a user
           whose items are all outside the set still adds its ``v v^T`` (``v = 0`` then);
         - item gradient (DPSGD family): ``clip_norm`` (user-level clipping; the unobserved
@@ -422,6 +448,10 @@ class MatrixFactorization(RecommenderBase):
         # update replaces U at once and needs user factors of norm ~max_norm from step 1).
         scale = GD_INIT_SCALE if private and self._solver == "gd" else 1.0
         U = rng.normal(0.0, scale / math.sqrt(d), (n_items, d))
+        biased = bool(self.biases)
+        beta = float(self.max_norm)  # the user side's bias coordinate: b_i = beta * U[i, d]
+        if biased:
+            U = np.column_stack([U, np.zeros(n_items)])
         gd = None
         if private and self._solver == "gd":
             gd = GradientOperator(users, items, y, weights, item_order, item_offsets, n_items,
@@ -433,25 +463,45 @@ class MatrixFactorization(RecommenderBase):
             steps = tqdm(steps, desc=f"{self.method} d={d}", unit="step", leave=False)
         alpha = float(self.unobserved_weight)
         U[~trained] = 0.0
+        target = y
         for _ in steps:
             # Line 4: exact user solve, V = argmin_V L(U, V); never released.
-            gram, moment = segment_statistics(user_offsets, user_order, items, U, None, y)
+            if biased:
+                # [v_j, c_j] against items [u_i, 1] and targets y - b_i (released b_i).
+                Z = np.column_stack([U[:, :d], np.ones(n_items)])
+                gram, moment = segment_statistics(
+                    user_offsets, user_order, items, Z, None, y - beta * U[items, d]
+                )
+            else:
+                gram, moment = segment_statistics(user_offsets, user_order, items, U, None, y)
             if alpha:
                 gram += alpha * (U.T @ U)  # U is released, over the fixed item set: public
             V = solve_users(gram, moment, user_reg)
             del gram, moment
-            if private:
+            if biased:
+                # Item side: user vectors [v_j, beta] (norm <= sqrt(2) max_norm) against the
+                # targets y - c_j clipped to the half width, so the stated bounds hold.
+                V, user_bias = V[:, :d], V[:, d]
+                if private:
+                    V = clip_rows(V, self.max_norm)
+                V = np.column_stack([V, np.full(n_users, beta)])
+                target = y - user_bias[users]
+                if private:
+                    target = np.clip(target, -half, half)
+                if gd is not None:
+                    gd.y = target
+            elif private:
                 V = clip_rows(V, self.max_norm)
             gravity = gravity_gram(self, V, plan, noise) if alpha else None
             # Line 5: item update.
             if not private:
-                gram, moment = segment_statistics(item_offsets, item_order, users, V, None, y)
+                gram, moment = segment_statistics(item_offsets, item_order, users, V, None, target)
                 if alpha:
                     gram += alpha * gravity
                 U = solve_users(gram, moment, self.reg * np.maximum(freq, 1.0))
             elif self._solver == "ssp":
                 U = ssp_update(
-                    self, V, users, y, weights, item_order, item_offsets, freq, half, plan,
+                    self, V, users, target, weights, item_order, item_offsets, freq, half, plan,
                     noise, gravity, labels,
                 )  # fmt: skip
             else:
@@ -468,10 +518,14 @@ class MatrixFactorization(RecommenderBase):
             event, spent = self._spent(plan.event(), prep.item_set, budget.delta)
         self.fit_seconds_ = time.perf_counter() - started
         self.diagnostics_ = diagnostics(prep.dropped, self.fit_seconds_)
+        item_biases = None
+        if biased:
+            U, item_biases = np.ascontiguousarray(U[:, :d]), beta * U[:, d]
         self.model_ = RecommenderModel(
             method=self.method,
             item_labels=labels,
             item_factors=U,
+            item_biases=item_biases,
             center=float(center),
             rating_range=(float(lo), float(hi)),
             item_counts=item_counts,
@@ -509,6 +563,7 @@ class MatrixFactorization(RecommenderBase):
     def _publish(self, model: RecommenderModel) -> None:
         """The fitted attributes: views of the released model."""
         self.item_factors_ = model.item_factors
+        self.item_biases_ = model.item_biases
         self.item_labels_ = model.item_labels
         self.center_ = model.center
         self.rating_range_ = model.rating_range

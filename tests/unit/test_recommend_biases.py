@@ -152,11 +152,11 @@ def test_saved_biases_load_back_and_predict_the_same(tmp_path):
     assert np.all(np.diff(scores[0]) <= 0)
 
 
-def test_a_model_without_biases_saves_none_and_rejects_the_implicit_term():
+def test_a_model_without_biases_saves_none_and_solves_no_user_bias():
     users, items, values, _ = _pure_biases(n_users=60, n_items=10)
     data = _table(users, items, values)
-    model = MatrixFactorization(method="als", dim=2, steps=1).fit(data)
+    model = MatrixFactorization(method="als", dim=2, steps=1, biases=False).fit(data)
     assert model.item_biases_ is None
     np.testing.assert_array_equal(model.model_.user_biases(data), np.zeros(data.n_users))
-    with pytest.raises(InvalidParameterError, match="unobserved_weight"):
-        MatrixFactorization(method="als", biases=True, unobserved_weight=1.0).fit(data)
+    with pytest.raises(InvalidParameterError, match="biases"):
+        MatrixFactorization(method="als", biases="yes").fit(data)

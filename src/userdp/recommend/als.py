@@ -90,6 +90,17 @@ def _check_min_item_count(value: Any, name: str, caller: str) -> None:
                    high_open=True)  # fmt: skip
 
 
+def _check_biases(value: Any, name: str, caller: str) -> None:
+    """True, False or ``"auto"``."""
+    if isinstance(value, str):
+        check_choice(value, name, caller, ["auto"])
+    elif not isinstance(value, (bool, np.bool_)):
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be True, False or 'auto'. "
+            f"Got {value!r} instead."
+        )
+
+
 class MatrixFactorization(RecommenderBase):
     """Matrix factorization recommender trained with user-level differential privacy.
 
@@ -164,14 +175,20 @@ class MatrixFactorization(RecommenderBase):
         drown its signal: budget that tail items could not use goes to items that can, and
         the dropped items predict the centre (the global-mean level) instead of noise. An
         improvement over the paper's allocation at small epsilon (see the README's figures).
-    biases : bool, default=False
-        Model ``r_ui ~ center + c_u + b_i + <u_i, v_u>``. The item biases ``b_i`` are released
+    biases : bool or "auto", default="auto"
+        ``"auto"``: True for explicit ratings (``unobserved_weight == 0``), False with the
+        implicit term (0/1 feedback, which biases alone would explain: every rating is 1).
+        On ``longtail_ratings`` seed 0 (1M ratings, the pilot draw) biases lowered held-out
+        RMSE for every private method at epsilon 1, 5 and 20 and for ``als``. With True:
+        model ``r_ui ~ center + c_u + b_i + <u_i, v_u>``. The item biases ``b_i`` are released
         with the item factors: the item update solves ``[u_i, b_i / max_norm]`` against user
         vectors ``[v_u, max_norm]`` (same allocation weights, same noise multipliers, same
         accounting; the user-side norm bound becomes ``sqrt(2) max_norm``, see Privacy). The
         user biases ``c_u`` are solved exactly with the user factors and never released; at
-        prediction time a user's bias is solved from their own history. Not with
-        ``unobserved_weight``.
+        prediction time a user's bias is solved from their own history. With
+        ``unobserved_weight`` the implicit term pushes the whole prediction ``c_u + b_i +
+        <u_i, v_u>`` of unrated items toward the centre (its Gram gets the bias coordinate).
+        Gradient descent (DPSGD family) uses ``[v_u, 0.1 max_norm]`` instead (see ``fit``).
     seed : int or None, default=None
         None draws noise from OS entropy. An integer is for tests and reproducible benchmarks
         only: a model trained with a known seed offers no privacy.
@@ -184,7 +201,7 @@ class MatrixFactorization(RecommenderBase):
         The release: what ``save`` writes. The attributes below are views of it.
     item_factors_ : ndarray, shape (len(items), dim)
     item_biases_ : ndarray of shape (len(items),) or None
-        Released item biases (``biases=True``).
+        Released item biases (when trained with biases).
     item_labels_ : pyarrow.Array
         The item set (never the data's items for private methods).
     center_ : float
@@ -226,8 +243,9 @@ class MatrixFactorization(RecommenderBase):
         },
         "sgd_steps": {"int": True, "low": 1, "help": "Gradient steps per alternating step."},
         "biases": {
-            "bool": True,
-            "help": "Add released item biases and per-user biases (solved, never released).",
+            "check": _check_biases, "cli": False,
+            "help": "Add released item biases and per-user biases (solved, never released); "
+            "auto: on for explicit ratings (unobserved_weight 0), off for implicit feedback.",
         },
         "unobserved_weight": {
             "low": 0.0,
@@ -272,7 +290,7 @@ class MatrixFactorization(RecommenderBase):
         unobserved_weight: float = 0.0,
         top_items: float | None = None,
         min_item_count: float | str | None = None,
-        biases: bool = False,
+        biases: bool | str = "auto",
         seed: int | None = None,
         progress: bool = False,
     ) -> None:
@@ -308,11 +326,6 @@ class MatrixFactorization(RecommenderBase):
     def _validate(self) -> Any:
         """The declared table, then the rules between keywords; returns the target budget."""
         self._validate_params()
-        if self.biases and self.unobserved_weight > 0:
-            raise InvalidParameterError(
-                "biases=True does not support unobserved_weight > 0 (the implicit term's Gram "
-                "has no bias coordinate); use one or the other."
-            )
         if self.min_item_count == "auto" and (self._solver != "ssp" or self.method == "als"):
             raise InvalidParameterError(
                 "min_item_count='auto' is calibrated for the SSP methods (dpals-uniform, "
@@ -327,6 +340,12 @@ class MatrixFactorization(RecommenderBase):
                 )
             return None
         return self._check_budget_keywords(private=True)
+
+    @property
+    def _biased(self) -> bool:
+        if self.biases == "auto":
+            return not self.unobserved_weight > 0
+        return bool(self.biases)
 
     @property
     def _solver(self) -> str:
@@ -372,15 +391,19 @@ class MatrixFactorization(RecommenderBase):
           changes: their solves use only their own rows and the *released* item factors
           (``alpha U^T U`` over the fixed item set, public);
         - item moment stack (SSP): ``max_norm * half_width`` (``|r - center| <= half_width``);
-        - with ``biases``: the user vector of the item update is ``[v, max_norm]``, of norm at
-          most ``n = sqrt(2) max_norm``, and its target ``r - center - c_u`` is clipped to
-          ``[-half_width, half_width]`` (``c_u``: the user's own bias), so the Gram stack moves
-          by at most ``n^2 = 2 max_norm^2`` and the moment stack by ``n * half_width``; the
-          noise is scaled by these bounds, the noise multipliers and the event are unchanged;
-        - gravity Gram ``sum_j v_j v_j^T`` (``unobserved_weight > 0``): ``max_norm^2``; a user
-          whose items are all outside the set still adds its ``v v^T`` (``v = 0`` then);
-        - item gradient (DPSGD family): ``clip_norm`` (user-level clipping; the unobserved
-          term ``2 alpha U G`` uses the released ``G`` and is added after the noise).
+        - with ``biases``: the user vector of the item update is ``[v, beta]`` (``beta =
+          max_norm``; ``0.1 max_norm`` for gradient descent), of norm at most ``n = sqrt(2)
+          max_norm``, and its target ``r - center - c_u`` is clipped to ``[-half_width,
+          half_width]`` (``c_u``: the user's own bias, solved from their own rows and the
+          released item factors and biases), so the Gram stack moves by at most ``n^2 = 2
+          max_norm^2`` and the moment stack by ``n * half_width``; the noise is scaled by these
+          bounds, the noise multipliers and the event are unchanged;
+        - gravity Gram ``sum_j v_j v_j^T`` (``unobserved_weight > 0``): ``max_norm^2``
+          (``n^2`` with biases: ``sum_j x_j x_j^T`` of the vectors above); a user whose items
+          are all outside the set still adds its ``v v^T`` (``v = 0`` then);
+        - item gradient (DPSGD family): ``clip_norm`` (user-level clipping of the user's whole
+          gradient, bias coordinate included; the unobserved term ``2 alpha U G`` uses the
+          released ``G`` and is added after the noise).
 
         Before the item set was fixed, a user bringing an item nobody else rated changed the
         shape of ``U`` and entered every user's ``alpha U^T U``, so every user's ``v`` moved
@@ -402,7 +425,7 @@ class MatrixFactorization(RecommenderBase):
                 steps=self.steps,
                 sgd_steps=self.sgd_steps,
                 count_fraction=self.count_fraction,
-                center_fraction=self.center_fraction if self.center == "private-mean" else None,
+                center_fraction=self._center_fraction(),
                 moment_share=self.moment_share,
                 gravity_share=0.05 if self.unobserved_weight > 0 else None,
             )
@@ -448,8 +471,11 @@ class MatrixFactorization(RecommenderBase):
         # update replaces U at once and needs user factors of norm ~max_norm from step 1).
         scale = GD_INIT_SCALE if private and self._solver == "gd" else 1.0
         U = rng.normal(0.0, scale / math.sqrt(d), (n_items, d))
-        biased = bool(self.biases)
-        beta = float(self.max_norm)  # the user side's bias coordinate: b_i = beta * U[i, d]
+        biased = self._biased
+        # The user side's bias coordinate: b_i = beta * U[i, d]. Gradient descent uses the
+        # initial scale too: its noise enters b_i with weight beta but u_i with weight ||v||,
+        # and beta = max_norm let the bias noise dominate at small epsilon (pilot, seed 0).
+        beta = scale * float(self.max_norm)
         if biased:
             U = np.column_stack([U, np.zeros(n_items)])
         gd = None
@@ -473,9 +499,10 @@ class MatrixFactorization(RecommenderBase):
                     user_offsets, user_order, items, Z, None, y - beta * U[items, d]
                 )
             else:
+                Z = U
                 gram, moment = segment_statistics(user_offsets, user_order, items, U, None, y)
             if alpha:
-                gram += alpha * (U.T @ U)  # U is released, over the fixed item set: public
+                gram += alpha * (Z.T @ Z)  # U is released, over the fixed item set: public
             V = solve_users(gram, moment, user_reg)
             del gram, moment
             if biased:

@@ -50,7 +50,7 @@ def user_side_norm(model: Any) -> float:
     ``max_norm`` (the clipped user factor ``v``); with ``biases`` the vector is ``[v,
     max_norm]`` (the user side of the item bias coordinate), so ``sqrt(2) * max_norm``.
     """
-    if getattr(model, "biases", False):
+    if getattr(model, "_biased", False):
         return math.sqrt(2.0) * model.max_norm
     return model.max_norm
 
@@ -66,7 +66,7 @@ def gravity_gram(model: Any, V: np.ndarray, plan: Any, noise: NoiseSource) -> np
     g = V.T @ V
     if plan is None:
         return g
-    g2 = model.max_norm**2
+    g2 = user_side_norm(model) ** 2  # [v, beta] with biases: ||x||^2 <= 2 max_norm^2
     g, _ = perturb_statistics(
         g[None], np.zeros((1, 0)), gram_sigma=plan.gravity * g2, moment_sigma=0.0,
         noise=noise, gram_l2=g2, gram_statistic="gravity gram",

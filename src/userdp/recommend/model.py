@@ -168,6 +168,9 @@ class RecommenderModel:
         h = as_ratings(history)
         codes = self.item_codes(h.item_labels)[h.items]
         known = codes >= 0
+        if self.item_biases is not None:
+            # As in training: only items trained on (the others' rows were left out there).
+            known[known] &= self.trained_items[codes[known]]
         users = h.users[known]
         y = np.clip(h.values[known], *self.rating_range) - self.center
         order, offsets = segment_offsets(users, h.n_users)
@@ -179,7 +182,7 @@ class RecommenderModel:
         gram, moment = segment_statistics(offsets, order, codes[known], features, None, y)
         alpha = float(self.params.get("unobserved_weight", 0.0) or 0.0)
         if alpha:
-            gram += alpha * (self.item_factors.T @ self.item_factors)
+            gram += alpha * (features.T @ features)
         lam = (self.params["reg"] if reg is None else reg) * np.maximum(np.diff(offsets), 1)
         lam = lam.astype(np.float64)
         if user_features is not None:

@@ -12,8 +12,8 @@ Datasets: ``longtail_ratings`` (7,000 users, 3,700 items, 1M ratings; seed 0 is 
 the defaults were picked on, seeds 1 and 2 are evaluation draws), and ml-100k /
 ml-latest-small from the shared MovieLens copies when present.
 
-    PYTHONPATH=src python benchmarks/recommend_centring.py centre
-    PYTHONPATH=src python benchmarks/recommend_centring.py rmse
+    PYTHONPATH=src python benchmarks/recommend_centring.py centre [--data-dir /work/shared/data]
+    PYTHONPATH=src python benchmarks/recommend_centring.py rmse [--data-dir /work/shared/data]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -37,11 +38,14 @@ DATASETS = ("longtail0", "longtail1", "longtail2", "ml-100k", "ml-latest-small")
 EPSILONS = (1.0, 5.0, 20.0)
 
 
+DATA_DIR = SHARED_DATA
+
+
 def load(name: str):
     """(users, items, ratings, rating range) or None when the data are absent."""
     import pandas as pd
 
-    movielens = SHARED_DATA / "movielens"
+    movielens = DATA_DIR / "movielens"
     if name == "ml-100k":
         path = movielens / "ml-100k" / "u.data.gz"
         if not path.exists():
@@ -127,7 +131,10 @@ def main() -> None:
     parser.add_argument("what", choices=["centre", "rmse"])
     parser.add_argument("--data", nargs="*", default=list(DATASETS), choices=DATASETS)
     parser.add_argument("--noise-seeds", type=int, default=20)
+    parser.add_argument("--data-dir", type=Path, default=SHARED_DATA, help="the shared data")
     args = parser.parse_args()
+    global DATA_DIR
+    DATA_DIR = args.data_dir
     for name in args.data:
         if args.what == "centre":
             centre_errors(name, args.noise_seeds)

@@ -160,3 +160,52 @@ def test_a_model_without_biases_saves_none_and_solves_no_user_bias():
     np.testing.assert_array_equal(model.model_.user_biases(data), np.zeros(data.n_users))
     with pytest.raises(InvalidParameterError, match="biases"):
         MatrixFactorization(method="als", biases="yes").fit(data)
+
+
+# -- the private centre (issue 15, item 3) -----------------------------------------------------
+def _heavy_users_rate_lower(seed: int = 0) -> Ratings:
+    """40 heavy users (100 ratings, mean ~2.5) and 400 light users (5 ratings, mean ~4)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for u in range(440):
+        heavy = u < 40
+        items = rng.choice(120, 100 if heavy else 5, replace=False)
+        mean = 2.5 if heavy else 4.0
+        rows += [(f"u{u}", f"i{i}", float(np.clip(rng.normal(mean, 0.5), 1.0, 5.0))) for i in items]
+    return Ratings.from_columns(*(list(c) for c in zip(*rows, strict=True)))
+
+
+@pytest.mark.filterwarnings("ignore:epsilon=")
+def test_the_default_private_mean_does_not_lean_toward_light_users():
+    data = _heavy_users_rate_lower()
+    true = float(data.values.mean())  # ~2.93: the heavy users hold 2/3 of the ratings
+    centres = {}
+    for center in ("sampled-mean", "private-mean"):
+        model = MatrixFactorization(
+            method="adadpals", items=data.item_labels, dim=2, steps=1, count_sample=10,
+            rating_range=(1.0, 5.0), center=center, epsilon=200.0, delta=1e-5, seed=0,
+        ).fit(data)  # fmt: skip
+        centres[center] = model.center_
+        events = model.dp_event_
+        if center == "sampled-mean":
+            sampled_event = events
+    # At most 10 ratings per heavy user: the sampled mean sits near the light users' 4. The
+    # smooth mean's cap grows with the released counts over the noise (about 200 here).
+    assert centres["sampled-mean"] - true > 0.5
+    assert abs(centres["private-mean"] - true) < 0.1
+    # Charged the same: one Gaussian of the plan's centre multiplier in the fit's event.
+    assert events == sampled_event
+    assert MatrixFactorization().center == "private-mean"
+
+
+def test_a_free_centre_charges_no_mean_and_the_sampled_mean_still_does():
+    data = _heavy_users_rate_lower()
+
+    def event(center):
+        return MatrixFactorization(
+            method="adadpals", items=data.item_labels, dim=2, steps=1, rating_range=(1.0, 5.0),
+            center=center, epsilon=2.0, delta=1e-5, seed=0,
+        ).fit(data).plan_  # fmt: skip
+
+    assert event("midpoint").center is None and event(3.0).center is None
+    assert event("sampled-mean").center == event("private-mean").center is not None

@@ -185,3 +185,42 @@ def test_the_user_feature_prior_releases_hold_their_bounds_for_an_added_user(
         model.fit(data, user_features=_user_families(data))
     assert {"user prior sums", "user prior counts"} <= {r.statistic for r in tape.runs[0]}
     _check(tape)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+@pytest.mark.parametrize("method", PRIVATE)
+@FEW
+@given(seed=st.integers(0, 2**32 - 1))
+def test_every_release_with_biases_holds_its_bound_for_an_added_user(
+    monkeypatch, method, alpha, kind, seed
+):
+    # With biases the item update's user vectors are [v, max_norm] (norm <= sqrt(2) max_norm)
+    # and its targets r - center - c_u are clipped to the half width: the stated bounds grow
+    # to 2 max_norm^2 (Gram) and sqrt(2) max_norm half_width (moment).
+    d, d2, vocab = _neighbours(seed, kind)
+
+    def make():
+        return MatrixFactorization(
+            method=method, items=vocab, dim=2, steps=2, sgd_steps=2, sample_size=2,
+            count_sample=3, rating_range=(0.5, 5.0), biases=True, max_norm=0.7, seed=5,
+            unobserved_weight=alpha,
+        )  # fmt: skip
+
+    tape = _run(monkeypatch, make, d, d2)
+    _check(tape)
+    grams = [r for r in tape.runs[0] if r.statistic == "item gram"]
+    for r in tape.runs[0]:  # the stated bound of the augmented statistics, not the factors'
+        if r.statistic in ("item gram", "gravity gram"):
+            assert r.l2 == pytest.approx(2 * 0.7**2)
+    assert ("gravity gram" in {r.statistic for r in tape.runs[0]}) == (alpha > 0)
+    if kind != "new-outside" and grams:
+        # The added user's [v, max_norm] moves the Gram by more than the factors' own bound
+        # max_norm^2 would allow: halving the stated bound fails this test.
+        a, b = tape.runs
+        moved = max(
+            float(np.linalg.norm(rb.value - ra.value))
+            for ra, rb in zip(a, b, strict=True)
+            if ra.statistic == "item gram"
+        )
+        assert moved > 0.5 * grams[0].l2, (moved, grams[0].l2)

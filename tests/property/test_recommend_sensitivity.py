@@ -16,6 +16,7 @@ from hypothesis import strategies as st  # noqa: E402
 from userdp.multitask.kernels import segment_offsets  # noqa: E402
 from userdp.multitask.ssp import clip_rows  # noqa: E402
 from userdp.recommend.als import mean_statistics  # noqa: E402
+from userdp.recommend.centring import smooth_mean_statistics  # noqa: E402
 from userdp.recommend.encoders import IdEncoder  # noqa: E402
 from userdp.recommend.public import (  # noqa: E402
     clipped_user_gradients,
@@ -45,6 +46,34 @@ def test_the_private_means_statistic_moves_by_at_most_sqrt2(seed, k, n_old):
     b = mean_statistics(np.concatenate([old, new]), lo, hi, k)
     assert np.linalg.norm(b - a) <= math.sqrt(2) + 1e-12
     assert np.all(np.abs(b - a) <= 1 + 1e-12)
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.floats(1.0, 40.0), st.integers(0, 8))
+def test_the_smoothly_bounded_means_statistic_moves_by_at_most_sqrt2(seed, k, n_old_users):
+    # center="private-mean": user u's ratings weigh min(1, k / n_u); an added user brings any
+    # number of ratings (more than k too); the others' weights depend on their own counts.
+    rng = np.random.default_rng(seed)
+    lo, hi = 0.5, 5.0
+    sizes = rng.integers(1, 60, n_old_users)
+    users = np.repeat(np.arange(n_old_users), sizes)
+    old = _ratings(rng, users.size, lo, hi)
+    n_new = int(rng.integers(1, 80))
+    new = _ratings(rng, n_new, lo, hi)
+    a = smooth_mean_statistics(old, users, lo, hi, k)
+    b = smooth_mean_statistics(
+        np.concatenate([old, new]), np.concatenate([users, np.full(n_new, n_old_users)]),
+        lo, hi, k,
+    )  # fmt: skip
+    assert np.linalg.norm(b - a) <= math.sqrt(2) + 1e-12
+    assert np.all(np.abs(b - a) <= 1 + 1e-12)
+    # The bound is reached: a user with at least k ratings, all at the top of the range.
+    top = np.full(math.ceil(k), hi)
+    c = smooth_mean_statistics(
+        np.concatenate([old, top]), np.concatenate([users, np.full(top.size, n_old_users)]),
+        lo, hi, k,
+    )  # fmt: skip
+    assert np.linalg.norm(c - a) == pytest.approx(math.sqrt(2))
 
 
 @FAST

@@ -21,6 +21,7 @@ _CUSTOM_BAD = {
     "center": ["typo", math.inf, None],
     "items": [["a", "a"], [None, "b"]],
     "min_item_count": ["typo", math.nan],
+    "biases": ["yes", 1, None],
     "encoder": [object(), None],
 }
 

@@ -159,8 +159,8 @@ def test_the_saved_file_holds_no_seed_no_fit_time_and_no_diagnostics(tmp_path):
     assert model.fit_seconds_ > 0 and model.diagnostics_["non_private"] is True
     model.save(tmp_path / "m.npz")
     with np.load(tmp_path / "m.npz", allow_pickle=False) as z:
-        assert sorted(z.files) == ["item_counts", "item_factors", "item_labels", "meta",
-                                   "trained_items"]  # fmt: skip
+        assert sorted(z.files) == ["item_biases", "item_counts", "item_factors", "item_labels",
+                                   "meta", "trained_items"]  # fmt: skip
         meta = json.loads(str(z["meta"]))
     assert sorted(meta) == [
         "budget", "center", "dp_event", "format", "item_source", "item_type", "method", "params",

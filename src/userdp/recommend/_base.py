@@ -23,7 +23,7 @@ from userdp.multitask.allocation import private_counts, row_keys
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend.centring import centre_all
+from userdp.recommend.centring import CENTRES, centre_all
 from userdp.recommend.items import ItemSet, as_item_set
 from userdp.recommend.model import RecommenderModel
 
@@ -55,9 +55,9 @@ def _check_rating_range(value: Any, name: str, caller: str) -> None:
 
 
 def _check_center(value: Any, name: str, caller: str) -> None:
-    """``"private-mean"``, ``"midpoint"`` or a finite number."""
+    """``"private-mean"``, ``"sampled-mean"``, ``"midpoint"`` or a finite number."""
     if isinstance(value, str):
-        check_choice(value, name, caller, ["private-mean", "midpoint"])
+        check_choice(value, name, caller, list(CENTRES))
     else:
         check_real(value, name, caller, low=-math.inf, high=math.inf, low_open=True,
                    high_open=True)  # fmt: skip
@@ -97,18 +97,22 @@ SHARED_CONSTRAINTS: dict[str, dict[str, Any]] = {
     },
     "center": {
         "check": _check_center, "cli": False,
-        "help": "Value subtracted before factorizing: private-mean, midpoint or a number.",
+        "help": "Value subtracted before factorizing: private-mean, sampled-mean, midpoint or "
+        "a number.",
     },
     "mu": {
         "low": 0.0, "help": "Exponent of the adaptive weights n_hat^-mu (1/4 to 1/2 work best).",
     },
     "count_sample": {
         "int": True, "low": 1,
-        "help": "At most this many items per user enter the private item counts and mean.",
+        "help": "At most this many items per user enter the private item counts (and the "
+        "sampled mean).",
     },
     "count_fraction": {**_SHARE, "help": "Share of the budget spent on the private item counts."},
     "center_fraction": {
-        **_SHARE, "help": "Share of the budget spent on the private mean (center=private-mean).",
+        **_SHARE,
+        "help": "Share of the budget spent on the private mean (center=private-mean or "
+        "sampled-mean).",
     },
     "moment_share": {
         **_SHARE, "help": "Share of each step's budget spent on the moments b (the rest on A).",
@@ -228,7 +232,8 @@ class RecommenderBase(ParamsMixin):
         Ratings of items outside the item set are dropped (counted in ``diagnostics_``); the
         private counts take at most ``count_sample`` items per user
         (:func:`~userdp.multitask.private_counts`) and the centre uses every rating, those
-        outside the item set too (:func:`~userdp.recommend.centring.centre_all`).
+        outside the item set too (:func:`~userdp.recommend.centring.centre_all`); the private
+        mean's per-user cap is chosen from the released counts (post-processing).
         ``count_noise`` None: not private (exact counts, exact centre).
         """
         full = as_ratings(ratings)
@@ -244,20 +249,27 @@ class RecommenderBase(ParamsMixin):
         private = count_noise is not None
         # Per-row random keys from (user label, item label): a user's random choices depend
         # only on that user's rows.
-        keys = counts = exact = None
+        keys = counts = exact = released_total = None
         if private:
             keys = row_keys(data.users, data.items, data.user_labels, data.item_labels, noise.salt)
             counts = private_counts(
                 data.users, data.items, data.n_items, count_sample=self.count_sample,
                 noise_multiplier=count_noise, noise=noise, keys=keys,
             ).counts  # fmt: skip
+            released_total = float(np.sum(counts))
         else:
             exact = np.bincount(data.items, minlength=data.n_items).astype(np.float64)
         center = centre_all(
             full, lo, hi, center=self.center, count_sample=self.count_sample,
-            noise_multiplier=center_noise, noise=noise,
+            noise_multiplier=center_noise, noise=noise, released_total=released_total,
         )  # fmt: skip
         return _Prepared(data, item_set, dropped, lo, hi, values, keys, counts, exact, center)
+
+    def _center_fraction(self) -> float | None:
+        """The private mean's budget share (None: the centre is free, nothing to plan)."""
+        if isinstance(self.center, str) and self.center != "midpoint":
+            return self.center_fraction
+        return None
 
     def _declared(self, **extra: Any) -> dict[str, Any]:
         """The declared hyper-parameters a release keeps (never the seed or the item set)."""

@@ -90,6 +90,17 @@ def _check_min_item_count(value: Any, name: str, caller: str) -> None:
                    high_open=True)  # fmt: skip
 
 
+def _check_biases(value: Any, name: str, caller: str) -> None:
+    """True, False or ``"auto"``."""
+    if isinstance(value, str):
+        check_choice(value, name, caller, ["auto"])
+    elif not isinstance(value, (bool, np.bool_)):
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be True, False or 'auto'. "
+            f"Got {value!r} instead."
+        )
+
+
 class MatrixFactorization(RecommenderBase):
     """Matrix factorization recommender trained with user-level differential privacy.
 
@@ -113,12 +124,14 @@ class MatrixFactorization(RecommenderBase):
     rating_range : (float, float) or None
         Declared [low, high] of ratings; ratings are clipped to it. Required by private methods
         (it is part of the sensitivity; never inferred from the data).
-    center : {"private-mean", "midpoint"} or float, default="private-mean"
-        What to subtract before factorizing. ``"private-mean"`` releases a mean rating with
-        ``center_fraction`` of the budget: each user contributes at most ``count_sample``
-        ratings (sum sensitivity ``count_sample * half_width``, count sensitivity
-        ``count_sample``), so heavy users are under-weighted and the estimate leans toward light
-        users' ratings (3.58 vs 3.53 on ml-100k). ``"midpoint"`` is free.
+    center : {"private-mean", "sampled-mean", "midpoint"} or float, default="private-mean"
+        What to subtract before factorizing. Both private means release a mean rating with
+        ``center_fraction`` of the budget (:mod:`userdp.recommend.centring`).
+        ``"private-mean"`` weighs user u's ratings ``min(1, k / n_u)`` with a cap ``k`` read
+        from the released counts (post-processing), large enough that heavy users are not
+        under-weighted where the data allow it. ``"sampled-mean"`` (the earlier default) keeps
+        at most ``count_sample`` ratings per user, so the estimate leans toward light users'
+        ratings (+0.06 on ml-100k, +0.15 on ml-latest-small). ``"midpoint"`` is free.
     mu : float, default=0.25
         Exponent of the adaptive weights (1/4..1/2 recommended).
     sample_size : int, default=50
@@ -164,6 +177,20 @@ class MatrixFactorization(RecommenderBase):
         drown its signal: budget that tail items could not use goes to items that can, and
         the dropped items predict the centre (the global-mean level) instead of noise. An
         improvement over the paper's allocation at small epsilon (see the README's figures).
+    biases : bool or "auto", default="auto"
+        ``"auto"``: True for explicit ratings (``unobserved_weight == 0``), False with the
+        implicit term (0/1 feedback, which biases alone would explain: every rating is 1).
+        On ``longtail_ratings`` seed 0 (1M ratings, the pilot draw) biases lowered held-out
+        RMSE for every private method at epsilon 1, 5 and 20 and for ``als``. With True:
+        model ``r_ui ~ center + c_u + b_i + <u_i, v_u>``. The item biases ``b_i`` are released
+        with the item factors: the item update solves ``[u_i, b_i / max_norm]`` against user
+        vectors ``[v_u, max_norm]`` (same allocation weights, same noise multipliers, same
+        accounting; the user-side norm bound becomes ``sqrt(2) max_norm``, see Privacy). The
+        user biases ``c_u`` are solved exactly with the user factors and never released; at
+        prediction time a user's bias is solved from their own history. With
+        ``unobserved_weight`` the implicit term pushes the whole prediction ``c_u + b_i +
+        <u_i, v_u>`` of unrated items toward the centre (its Gram gets the bias coordinate).
+        Gradient descent (DPSGD family) uses ``[v_u, 0.1 max_norm]`` instead (see ``fit``).
     seed : int or None, default=None
         None draws noise from OS entropy. An integer is for tests and reproducible benchmarks
         only: a model trained with a known seed offers no privacy.
@@ -175,6 +202,8 @@ class MatrixFactorization(RecommenderBase):
     model_ : RecommenderModel
         The release: what ``save`` writes. The attributes below are views of it.
     item_factors_ : ndarray, shape (len(items), dim)
+    item_biases_ : ndarray of shape (len(items),) or None
+        Released item biases (when trained with biases).
     item_labels_ : pyarrow.Array
         The item set (never the data's items for private methods).
     center_ : float
@@ -215,6 +244,11 @@ class MatrixFactorization(RecommenderBase):
             "help": "Item i's step is learning-rate / (step-offset + n_hat_i).",
         },
         "sgd_steps": {"int": True, "low": 1, "help": "Gradient steps per alternating step."},
+        "biases": {
+            "check": _check_biases, "cli": False,
+            "help": "Add released item biases and per-user biases (solved, never released); "
+            "auto: on for explicit ratings (unobserved_weight 0), off for implicit feedback.",
+        },
         "unobserved_weight": {
             "low": 0.0,
             "help": "Weight of the implicit-feedback term on unrated items (ml20m protocol: 1).",
@@ -258,6 +292,7 @@ class MatrixFactorization(RecommenderBase):
         unobserved_weight: float = 0.0,
         top_items: float | None = None,
         min_item_count: float | str | None = None,
+        biases: bool | str = "auto",
         seed: int | None = None,
         progress: bool = False,
     ) -> None:
@@ -285,6 +320,7 @@ class MatrixFactorization(RecommenderBase):
         self.unobserved_weight = unobserved_weight
         self.top_items = top_items
         self.min_item_count = min_item_count
+        self.biases = biases
         self.seed = seed
         self.progress = progress
 
@@ -306,6 +342,12 @@ class MatrixFactorization(RecommenderBase):
                 )
             return None
         return self._check_budget_keywords(private=True)
+
+    @property
+    def _biased(self) -> bool:
+        if self.biases == "auto":
+            return not self.unobserved_weight > 0
+        return bool(self.biases)
 
     @property
     def _solver(self) -> str:
@@ -351,10 +393,19 @@ class MatrixFactorization(RecommenderBase):
           changes: their solves use only their own rows and the *released* item factors
           (``alpha U^T U`` over the fixed item set, public);
         - item moment stack (SSP): ``max_norm * half_width`` (``|r - center| <= half_width``);
-        - gravity Gram ``sum_j v_j v_j^T`` (``unobserved_weight > 0``): ``max_norm^2``; a user
-          whose items are all outside the set still adds its ``v v^T`` (``v = 0`` then);
-        - item gradient (DPSGD family): ``clip_norm`` (user-level clipping; the unobserved
-          term ``2 alpha U G`` uses the released ``G`` and is added after the noise).
+        - with ``biases``: the user vector of the item update is ``[v, beta]`` (``beta =
+          max_norm``; ``0.1 max_norm`` for gradient descent), of norm at most ``n = sqrt(2)
+          max_norm``, and its target ``r - center - c_u`` is clipped to ``[-half_width,
+          half_width]`` (``c_u``: the user's own bias, solved from their own rows and the
+          released item factors and biases), so the Gram stack moves by at most ``n^2 = 2
+          max_norm^2`` and the moment stack by ``n * half_width``; the noise is scaled by these
+          bounds, the noise multipliers and the event are unchanged;
+        - gravity Gram ``sum_j v_j v_j^T`` (``unobserved_weight > 0``): ``max_norm^2``
+          (``n^2`` with biases: ``sum_j x_j x_j^T`` of the vectors above); a user whose items
+          are all outside the set still adds its ``v v^T`` (``v = 0`` then);
+        - item gradient (DPSGD family): ``clip_norm`` (user-level clipping of the user's whole
+          gradient, bias coordinate included; the unobserved term ``2 alpha U G`` uses the
+          released ``G`` and is added after the noise).
 
         Before the item set was fixed, a user bringing an item nobody else rated changed the
         shape of ``U`` and entered every user's ``alpha U^T U``, so every user's ``v`` moved
@@ -376,7 +427,7 @@ class MatrixFactorization(RecommenderBase):
                 steps=self.steps,
                 sgd_steps=self.sgd_steps,
                 count_fraction=self.count_fraction,
-                center_fraction=self.center_fraction if self.center == "private-mean" else None,
+                center_fraction=self._center_fraction(),
                 moment_share=self.moment_share,
                 gravity_share=0.05 if self.unobserved_weight > 0 else None,
             )
@@ -422,6 +473,13 @@ class MatrixFactorization(RecommenderBase):
         # update replaces U at once and needs user factors of norm ~max_norm from step 1).
         scale = GD_INIT_SCALE if private and self._solver == "gd" else 1.0
         U = rng.normal(0.0, scale / math.sqrt(d), (n_items, d))
+        biased = self._biased
+        # The user side's bias coordinate: b_i = beta * U[i, d]. Gradient descent uses the
+        # initial scale too: its noise enters b_i with weight beta but u_i with weight ||v||,
+        # and beta = max_norm let the bias noise dominate at small epsilon (pilot, seed 0).
+        beta = scale * float(self.max_norm)
+        if biased:
+            U = np.column_stack([U, np.zeros(n_items)])
         gd = None
         if private and self._solver == "gd":
             gd = GradientOperator(users, items, y, weights, item_order, item_offsets, n_items,
@@ -433,25 +491,46 @@ class MatrixFactorization(RecommenderBase):
             steps = tqdm(steps, desc=f"{self.method} d={d}", unit="step", leave=False)
         alpha = float(self.unobserved_weight)
         U[~trained] = 0.0
+        target = y
         for _ in steps:
             # Line 4: exact user solve, V = argmin_V L(U, V); never released.
-            gram, moment = segment_statistics(user_offsets, user_order, items, U, None, y)
+            if biased:
+                # [v_j, c_j] against items [u_i, 1] and targets y - b_i (released b_i).
+                Z = np.column_stack([U[:, :d], np.ones(n_items)])
+                gram, moment = segment_statistics(
+                    user_offsets, user_order, items, Z, None, y - beta * U[items, d]
+                )
+            else:
+                Z = U
+                gram, moment = segment_statistics(user_offsets, user_order, items, U, None, y)
             if alpha:
-                gram += alpha * (U.T @ U)  # U is released, over the fixed item set: public
+                gram += alpha * (Z.T @ Z)  # U is released, over the fixed item set: public
             V = solve_users(gram, moment, user_reg)
             del gram, moment
-            if private:
+            if biased:
+                # Item side: user vectors [v_j, beta] (norm <= sqrt(2) max_norm) against the
+                # targets y - c_j clipped to the half width, so the stated bounds hold.
+                V, user_bias = V[:, :d], V[:, d]
+                if private:
+                    V = clip_rows(V, self.max_norm)
+                V = np.column_stack([V, np.full(n_users, beta)])
+                target = y - user_bias[users]
+                if private:
+                    target = np.clip(target, -half, half)
+                if gd is not None:
+                    gd.y = target
+            elif private:
                 V = clip_rows(V, self.max_norm)
             gravity = gravity_gram(self, V, plan, noise) if alpha else None
             # Line 5: item update.
             if not private:
-                gram, moment = segment_statistics(item_offsets, item_order, users, V, None, y)
+                gram, moment = segment_statistics(item_offsets, item_order, users, V, None, target)
                 if alpha:
                     gram += alpha * gravity
                 U = solve_users(gram, moment, self.reg * np.maximum(freq, 1.0))
             elif self._solver == "ssp":
                 U = ssp_update(
-                    self, V, users, y, weights, item_order, item_offsets, freq, half, plan,
+                    self, V, users, target, weights, item_order, item_offsets, freq, half, plan,
                     noise, gravity, labels,
                 )  # fmt: skip
             else:
@@ -468,10 +547,14 @@ class MatrixFactorization(RecommenderBase):
             event, spent = self._spent(plan.event(), prep.item_set, budget.delta)
         self.fit_seconds_ = time.perf_counter() - started
         self.diagnostics_ = diagnostics(prep.dropped, self.fit_seconds_)
+        item_biases = None
+        if biased:
+            U, item_biases = np.ascontiguousarray(U[:, :d]), beta * U[:, d]
         self.model_ = RecommenderModel(
             method=self.method,
             item_labels=labels,
             item_factors=U,
+            item_biases=item_biases,
             center=float(center),
             rating_range=(float(lo), float(hi)),
             item_counts=item_counts,
@@ -509,6 +592,7 @@ class MatrixFactorization(RecommenderBase):
     def _publish(self, model: RecommenderModel) -> None:
         """The fitted attributes: views of the released model."""
         self.item_factors_ = model.item_factors
+        self.item_biases_ = model.item_biases
         self.item_labels_ = model.item_labels
         self.center_ = model.center
         self.rating_range_ = model.rating_range

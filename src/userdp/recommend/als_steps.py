@@ -20,7 +20,14 @@ from userdp.multitask.kernels import segment_statistics
 from userdp.multitask.ssp import perturb_statistics, project_psd, solve_ridge
 from userdp.privacy.noise import NoiseSource
 
-__all__ = ["GradientOperator", "gd_update", "gravity_gram", "ssp_update", "user_weights"]
+__all__ = [
+    "GradientOperator",
+    "gd_update",
+    "gravity_gram",
+    "ssp_update",
+    "user_side_norm",
+    "user_weights",
+]
 
 _CHUNK = 1 << 18  # rows per chunk in the DPSGD residual pass (16 MiB per gathered block)
 
@@ -37,6 +44,17 @@ def user_weights(model: Any, users, items, item_counts, noise: NoiseSource, keys
     return adaptive_weights(users, items, item_counts, mu=model.mu, beta=1.0)
 
 
+def user_side_norm(model: Any) -> float:
+    """Bound on the norm of a user's vector in the item update.
+
+    ``max_norm`` (the clipped user factor ``v``); with ``biases`` the vector is ``[v,
+    max_norm]`` (the user side of the item bias coordinate), so ``sqrt(2) * max_norm``.
+    """
+    if getattr(model, "_biased", False):
+        return math.sqrt(2.0) * model.max_norm
+    return model.max_norm
+
+
 def gravity_gram(model: Any, V: np.ndarray, plan: Any, noise: NoiseSource) -> np.ndarray:
     """``sum_j v_j v_j^T`` over all users; released with noise when training privately.
 
@@ -48,7 +66,7 @@ def gravity_gram(model: Any, V: np.ndarray, plan: Any, noise: NoiseSource) -> np
     g = V.T @ V
     if plan is None:
         return g
-    g2 = model.max_norm**2
+    g2 = user_side_norm(model) ** 2  # [v, beta] with biases: ||x||^2 <= 2 max_norm^2
     g, _ = perturb_statistics(
         g[None], np.zeros((1, 0)), gram_sigma=plan.gravity * g2, moment_sigma=0.0,
         noise=noise, gram_l2=g2, gram_statistic="gravity gram",
@@ -62,15 +80,18 @@ def ssp_update(
 ) -> np.ndarray:
     """Item solve by task-weighted SSP (Algorithm 1) with PSD projection."""
     gram, moment = segment_statistics(offsets, order, users, V, weights, y)
-    g2 = model.max_norm**2
-    sigma_a = plan.gram * g2  # sensitivity max_norm^2 (sum of squared weights <= 1)
-    sigma_b = plan.moment * model.max_norm * half
+    # Sensitivity: a user adds w_ij x x^T and w_ij y x with sum_i w_ij^2 <= 1, |y| <= half and
+    # ||x|| <= n (``user_side_norm``): n^2 and n * half.
+    norm = user_side_norm(model)
+    g2 = norm**2
+    sigma_a = plan.gram * g2
+    sigma_b = plan.moment * norm * half
     gram, moment = perturb_statistics(
         gram, moment, gram_sigma=sigma_a, moment_sigma=sigma_b, noise=noise,
-        gram_l2=g2, moment_l2=model.max_norm * half, index=labels,
+        gram_l2=g2, moment_l2=norm * half, index=labels,
     )  # fmt: skip
-    noise_ridge = model.noise_reg * sigma_a * math.sqrt(model.dim)
-    ridge = model.reg * np.maximum(freq, 1.0) * g2 + noise_ridge
+    noise_ridge = model.noise_reg * sigma_a * math.sqrt(V.shape[1])
+    ridge = model.reg * np.maximum(freq, 1.0) * model.max_norm**2 + noise_ridge
     if gravity is not None:
         # Released and PSD: add it after the per-item projection so it is not clipped.
         vals, vecs = project_psd(gram)
@@ -83,7 +104,7 @@ def gd_update(model: Any, U, V, gd, freq, plan, noise, gravity, labels) -> np.nd
     sd = plan.gradient * model.clip_norm
     # Ridge as in the SSP update: frequency-scaled plus a multiple of the noise's size, so
     # a tail item's iterate stays near 0 instead of random-walking with the noise.
-    lam = model.reg * freq + model.noise_reg * sd * math.sqrt(model.dim) / model.learning_rate
+    lam = model.reg * freq + model.noise_reg * sd * math.sqrt(V.shape[1]) / model.learning_rate
     curvature = model.step_offset + freq + lam
     if gravity is not None:  # the implicit term adds 2 alpha G to every item's Hessian
         curvature = curvature + 2.0 * model.unobserved_weight * np.linalg.eigvalsh(gravity)[-1]

@@ -87,6 +87,9 @@ class RecommenderModel:
     user_prior : ndarray or None
         The released user-feature prior table (feature values x dim), when trained with user
         features.
+    item_biases : ndarray of shape (n_items,) or None
+        Released item biases (trained with ``biases=True``): predictions are ``center + c_u +
+        b_i + <u_i, v_u>``, where the user's bias ``c_u`` is solved from their own history.
     """
 
     method: str
@@ -102,6 +105,7 @@ class RecommenderModel:
     params: Mapping[str, Any] = field(repr=False)
     encoder_params: np.ndarray | None = field(default=None, repr=False)
     user_prior: np.ndarray | None = field(default=None, repr=False)
+    item_biases: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def dim(self) -> int:
@@ -145,18 +149,40 @@ class RecommenderModel:
         user's ratings of items the model knows (plus the implicit term with
         ``unobserved_weight``, and a pull toward the released user-feature prior when
         ``user_features`` are given). Uses only released values and the user's own data: no
-        privacy cost. Returns shape (history.n_users, dim).
+        privacy cost. Returns shape (history.n_users, dim). With item biases the user's bias is
+        solved jointly (see :meth:`user_biases`) and ``b_i`` is subtracted from the targets.
         """
+        return self._solve_users(history, reg=reg, user_features=user_features)[0]
+
+    def user_biases(
+        self, history: Any, *, reg: float | None = None, user_features: Any = None
+    ) -> np.ndarray:
+        """Biases ``c_u`` of ``history``'s users, solved with their factors from their own
+        ratings (zeros for a model without biases). Returns shape (history.n_users,)."""
+        return self._solve_users(history, reg=reg, user_features=user_features)[1]
+
+    def _solve_users(
+        self, history: Any, *, reg: float | None = None, user_features: Any = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Factors and biases of ``history``'s users (biases 0 without item biases)."""
         h = as_ratings(history)
         codes = self.item_codes(h.item_labels)[h.items]
         known = codes >= 0
+        if self.item_biases is not None:
+            # As in training: only items trained on (the others' rows were left out there).
+            known[known] &= self.trained_items[codes[known]]
         users = h.users[known]
         y = np.clip(h.values[known], *self.rating_range) - self.center
         order, offsets = segment_offsets(users, h.n_users)
-        gram, moment = segment_statistics(offsets, order, codes[known], self.item_factors, None, y)
+        features = self.item_factors
+        if self.item_biases is not None:
+            # [v, c] against items [u_i, 1] and targets y - b_i.
+            features = np.column_stack([features, np.ones(self.n_items)])
+            y = y - self.item_biases[codes[known]]
+        gram, moment = segment_statistics(offsets, order, codes[known], features, None, y)
         alpha = float(self.params.get("unobserved_weight", 0.0) or 0.0)
         if alpha:
-            gram += alpha * (self.item_factors.T @ self.item_factors)
+            gram += alpha * (features.T @ features)
         lam = (self.params["reg"] if reg is None else reg) * np.maximum(np.diff(offsets), 1)
         lam = lam.astype(np.float64)
         if user_features is not None:
@@ -173,17 +199,23 @@ class RecommenderModel:
                     f"The user features have {phi.shape[1]} values; the model was trained on "
                     f"{self.user_prior.shape[0]}."
                 )
-            moment += lam[:, None] * (phi @ self.user_prior)
-        return solve_users(gram, moment, lam)
+            moment[:, : self.dim] += lam[:, None] * (phi @ self.user_prior)
+        out = solve_users(gram, moment, lam)
+        if self.item_biases is None:
+            return out, np.zeros(h.n_users)
+        return np.ascontiguousarray(out[:, : self.dim]), out[:, self.dim]
 
     def predict(self, history: Any, users: np.ndarray, items: Any) -> np.ndarray:
         """Predicted ratings of (user code in ``history``, item id) pairs, clipped to the range."""
-        V = self.user_factors(history)
+        V, c = self._solve_users(history)
         codes = self.item_codes(items)
         users = np.asarray(users)
         out = np.full(users.size, self.center)
         ok = codes >= 0
         out[ok] += np.einsum("nd,nd->n", V[users[ok]], self.item_factors[codes[ok]])
+        if self.item_biases is not None:
+            out += c[users]  # a user's own bias applies to items the model does not know too
+            out[ok] += self.item_biases[codes[ok]]
         return np.clip(out, *self.rating_range)
 
     def recommend(
@@ -202,11 +234,13 @@ class RecommenderModel:
         items gets fewer than ``N``.
         """
         h = as_ratings(history)
-        V = self.user_factors(h)
+        V, c = self._solve_users(h)
         users = np.arange(h.n_users) if users is None else np.asarray(users)
         N = check_int(N, "N", "recommend", low=1)
         N = min(N, self.n_items)
         scores = V[users] @ self.item_factors.T
+        if self.item_biases is not None:
+            scores += self.item_biases[None, :] + c[users][:, None]
         if filter_already_liked_items:
             codes = self.item_codes(h.item_labels)[h.items]
             pos = np.full(h.n_users, -1)
@@ -278,6 +312,7 @@ class RecommenderModel:
             ("item_counts", self.item_counts),
             ("encoder_params", self.encoder_params),
             ("user_prior", self.user_prior),
+            ("item_biases", self.item_biases),
         ):
             if value is not None:
                 arrays[key] = np.asarray(value, dtype=np.float64)
@@ -314,6 +349,7 @@ class RecommenderModel:
                 params=meta["params"],
                 encoder_params=arrays.get("encoder_params"),
                 user_prior=arrays.get("user_prior"),
+                item_biases=arrays.get("item_biases"),
             )
         except (OSError, KeyError, ValueError, TypeError) as err:
             raise DataError(

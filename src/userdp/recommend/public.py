@@ -249,7 +249,7 @@ class PublicFeatureRecommender(RecommenderBase):
             plan = plan_ssp_noise(
                 budget, steps=self.steps, releases_per_step=per_step,
                 count_fraction=self.count_fraction,
-                center_fraction=self.center_fraction if self.center == "private-mean" else None,
+                center_fraction=self._center_fraction(),
                 moment_share=self.moment_share, gradient=dpsgd,
                 user_fraction=None if user_features is None else self.user_feature_fraction,
             )  # fmt: skip

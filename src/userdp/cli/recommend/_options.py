@@ -240,10 +240,13 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "version's scale for MovieLens (0.5 5 or 1 5); required for other private input.",
     )  # fmt: skip
     model.add_argument(
-        "--center", type=_number_or_word, default=None, metavar="private-mean|midpoint|FLOAT",
-        help="Value subtracted before factorizing: private-mean spends --center-fraction of "
-        "the budget on a mean that leans toward light users' ratings; midpoint (of the rating "
-        "range) and a number are free. Default: private-mean.",
+        "--center", type=_number_or_word, default=None,
+        metavar="private-mean|sampled-mean|midpoint|FLOAT",
+        help="Value subtracted before factorizing: private-mean and sampled-mean spend "
+        "--center-fraction of the budget on a mean rating (sampled-mean keeps --count-sample "
+        "ratings per user and leans toward light users' ratings; private-mean weighs heavy "
+        "users up to a cap read from the released counts); midpoint (of the rating range) and "
+        "a number are free. Default: private-mean.",
     )  # fmt: skip
     public = parser.add_argument_group(
         "public item features (the am-* methods)",

@@ -34,7 +34,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from userdp._validation import check_choice, check_real
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.multitask.kernels import segment_offsets, segment_statistics
 from userdp.multitask.ssp import clip_rows
@@ -42,10 +41,14 @@ from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnostics
 from userdp.recommend.als_steps import (
+    AUTO_CUTOFF,
     GradientOperator,
+    check_biases,
+    check_min_item_count,
     gd_update,
     gravity_gram,
     ssp_update,
+    trained_items,
     user_weights,
 )
 from userdp.recommend.centring import centre, centre_all, mean_statistics
@@ -74,31 +77,7 @@ METHODS = (
     "dpsgd-tail",
     "adadpsgd",
 )
-# min_item_count="auto" keeps items whose private count reaches this many times the moment
-# noise's size sigma_b * sqrt(d) / (max_norm * half_width) = z_b * sqrt(d). Picked on a pilot
-# synthetic set (seed 0; benchmarks use another draw): best cutoffs there sat at 12-24.
-AUTO_CUTOFF = 15.0
 GD_INIT_SCALE = 0.1  # initial item-factor norm of the DPSGD family (1 for the others)
-
-
-def _check_min_item_count(value: Any, name: str, caller: str) -> None:
-    """``"auto"`` or a finite number (a count cutoff)."""
-    if isinstance(value, str):
-        check_choice(value, name, caller, ["auto"])
-    else:
-        check_real(value, name, caller, low=-math.inf, high=math.inf, low_open=True,
-                   high_open=True)  # fmt: skip
-
-
-def _check_biases(value: Any, name: str, caller: str) -> None:
-    """True, False or ``"auto"``."""
-    if isinstance(value, str):
-        check_choice(value, name, caller, ["auto"])
-    elif not isinstance(value, (bool, np.bool_)):
-        raise InvalidParameterError(
-            f"The {name!r} parameter of {caller} must be True, False or 'auto'. "
-            f"Got {value!r} instead."
-        )
 
 
 class MatrixFactorization(RecommenderBase):
@@ -245,7 +224,7 @@ class MatrixFactorization(RecommenderBase):
         },
         "sgd_steps": {"int": True, "low": 1, "help": "Gradient steps per alternating step."},
         "biases": {
-            "check": _check_biases, "cli": False,
+            "check": check_biases, "cli": False,
             "help": "Add released item biases and per-user biases (solved, never released); "
             "auto: on for explicit ratings (unobserved_weight 0), off for implicit feedback.",
         },
@@ -259,7 +238,7 @@ class MatrixFactorization(RecommenderBase):
             "(ml20m protocol: 0.1).",
         },
         "min_item_count": {
-            "check": _check_min_item_count, "none": True, "metavar": "N|auto",
+            "check": check_min_item_count, "none": True, "metavar": "N|auto",
             "help": "Train only on items whose private count reaches this; 'auto' puts the "
             "cutoff where an item's noise starts to drown its signal (better at small epsilon).",
         },
@@ -446,7 +425,7 @@ class MatrixFactorization(RecommenderBase):
         labels = data.item_labels
         item_counts = prep.counts
         freq = np.maximum(item_counts, 0.0) if private else prep.exact_counts
-        trained = self._trained_items(item_counts if private else freq, n_items, plan)
+        trained = trained_items(self, item_counts if private else freq, n_items, plan)
         if not trained.all():
             rows = trained[items]
             users, items, values = users[rows], items[rows], values[rows]
@@ -567,27 +546,6 @@ class MatrixFactorization(RecommenderBase):
         self._publish(self.model_)
         log.info("%s: trained in %.2f s", self.method, self.fit_seconds_)
         return self
-
-    def _trained_items(self, score: np.ndarray, n_items: int, plan: Any) -> np.ndarray:
-        """Items to train: the ``top_items`` share and those reaching ``min_item_count``.
-
-        ``score`` is the released counts (exact for ``als``); the number kept is a fraction
-        of the item set's size (public or released), ties broken by code: post-processing.
-        """
-        trained = np.ones(n_items, dtype=bool)
-        if self.top_items is not None:
-            keep = max(1, math.ceil(self.top_items * n_items))
-            top = np.zeros(n_items, dtype=bool)
-            top[np.argsort(-score, kind="stable")[:keep]] = True
-            trained &= top
-        if self.min_item_count is not None:
-            cutoff = self.min_item_count
-            if cutoff == "auto":
-                cutoff = AUTO_CUTOFF * plan.moment * math.sqrt(int(self.dim))
-            trained &= score >= float(cutoff)
-            log.info("%s: training %d of %d items (count >= %.1f)", self.method,
-                     int(trained.sum()), n_items, float(cutoff))  # fmt: skip
-        return trained
 
     def _publish(self, model: RecommenderModel) -> None:
         """The fitted attributes: views of the released model."""

@@ -148,6 +148,17 @@ def test_train_options_reach_the_model(data, tmp_path, capsys):
     assert model.center == 3.0
 
 
+@pytest.mark.parametrize(("flag", "saved"), [([], True), (["--biases", "off"], False)])
+def test_biases_flag_reaches_the_model(flag, saved, data, tmp_path, capsys):
+    """Item biases are on by default for explicit ratings; --biases off trains without them."""
+    out = tmp_path / "m.npz"
+    argv = [str(data["csv"]), "-o", str(out), *EPS_DELTA, *FAST, "--rating-range", "1", "5"]
+    assert _train(*argv, *flag) == ExitCode.OK
+    model = RecommenderModel.load(out)
+    assert (model.item_biases is not None) is saved
+    assert model.params["biases"] == ("auto" if saved else False)
+
+
 @pytest.mark.parametrize("layout", ["ml", "zip"])
 def test_train_on_movielens_uses_the_version_scale(layout, data, tmp_path, capsys):
     out = tmp_path / "m.npz"
@@ -191,6 +202,7 @@ def test_refuses_to_overwrite_without_flag(data, tmp_path, capsys):
         (["{csv}", *EPS_DELTA, "--center", "median"], "'center' parameter"),
         (["{csv}", *EPS_DELTA, "--method", "nope"], "invalid choice"),
         (["{csv}", *EPS_DELTA, "--dim", "0"], "'dim' parameter"),
+        (["{csv}", *EPS_DELTA, "--biases", "maybe"], "'biases' parameter"),
         (["{csv}", "--method", "als", "--rating-column", "stars"], "'stars' not found"),
         (["{dir}/missing.csv", "--method", "als"], "missing.csv"),
         (["{dir}/other.zip", "--method", "als"], "not a MovieLens zip"),

@@ -224,7 +224,7 @@ class MatrixFactorization(RecommenderBase):
         },
         "sgd_steps": {"int": True, "low": 1, "help": "Gradient steps per alternating step."},
         "biases": {
-            "check": check_biases, "cli": False,
+            "check": check_biases, "metavar": "on|off|auto",
             "help": "Add released item biases and per-user biases (solved, never released); "
             "auto: on for explicit ratings (unobserved_weight 0), off for implicit feedback.",
         },

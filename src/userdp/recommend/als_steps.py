@@ -180,10 +180,8 @@ def check_min_item_count(value: Any, name: str, caller: str) -> None:
 
 
 def check_biases(value: Any, name: str, caller: str) -> None:
-    """True, False or ``"auto"``."""
-    if isinstance(value, str):
-        check_choice(value, name, caller, ["auto"])
-    elif not isinstance(value, (bool, np.bool_)):
+    """True, False or ``"auto"`` (the command line's on, off, auto)."""
+    if not (value == "auto" if isinstance(value, str) else isinstance(value, bool | np.bool_)):
         raise InvalidParameterError(
             f"The {name!r} parameter of {caller} must be True, False or 'auto'. "
             f"Got {value!r} instead."

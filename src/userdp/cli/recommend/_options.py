@@ -182,6 +182,7 @@ SCOPES: dict[str, Scope] = {
     "unobserved_weight": Scope(_every, _MF),
     "top_items": Scope(_every, _MF),
     "min_item_count": Scope(_every, f"{_MF} ('auto': dpals)"),
+    "biases": Scope(_every, _MF),
 }  # fmt: skip
 TUNING = tuple(SCOPES)
 #: Both recommenders' declared tables in one (the shared rules are the same objects).
@@ -193,6 +194,8 @@ _TABLE = {
 
 def _default_text(name: str) -> str:
     def show(value: Any) -> str:
+        if isinstance(value, str | bool):
+            return {True: "on", False: "off"}.get(value, value)
         return "none" if value is None else f"{value:g}"
 
     scope = SCOPES[name]
@@ -314,6 +317,8 @@ def model_options(args: argparse.Namespace, methods: Sequence[str]) -> dict[str,
         if any(scope.applies(m) for m in methods):
             if name == "min_item_count":
                 value = _number_or_word(value)
+            elif name == "biases":
+                value = {"on": True, "off": False}.get(value, value)
             options[name] = value  # methods it does not apply to never read it
         else:
             logger.warning("%s only applies to %s; ignored.", flag(name), scope.describe(methods))

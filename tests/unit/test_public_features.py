@@ -18,6 +18,7 @@ from userdp.recommend.public import (
     PublicFeatureRecommender,
     plan_ssp_noise,
     ssp_gradient,
+    ssp_noise_ridge,
     user_feature_matrix,
     user_prior_statistics,
 )
@@ -120,6 +121,38 @@ def test_am_ssp_trains_to_the_budget_and_beats_the_mean_without_noise(variant):
     pred = exact.center_ + np.einsum("nd,nd->n", V[data.users], exact.item_factors_[data.items])
     train_rmse = np.sqrt(np.mean((pred - data.values) ** 2))
     assert train_rmse < 0.8 * np.std(data.values)
+
+
+@pytest.mark.parametrize("variant", ["ssp2", "ssp1"])
+def test_the_noise_scaled_ridge_follows_the_total_noise_the_encoder_fits(variant, monkeypatch):
+    # SSP1's T releases of sqrt(T) more noise each average to the noise of one SSP2 release at
+    # the same budget (Gaussian composition), so both must get the ridge of SSP2's single
+    # release: noise_reg * sigma * max_norm^2 * sqrt(d), sigma from an independent SSP2 plan.
+    import userdp.recommend.public as public
+
+    seen = []
+
+    def spy(encoder, params, gram, moment, ridge, items=None):
+        seen.append(ridge.copy())
+        return ssp_gradient(encoder, params, gram, moment, ridge, items)
+
+    monkeypatch.setattr(public, "ssp_gradient", spy)
+    data = lowrank_ratings(n_users=150, n_items=20, n_ratings=2000, seed=3)
+    d, inner, noise_reg, reg, max_norm = 3, 4, 2.0, 0.05, 0.8
+    model = PublicFeatureRecommender(
+        encoder=IdEncoder(20, d), variant=variant, steps=2, inner_steps=inner, reg=reg,
+        noise_reg=noise_reg, max_norm=max_norm, rating_range=(0.5, 5.0), seed=0,
+        items=data.item_labels, epsilon=2.0, delta=1e-5,
+    ).fit(data)  # fmt: skip
+    single = plan_ssp_noise(PrivacyBudget(2.0, 1e-5), steps=2, releases_per_step=1)
+    expected = reg * np.maximum(model.item_counts_, 1.0) + noise_reg * single.gram * max_norm**2 * (
+        np.sqrt(d)
+    )
+    assert len(seen) == 2 * inner
+    np.testing.assert_allclose(seen[0], expected, rtol=2e-3)
+    # and the helper against the formula, for a plan of T releases
+    plan = plan_ssp_noise(PrivacyBudget(2.0, 1e-5), steps=2, releases_per_step=9)
+    assert ssp_noise_ridge(1.5, plan.gram, 9, 2.0, 4) == pytest.approx(1.5 * plan.gram / 3 * 8)
 
 
 def test_am_ssp_refuses_an_encoder_for_another_catalogue_and_a_private_run_without_range():

@@ -41,6 +41,7 @@ from userdp.recommend.public_steps import (
     Adam,
     clipped_user_gradients,
     ssp_gradient,
+    ssp_noise_ridge,
     user_feature_matrix,
     user_prior_statistics,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "clipped_user_gradients",
     "plan_ssp_noise",
     "ssp_gradient",
+    "ssp_noise_ridge",
     "user_feature_matrix",
     "user_prior_statistics",
 ]
@@ -274,9 +276,9 @@ class PublicFeatureRecommender(RecommenderBase):
         ridge = self.reg * np.maximum(counts, 1.0)
         if plan is not None and plan.gram is not None:
             # As in MatrixFactorization: a ridge of the Gram noise's spectral size keeps items
-            # whose statistics are mostly noise near 0 (the centre).
-            ridge = ridge + self.noise_reg * plan.gram * self.max_norm**2 * math.sqrt(
-                self.encoder.dim
+            # whose statistics are mostly noise near 0 (the centre); SSP1 from its total noise.
+            ridge = ridge + ssp_noise_ridge(
+                self.noise_reg, plan.gram, plan.releases_per_step, self.max_norm, self.encoder.dim
             )
         user_order, user_offsets = segment_offsets(users, data.n_users)
         item_order, item_offsets = segment_offsets(items, data.n_items)

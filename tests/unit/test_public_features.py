@@ -155,6 +155,45 @@ def test_the_noise_scaled_ridge_follows_the_total_noise_the_encoder_fits(variant
     assert ssp_noise_ridge(1.5, plan.gram, 9, 2.0, 4) == pytest.approx(1.5 * plan.gram / 3 * 8)
 
 
+def test_rating_clip_bounds_every_users_change_of_the_released_moments(monkeypatch):
+    # With rating_clip c the moments b_j take the centred ratings clipped to [-c, c], so one
+    # user's change of the stacked b is ||u_k|| sqrt(sum_i w_i^2 y_i^2) <= max_norm * c: checked
+    # user by user on the statistics fit() computes, and the noise is calibrated to that bound.
+    import userdp.recommend.public as public
+
+    stats, releases = [], []
+
+    def spy_stats(offsets, order, users, U, w, y):
+        if w is not None:  # the item statistics (the user solves pass no weights)
+            stats.append((users.copy(), U.copy(), w.copy(), y.copy()))
+        return segment_statistics(offsets, order, users, U, w, y)
+
+    real = public.perturb_statistics
+
+    def spy_release(gram, moment, **kw):
+        releases.append(kw)
+        return real(gram, moment, **kw)
+
+    monkeypatch.setattr(public, "segment_statistics", spy_stats)
+    monkeypatch.setattr(public, "perturb_statistics", spy_release)
+    data = lowrank_ratings(n_users=120, n_items=20, n_ratings=1000, seed=8)
+    c, max_norm = 0.7, 0.9
+    model = PublicFeatureRecommender(
+        encoder=IdEncoder(20, 3), steps=2, inner_steps=2, rating_clip=c, max_norm=max_norm,
+        rating_range=(0.5, 5.0), seed=0, items=data.item_labels, epsilon=2.0, delta=1e-5,
+    ).fit(data)  # fmt: skip
+    assert len(stats) == 2 and len(releases) == 2
+    for users, U, w, y in stats:
+        assert np.abs(y).max() <= c and np.abs(y).max() == pytest.approx(c)  # some clipped
+        change = np.sqrt(np.bincount(users, w * w * y * y)) * np.linalg.norm(U, axis=1)
+        assert change.max() <= max_norm * c * (1 + 1e-12)
+    for kw in releases:
+        assert kw["moment_l2"] == pytest.approx(max_norm * c)
+        assert kw["moment_sigma"] == pytest.approx(model.plan_.moment * max_norm * c)
+    with pytest.raises(InvalidParameterError, match="rating_clip"):
+        PublicFeatureRecommender(encoder=IdEncoder(20, 3), rating_clip=0.0).fit(data)
+
+
 def test_am_ssp_refuses_an_encoder_for_another_catalogue_and_a_private_run_without_range():
     data = lowrank_ratings(n_users=100, n_items=30, n_ratings=2000, seed=1)
     with pytest.raises(InvalidParameterError, match="describes 10 items"):

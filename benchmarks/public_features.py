@@ -14,11 +14,12 @@ What it measures (Krichene et al. 2023b, arXiv:2310.15454, Section 5 and Appendi
    per step) and AdaDPALS (id only), sliced by item frequency; on ml-100k also AM-SSP with the
    private user-feature prior (age, gender, occupation).
 2. Time to reach a test RMSE, AM-SSP vs AM-DPSGD, on ml-100k at epsilon 5: the RMSE both
-   reach (the worse of their two best over 5-50 inner steps).
+   reach (the worse of their two best over 3-50 inner steps).
 3. SSP1 vs SSP2 (and mini-batch SSP2) at each epsilon.
 
-Hyper-parameters are fixed before the run (dim 16, Adam 0.05, 10 inner steps), never tuned on
-the evaluated data. Writes ``benchmarks/results/public_features_results.json`` and PNGs.
+Hyper-parameters are fixed before the run (dim 16, Adam 0.05, the recommender's default of 3
+inner steps, chosen on pilot synthetic draws), never tuned on the evaluated data. Writes
+``benchmarks/results/public_features_results.json`` and PNGs.
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ def time_to_rmse(ratings, families, rating_range) -> dict:
     out: dict[str, Any] = {"epsilon": 5.0, "curves": {}}
     for method in ("am-ssp", "am-dpsgd"):
         curve = []
-        for inner in (5, 10, 25, 50):
+        for inner in (3, 5, 10, 25, 50):
             t = time.perf_counter()
             m = train(method, families, split, rating_range, 5.0, 7, inner_steps=inner)
             secs = time.perf_counter() - t

@@ -18,6 +18,7 @@ from userdp.recommend.public import (
     PublicFeatureRecommender,
     plan_ssp_noise,
     ssp_gradient,
+    ssp_noise_ridge,
     user_feature_matrix,
     user_prior_statistics,
 )
@@ -120,6 +121,77 @@ def test_am_ssp_trains_to_the_budget_and_beats_the_mean_without_noise(variant):
     pred = exact.center_ + np.einsum("nd,nd->n", V[data.users], exact.item_factors_[data.items])
     train_rmse = np.sqrt(np.mean((pred - data.values) ** 2))
     assert train_rmse < 0.8 * np.std(data.values)
+
+
+@pytest.mark.parametrize("variant", ["ssp2", "ssp1"])
+def test_the_noise_scaled_ridge_follows_the_total_noise_the_encoder_fits(variant, monkeypatch):
+    # SSP1's T releases of sqrt(T) more noise each average to the noise of one SSP2 release at
+    # the same budget (Gaussian composition), so both must get the ridge of SSP2's single
+    # release: noise_reg * sigma * max_norm^2 * sqrt(d), sigma from an independent SSP2 plan.
+    import userdp.recommend.public as public
+
+    seen = []
+
+    def spy(encoder, params, gram, moment, ridge, items=None):
+        seen.append(ridge.copy())
+        return ssp_gradient(encoder, params, gram, moment, ridge, items)
+
+    monkeypatch.setattr(public, "ssp_gradient", spy)
+    data = lowrank_ratings(n_users=150, n_items=20, n_ratings=2000, seed=3)
+    d, inner, noise_reg, reg, max_norm = 3, 4, 2.0, 0.05, 0.8
+    model = PublicFeatureRecommender(
+        encoder=IdEncoder(20, d), variant=variant, steps=2, inner_steps=inner, reg=reg,
+        noise_reg=noise_reg, max_norm=max_norm, rating_range=(0.5, 5.0), seed=0,
+        items=data.item_labels, epsilon=2.0, delta=1e-5,
+    ).fit(data)  # fmt: skip
+    single = plan_ssp_noise(PrivacyBudget(2.0, 1e-5), steps=2, releases_per_step=1)
+    expected = reg * np.maximum(model.item_counts_, 1.0) + noise_reg * single.gram * max_norm**2 * (
+        np.sqrt(d)
+    )
+    assert len(seen) == 2 * inner
+    np.testing.assert_allclose(seen[0], expected, rtol=2e-3)
+    # and the helper against the formula, for a plan of T releases
+    plan = plan_ssp_noise(PrivacyBudget(2.0, 1e-5), steps=2, releases_per_step=9)
+    assert ssp_noise_ridge(1.5, plan.gram, 9, 2.0, 4) == pytest.approx(1.5 * plan.gram / 3 * 8)
+
+
+def test_rating_clip_bounds_every_users_change_of_the_released_moments(monkeypatch):
+    # With rating_clip c the moments b_j take the centred ratings clipped to [-c, c], so one
+    # user's change of the stacked b is ||u_k|| sqrt(sum_i w_i^2 y_i^2) <= max_norm * c: checked
+    # user by user on the statistics fit() computes, and the noise is calibrated to that bound.
+    import userdp.recommend.public as public
+
+    stats, releases = [], []
+
+    def spy_stats(offsets, order, users, U, w, y):
+        if w is not None:  # the item statistics (the user solves pass no weights)
+            stats.append((users.copy(), U.copy(), w.copy(), y.copy()))
+        return segment_statistics(offsets, order, users, U, w, y)
+
+    real = public.perturb_statistics
+
+    def spy_release(gram, moment, **kw):
+        releases.append(kw)
+        return real(gram, moment, **kw)
+
+    monkeypatch.setattr(public, "segment_statistics", spy_stats)
+    monkeypatch.setattr(public, "perturb_statistics", spy_release)
+    data = lowrank_ratings(n_users=120, n_items=20, n_ratings=1000, seed=8)
+    c, max_norm = 0.7, 0.9
+    model = PublicFeatureRecommender(
+        encoder=IdEncoder(20, 3), steps=2, inner_steps=2, rating_clip=c, max_norm=max_norm,
+        rating_range=(0.5, 5.0), seed=0, items=data.item_labels, epsilon=2.0, delta=1e-5,
+    ).fit(data)  # fmt: skip
+    assert len(stats) == 2 and len(releases) == 2
+    for users, U, w, y in stats:
+        assert np.abs(y).max() <= c and np.abs(y).max() == pytest.approx(c)  # some clipped
+        change = np.sqrt(np.bincount(users, w * w * y * y)) * np.linalg.norm(U, axis=1)
+        assert change.max() <= max_norm * c * (1 + 1e-12)
+    for kw in releases:
+        assert kw["moment_l2"] == pytest.approx(max_norm * c)
+        assert kw["moment_sigma"] == pytest.approx(model.plan_.moment * max_norm * c)
+    with pytest.raises(InvalidParameterError, match="rating_clip"):
+        PublicFeatureRecommender(encoder=IdEncoder(20, 3), rating_clip=0.0).fit(data)
 
 
 def test_am_ssp_refuses_an_encoder_for_another_catalogue_and_a_private_run_without_range():

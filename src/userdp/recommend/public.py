@@ -15,7 +15,8 @@ parameters, and items absent from a step leave the encoder's parameters for thei
 values untouched (sparse gradients).
 
 - SSP2 (Algorithm 3): one release per alternating step, reused by every inner gradient step.
-- SSP1 (Algorithm 2): a fresh release for every inner step (noise scaled for the T releases).
+- SSP1 (Algorithm 2): a fresh release for every inner step (noise scaled for the T releases;
+  the noise-scaled ridge from their mean, :func:`ssp_noise_ridge`).
 - Mini-batch SSP2 (Algorithm 5): SSP2's statistics, each inner step on a random item batch.
 """
 
@@ -41,6 +42,7 @@ from userdp.recommend.public_steps import (
     Adam,
     clipped_user_gradients,
     ssp_gradient,
+    ssp_noise_ridge,
     user_feature_matrix,
     user_prior_statistics,
 )
@@ -53,6 +55,7 @@ __all__ = [
     "clipped_user_gradients",
     "plan_ssp_noise",
     "ssp_gradient",
+    "ssp_noise_ridge",
     "user_feature_matrix",
     "user_prior_statistics",
 ]
@@ -106,17 +109,44 @@ class PublicFeatureRecommender(RecommenderBase):
         parameters at every step, and one VJP per user per step).
     steps : int, default=3
         Alternating (outer) steps.
-    inner_steps : int, default=10
-        Gradient steps on the encoder per outer step. SSP2 reuses one noisy release for all of
-        them, so many steps fit its noise: on ml-100k at epsilon 1, 50 steps gave test RMSE
-        1.153 and 5 steps 1.081. The default was set on a separate synthetic draw, where 5-50
-        steps differed by under 2%.
+    inner_steps : int, default=3
+        Gradient steps on the encoder per outer step (all variants; SSP1 and AM-DPSGD release
+        once per step). SSP2 reuses one noisy release for all of them, so many steps fit its
+        noise. Set on pilot draws of ``lowrank_ratings_with_features`` (seed 0; never the
+        evaluated sets). SSP2's test RMSE at epsilon 1 / 5 / 20 with T = 2, 3, 5, 10:
+
+        ======  ===================  ===================  ===================
+        T       3,000 x 1,000, 100k  943 x 1,682, 100k    3,494 x 2,387, 0.5M
+        ======  ===================  ===================  ===================
+        2       0.980 0.971 0.935    0.966 0.965 0.961    0.975 0.973 0.940
+        3       0.988 0.977 0.932    0.968 0.966 0.962    0.977 0.972 0.932
+        5       0.992 0.975 0.925    0.970 0.970 0.961    0.977 0.971 0.923
+        10      1.001 0.986 0.931    0.974 0.972 0.964    0.982 0.974 0.915
+        ======  ===================  ===================  ===================
+
+        (users x items, ratings; global means 0.977, 0.965, 0.975; 2-6 seeds.)
+        Averaged over the nine cells T = 2, 3, 5, 10 score 0.9628, 0.9636, 0.9627, 0.9665: the
+        pilot cannot separate 2-5 (under one seed's sd), and the best T grows with the signal
+        (more steps at epsilon 20 and on the larger draw). 3, the middle, is the default.
+        Measured afterwards on ml-100k (3 seeds): 1.052 / 1.056 / 1.017 with 3, 1.087 / 1.090 /
+        1.043 with 10, 1.092 / 1.088 / 1.054 with 2: the result is sensitive to T.
     learning_rate : float, default=0.05
         Adam step size.
     batch_items : int, default=1024
         Items per inner step of mini-batch SSP2.
     clip_norm : float, default=1.0
         AM-DPSGD: each user's whole gradient is clipped to this norm.
+    rating_clip : float or None, default=None
+        SSP variants, private runs: the centred ratings ``y_i`` are clipped to
+        ``[-rating_clip, rating_clip]`` in the released moments ``b_j`` (the user solves use
+        them unclipped), so b's l2 sensitivity is ``max_norm * rating_clip`` instead of
+        ``max_norm`` times the half-width of ``rating_range`` (None). The moment noise on the
+        encoder's gradient scales with it (see ``benchmarks/amssp_noise.py``); clipping
+        biases the extreme ratings toward the centre. On the 3,000 x 1,000 pilot draw
+        (SSP2, T = 3, 2 seeds; half-width 2.97) at epsilon 1 / 5 / 20: None 0.986 / 0.975 /
+        0.931, 2.0 0.985 / 0.963 / 0.917, 1.5 0.986 / 0.964 / 0.908, 1.0 0.985 / 0.970 /
+        0.924 (AM-DPSGD on that draw: 1.025 / 0.968 / 0.927, so SSP2 with 1.5-2 beats it at 5
+        and 20). Not on by default: a good value depends on the rating scale.
     user_feature_fraction : float, default=0.05
         Share of the budget for the private user-feature prior, when ``fit`` gets
         ``user_features``. The user encoder is then ``u_k = argmin_u sum (u.v_j - y)^2 +
@@ -126,13 +156,19 @@ class PublicFeatureRecommender(RecommenderBase):
     rating_range, center, mu, count_sample, count_fraction, center_fraction, moment_share,
     max_norm, reg, noise_reg, seed, progress
         As in :class:`~userdp.recommend.MatrixFactorization` (``reg`` scales the item ridge by
-        the private counts, lambda_j = reg * n_hat_j, and the user ridge by the user's count).
+        the private counts, lambda_j = reg * n_hat_j, and the user ridge by the user's count;
+        ``noise_reg`` adds :func:`ssp_noise_ridge`, from the total Gram noise one outer step
+        fits: SSP1's T releases count as their mean, sigma / sqrt(T). On the 3,000 x 1,000
+        pilot draw at T = 3 this took SSP1 from 0.983 / 0.981 / 0.949 to 0.983 / 0.977 /
+        0.941 at epsilon 1 / 5 / 20, and at T = 10 from 0.984 / 0.981 / 0.970 to 0.983 /
+        0.980 / 0.944).
 
     Privacy
     -------
     Per release, adding or removing a user changes the stacked ``(A_j)`` by at most
-    ``max_norm^2`` and ``(b_j)`` by at most ``max_norm * half_width`` in l2 (every user's
-    squared weights sum to at most 1: ``w_bar = 1`` in Theorem 2); the counts and the centre
+    ``max_norm^2`` and ``(b_j)`` by at most ``max_norm * half_width`` in l2, ``half_width``
+    being that of ``rating_range`` about the centre or ``rating_clip`` when smaller (every
+    user's squared weights sum to at most 1: ``w_bar = 1`` in Theorem 2); the counts and the centre
     as in MatrixFactorization. SSP2 releases once per outer step, SSP1 once per inner step;
     AM-DPSGD releases one gradient per inner step, of l2 sensitivity ``clip_norm``. The
     user-feature prior releases its feature-value counts once (l2 sensitivity ``sqrt(F)``)
@@ -149,6 +185,10 @@ class PublicFeatureRecommender(RecommenderBase):
             "help": "Gradient steps on the item encoder per alternating step.",
         },
         "batch_items": {"int": True, "low": 1, "help": "Items per inner step of mini-batch SSP."},
+        "rating_clip": {
+            "low": 0.0, "low_open": True, "none": True, "cli": False,
+            "help": "Centred ratings are clipped to this in the released moments b_j.",
+        },
         "user_feature_fraction": {
             "low": 0.0, "high": 1.0, "low_open": True, "high_open": True,
             "help": "Share of the budget spent on the private user-feature prior.",
@@ -164,7 +204,7 @@ class PublicFeatureRecommender(RecommenderBase):
         items: Any = None,
         variant: str = "ssp2",
         steps: int = 3,
-        inner_steps: int = 10,
+        inner_steps: int = 3,
         learning_rate: float = 0.05,
         batch_items: int = 1024,
         rating_range: tuple[float, float] | None = None,
@@ -178,6 +218,7 @@ class PublicFeatureRecommender(RecommenderBase):
         reg: float = 0.02,
         noise_reg: float = 5.0,
         clip_norm: float = 1.0,
+        rating_clip: float | None = None,
         user_feature_fraction: float = 0.05,
         seed: int | None = None,
         progress: bool = False,
@@ -202,6 +243,7 @@ class PublicFeatureRecommender(RecommenderBase):
         self.reg = reg
         self.noise_reg = noise_reg
         self.clip_norm = clip_norm
+        self.rating_clip = rating_clip
         self.user_feature_fraction = user_feature_fraction
         self.seed = seed
         self.progress = progress
@@ -271,12 +313,15 @@ class PublicFeatureRecommender(RecommenderBase):
             counts, weights = prep.exact_counts, None
         y = prep.values - center
         half = max(hi - center, center - lo)
+        if private and self.rating_clip is not None:
+            half = min(half, float(self.rating_clip))
+        y_stat = np.clip(y, -half, half)  # |y| <= half already without rating_clip
         ridge = self.reg * np.maximum(counts, 1.0)
         if plan is not None and plan.gram is not None:
             # As in MatrixFactorization: a ridge of the Gram noise's spectral size keeps items
-            # whose statistics are mostly noise near 0 (the centre).
-            ridge = ridge + self.noise_reg * plan.gram * self.max_norm**2 * math.sqrt(
-                self.encoder.dim
+            # whose statistics are mostly noise near 0 (the centre); SSP1 from its total noise.
+            ridge = ridge + ssp_noise_ridge(
+                self.noise_reg, plan.gram, plan.releases_per_step, self.max_norm, self.encoder.dim
             )
         user_order, user_offsets = segment_offsets(users, data.n_users)
         item_order, item_offsets = segment_offsets(items, data.n_items)
@@ -311,7 +356,9 @@ class PublicFeatureRecommender(RecommenderBase):
                     )  # fmt: skip
                     params = opt.step(params, grad)
                 continue
-            exact_a, exact_b = segment_statistics(item_offsets, item_order, users, U, weights, y)
+            exact_a, exact_b = segment_statistics(
+                item_offsets, item_order, users, U, weights, y_stat
+            )
             stats = None
             for _t in range(self.inner_steps):
                 if stats is None or self.variant == "ssp1":

@@ -15,6 +15,12 @@ only; item sets that filters make small (MAD's heavy items, MAD2R's removed or b
 DP-SIPS's released items) are broadcast to the tasks holding the pairs when they have at most
 :data:`BROADCAST_ROWS` rows, and joined by a shuffle otherwise.
 
+Lineage: rounds meet only in the item frame of removed and biased items, cut (checkpointed)
+after each round, and (without re-capping) in the first round's capped pairs. Otherwise each
+round's plan nests all earlier rounds' cached plans several times, and Spark expands them into
+the plan text and graph of every job (~25x per round: 165M characters for one job of a 3-round
+MAD2R on 40 users, past a 3 GiB driver heap).
+
 Shuffles: the pairs once by user (de-duplication, capping and every per-user window share that
 partitioning); item-level partial aggregates by item; item-level frames by noise bucket; the
 pairs of users with a biased item by user bucket (MAD2R round 2); and the pairs by item only
@@ -231,6 +237,13 @@ class _SparkRun:
         with self.timed("count a small item set"):
             n = items.count()
         return pairs.join(F.broadcast(items) if n <= BROADCAST_ROWS else items, _I, how)
+
+    def cut(self, df: DataFrame) -> DataFrame:
+        """``df`` materialized with its lineage cut (an eager local checkpoint, kept in the
+        executors' block stores; Spark frees it when the driver drops the frame). For small
+        item frames only: a checkpoint forgets the pairs' partitioning by user."""
+        with self.timed("cut the lineage of an item set"):
+            return df.localCheckpoint(eager=True)
 
     def uncache(self, df: DataFrame) -> None:
         """Free a cached frame nothing uncached depends on any more."""
@@ -490,6 +503,7 @@ class SparkRunner:
         self.capped_pairs: DataFrame | None = None
         self.info: DataFrame | None = None  # items removed (_removed) or biased (_b < 1)
         self._all_items: DataFrame | None = None
+        self._first_capped: DataFrame | None = None
 
     def release_degree_histogram(self, sigma: float) -> np.ndarray:
         """As the local runner's: the driver collects (degree, number of users) only."""
@@ -516,9 +530,12 @@ class SparkRunner:
     def cap(self, *, recap: bool = True) -> None:
         run, F = self.run, _functions()
         if self.capped_pairs is None:
-            self.capped_pairs = run.capped(run.pairs)
+            self.capped_pairs = self._first_capped = run.capped(run.pairs)
             return
-        base = run.pairs if recap else self.capped_pairs.select(*_BASE)
+        # Without re-capping: the first capped sets minus every item removed so far (``info``
+        # keeps them all), as the previous round's sets minus the new removals would be, with a
+        # plan that does not nest every earlier round's (see the module docstring).
+        base = run.pairs if recap else self._first_capped.select(*_BASE)
         left = base
         if self.info is not None:
             left = (
@@ -527,8 +544,8 @@ class SparkRunner:
                 .withColumn("_b", F.coalesce(F.col("_b"), F.lit(1.0)))
                 .drop("_removed")
             )
-        if recap:  # the previous capped sets are done (their weights are computed and cached)
-            run.uncache(self.capped_pairs)
+        if recap or self.capped_pairs is not self._first_capped:
+            run.uncache(self.capped_pairs)  # done: their weights are computed and cached
         self.capped_pairs = run.capped(left, rank=recap)
 
     def weights(self, rule: Basic | Mad) -> DataFrame:
@@ -573,7 +590,8 @@ class SparkRunner:
                 .agg(F.max("_removed").alias("_removed"), F.min("_b").alias("_b"))
             )
         info = info.withColumn("_b", F.when(F.col("_removed"), 1.0).otherwise(F.col("_b")))
-        self.info = info
+        # the next rounds' plans start here, not at every earlier round (see the module docstring)
+        self.info = self.run.cut(info)
 
     def finish(
         self, released: Sequence[DataFrame], algorithm: str, parameters: dict[str, Any], plan: Plan

@@ -164,6 +164,7 @@ class _SparkRun:
         self.dropped: list[int] = []
         self.round_sizes: list[int] = []
         self._cached: list[DataFrame] = []
+        self._views: list[tuple[DataFrame, DataFrame]] = []  # (projection, its cached frame)
         self._storage = StorageLevel.MEMORY_AND_DISK
         if not isinstance(data, DataFrame):
             raise DataError(
@@ -246,9 +247,13 @@ class _SparkRun:
             return df.localCheckpoint(eager=True)
 
     def uncache(self, df: DataFrame) -> None:
-        """Free a cached frame nothing uncached depends on any more."""
-        df.unpersist()
-        self._cached = [c for c in self._cached if c is not df]
+        """Free a cached frame nothing uncached depends on any more (or the cached frame a
+        projection returned by :meth:`capped` reads: unpersisting a projection frees nothing)."""
+        gone = [df, *(cached for view, cached in self._views if view is df)]
+        for frame in gone:
+            frame.unpersist()
+        self._cached = [c for c in self._cached if all(c is not g for g in gone)]
+        self._views = [(v, c) for v, c in self._views if v is not df]
 
     def cache(self, df: DataFrame) -> DataFrame:
         """Persist ``df`` (memory, spilling to disk) until the run finishes."""
@@ -290,7 +295,9 @@ class _SparkRun:
             self.n_users = int(row["users"])
             self.n_pairs = int(row["kept"]) + int(row["dropped"] or 0)
         self.dropped.append(int(row["dropped"] or 0))
-        return kept.drop("_rn", "_n")
+        view = kept.drop("_rn", "_n")
+        self._views.append((view, kept))
+        return view
 
     # -- release (Alg. 1 lines 6-9) -------------------------------------------------------------
     def release(
@@ -361,6 +368,7 @@ class _SparkRun:
         for df in self._cached:
             df.unpersist()
         self._cached.clear()
+        self._views.clear()
         return SparkSelectionResult(
             dataframe=items,
             algorithm=algorithm,
@@ -381,6 +389,7 @@ class _SparkRun:
         for df in self._cached:
             df.unpersist()
         self._cached.clear()
+        self._views.clear()
 
 
 # -- weights ------------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ DEFAULT_ZIPF = SHARED_DATA / "partition/synth_zipf_200k.user_item.tsv.gz"
 SEED = 0  # the scaling runs' seed
 ALGORITHMS = ("mad2r", "basic", "mad", "dp-sips")
 LOCAL = {"basic": basic, "dp-sips": dp_sips, "mad": mad, "mad2r": mad2r}
+MULTI_ROUND = ("mad2r", "dp-sips")  # the algorithms --rounds applies to
 QUICK_ZIPF_USERS = 20_000  # --quick: the shared Zipf set's first 20,000 users only
 WARMUP_USERS = 5_000  # the Spark warm-up run: ~60k pairs
 #: Items per user in the generated sets (the 200k-user default has 1M items: 5 per user).
@@ -290,7 +291,7 @@ def phase_timer(engine: Any) -> Iterator[list[list[Any]]]:
             setattr(run_cls, name, fn)
 
 
-def spark_run(engine: Any, algo: str, df: Any, seed: int) -> tuple[Any, float]:
+def spark_run(engine: Any, algo: str, df: Any, seed: int, **options: Any) -> tuple[Any, float]:
     """One Spark selection; the caller unpersists ``result.dataframe``."""
     t = time.perf_counter()
     r = select_partitions(
@@ -301,6 +302,7 @@ def spark_run(engine: Any, algo: str, df: Any, seed: int) -> tuple[Any, float]:
         engine="spark",
         max_items_per_user=CAP,
         seed=seed,
+        **options,
     )
     return r, time.perf_counter() - t
 
@@ -463,7 +465,12 @@ def _stats(sizes: list[int]) -> dict[str, Any]:
 
 
 def zipf_sizes(
-    spark: Any, engine: Any, path: Path, algos: tuple[str, ...], seeds: int
+    spark: Any,
+    engine: Any,
+    path: Path,
+    algos: tuple[str, ...],
+    seeds: int,
+    rounds: int | None = None,
 ) -> dict[str, Any]:
     log(f"local engine: reading {path} ...")
     t = time.perf_counter()
@@ -489,12 +496,15 @@ def zipf_sizes(
     try:
         for algo in algos:
             per: dict[str, Any] = {"local": [], "spark": []}
+            opts = {"rounds": rounds} if rounds and algo in MULTI_ROUND else {}
             for seed in range(seeds):
                 t = time.perf_counter()
-                r = LOCAL[algo](c, epsilon=EPS, delta=DELTA, max_items_per_user=CAP, seed=seed)
+                r = LOCAL[algo](
+                    c, epsilon=EPS, delta=DELTA, max_items_per_user=CAP, seed=seed, **opts
+                )
                 loc = {"seed": seed, "size": len(r), "seconds": time.perf_counter() - t}
                 per["local"].append({**loc, **_diag(r)})
-                rs, secs = spark_run(engine, algo, df, seed)
+                rs, secs = spark_run(engine, algo, df, seed, **opts)
                 per["spark"].append({"seed": seed, "size": len(rs), "seconds": secs, **_diag(rs)})
                 rs.dataframe.unpersist()
                 a, b = per["local"][-1], per["spark"][-1]
@@ -710,6 +720,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out-dir", type=Path, default=HERE / "results")
     p.add_argument("--work-dir", type=Path, default=None, help="for the Parquet files (temp)")
     p.add_argument("--mad2r-only", action="store_true", help="output sizes of MAD2R only")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds of MAD2R and DP-SIPS in the output sizes (default: each algorithm's)",
+    )
     p.add_argument("--skip-scaling", action="store_true")
     p.add_argument("--skip-zipf", action="store_true")
     p.add_argument(
@@ -791,6 +807,7 @@ def main(argv: list[str] | None = None) -> int:
             "repeats": args.repeats,
             "seeds": args.seeds,
             "algorithms_zipf": list(algos),
+            "rounds_zipf": args.rounds,
             "quick": args.quick,
             "items_per_user_generated": ITEMS_PER_USER,
         },
@@ -825,7 +842,7 @@ def main(argv: list[str] | None = None) -> int:
                 name = f"synth_zipf_200k (first {QUICK_ZIPF_USERS:,} users, --quick)"
                 log(f"--quick: {n:,} rows of the first {QUICK_ZIPF_USERS:,} users -> {path}")
             results["zipf_name"] = name
-            results["zipf"] = zipf_sizes(spark, engine, path, algos, args.seeds)
+            results["zipf"] = zipf_sizes(spark, engine, path, algos, args.seeds, args.rounds)
             if not all(e["capping_equal"] for e in results["zipf"]["algorithms"].values()):
                 spark_warnings_ok = False
     finally:

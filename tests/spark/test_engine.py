@@ -120,15 +120,7 @@ def _both(spark, pairs, name, seed, noise_scale=3.0):
     return local, lp, remote, sp
 
 
-#: Known failure (issue 13, left open): with 3 rounds the Spark runner's query plans grow deep
-#: enough that the driver ran out of Java heap (3 GiB) on a hypothesis example, after passing
-#: once; suspected Catalyst constraint propagation over the chained round frames. Not run
-#: until the lineage is truncated (e.g. localCheckpoint after each cap).
-_DEEP = pytest.mark.xfail(run=False, reason="3-round Spark plans exhaust the driver heap")
-PARAMS = [pytest.param(n, marks=_DEEP) if "3-rounds" in n else n for n in CASES]
-
-
-@pytest.mark.parametrize("name", PARAMS)
+@pytest.mark.parametrize("name", CASES)
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -150,6 +142,27 @@ def test_weights_and_selection_match_local(spark, name, pairs, seed):
         d.duplicates_dropped,
     )
     assert r.pairs_dropped_by_capping == d.pairs_dropped_by_capping
+    remote.dataframe.unpersist()
+
+
+@pytest.mark.parametrize("recap", [True, False])
+def test_query_plans_do_not_grow_with_the_rounds(spark, capsys, recap):
+    """Regression (issue 13): each round's plan nested every earlier round's cached plans, ~25x
+    larger per round, and Spark expands plans into text for every job: 3 rounds exhausted a
+    3 GiB driver heap. Rounds now meet in a checkpointed item frame, so round 3's weights have
+    a plan no larger than round 2's."""
+    rng = np.random.default_rng(7)
+    pairs = [(u, int(i)) for u in range(40) for i in rng.zipf(1.6, size=int(rng.integers(1, 12)))]
+    tap = Tap(noise=_noise())
+    options = {**COMMON, "d_max": 5, "rounds": 3, "recap": recap, "seed": 1}
+    remote = _run(_frame(spark, pairs), "mad2r", "spark", tap, **options)
+    sizes = []
+    for frame in tap.weights:
+        capsys.readouterr()
+        frame.explain(mode="extended")
+        sizes.append(len(capsys.readouterr().out))
+    assert len(sizes) == 3
+    assert sizes[2] < 1.5 * sizes[1], sizes
     remote.dataframe.unpersist()
 
 

@@ -16,6 +16,12 @@ only; item sets that filters make small (MAD's heavy items, MAD2R's removed or b
 DP-SIPS's released items) are broadcast to the tasks holding the pairs when they have at most
 :data:`BROADCAST_ROWS` rows, and joined by a shuffle otherwise.
 
+Lineage: rounds meet only in the item frame of removed and biased items, cut (checkpointed)
+after each round, and (without re-capping) in the first round's capped pairs. Otherwise each
+round's plan nests all earlier rounds' cached plans several times, and Spark expands them into
+the plan text and graph of every job (~25x per round: 165M characters for one job of a 3-round
+MAD2R on 40 users, past a 3 GiB driver heap).
+
 Shuffles: the pairs once by user (de-duplication, capping and every per-user window share that
 partitioning); item-level partial aggregates by item; item-level frames by noise bucket; the
 pairs of users with a biased item by user bucket (MAD2R round 2); and the pairs by item only
@@ -171,6 +177,7 @@ class _SparkRun:
         self.dropped: list[int] = []
         self.round_sizes: list[int] = []
         self._cached: list[DataFrame] = []
+        self._views: list[tuple[DataFrame, DataFrame]] = []  # (projection, its cached frame)
         self._storage = StorageLevel.MEMORY_AND_DISK
         if not isinstance(data, DataFrame):
             raise DataError(
@@ -245,10 +252,21 @@ class _SparkRun:
             n = items.count()
         return pairs.join(F.broadcast(items) if n <= BROADCAST_ROWS else items, _I, how)
 
+    def cut(self, df: DataFrame) -> DataFrame:
+        """``df`` materialized with its lineage cut (an eager local checkpoint, kept in the
+        executors' block stores; Spark frees it when the driver drops the frame). For small
+        item frames only: a checkpoint forgets the pairs' partitioning by user."""
+        with self.timed("cut the lineage of an item set"):
+            return df.localCheckpoint(eager=True)
+
     def uncache(self, df: DataFrame) -> None:
-        """Free a cached frame nothing uncached depends on any more."""
-        df.unpersist()
-        self._cached = [c for c in self._cached if c is not df]
+        """Free a cached frame nothing uncached depends on any more (or the cached frame a
+        projection returned by :meth:`capped` reads: unpersisting a projection frees nothing)."""
+        gone = [df, *(cached for view, cached in self._views if view is df)]
+        for frame in gone:
+            frame.unpersist()
+        self._cached = [c for c in self._cached if all(c is not g for g in gone)]
+        self._views = [(v, c) for v, c in self._views if v is not df]
 
     def cache(self, df: DataFrame) -> DataFrame:
         """Persist ``df`` (memory, spilling to disk) until the run finishes."""
@@ -290,7 +308,9 @@ class _SparkRun:
             self.n_users = int(row["users"])
             self.n_pairs = int(row["kept"]) + int(row["dropped"] or 0)
         self.dropped.append(int(row["dropped"] or 0))
-        return kept.drop("_rn", "_n")
+        view = kept.drop("_rn", "_n")
+        self._views.append((view, kept))
+        return view
 
     # -- release (Alg. 1 lines 6-9) -------------------------------------------------------------
     def release(
@@ -363,6 +383,7 @@ class _SparkRun:
         for df in self._cached:
             df.unpersist()
         self._cached.clear()
+        self._views.clear()
         return SparkSelectionResult(
             dataframe=items,
             algorithm=algorithm,
@@ -383,6 +404,7 @@ class _SparkRun:
         for df in self._cached:
             df.unpersist()
         self._cached.clear()
+        self._views.clear()
 
 
 # -- weights ------------------------------------------------------------------------------------
@@ -505,6 +527,7 @@ class SparkRunner:
         self.capped_pairs: DataFrame | None = None
         self.info: DataFrame | None = None  # items removed (_removed) or biased (_b < 1)
         self._all_items: DataFrame | None = None
+        self._first_capped: DataFrame | None = None
 
     def release_degree_histogram(self, sigma: float) -> np.ndarray:
         """As the local runner's: the driver collects (degree, number of users) only."""
@@ -531,9 +554,12 @@ class SparkRunner:
     def cap(self, *, recap: bool = True) -> None:
         run, F = self.run, _functions()
         if self.capped_pairs is None:
-            self.capped_pairs = run.capped(run.pairs)
+            self.capped_pairs = self._first_capped = run.capped(run.pairs)
             return
-        base = run.pairs if recap else self.capped_pairs.select(*_BASE)
+        # Without re-capping: the first capped sets minus every item removed so far (``info``
+        # keeps them all), as the previous round's sets minus the new removals would be, with a
+        # plan that does not nest every earlier round's (see the module docstring).
+        base = run.pairs if recap else self._first_capped.select(*_BASE)
         left = base
         if self.info is not None:
             left = (
@@ -542,8 +568,8 @@ class SparkRunner:
                 .withColumn("_b", F.coalesce(F.col("_b"), F.lit(1.0)))
                 .drop("_removed")
             )
-        if recap:  # the previous capped sets are done (their weights are computed and cached)
-            run.uncache(self.capped_pairs)
+        if recap or self.capped_pairs is not self._first_capped:
+            run.uncache(self.capped_pairs)  # done: their weights are computed and cached
         self.capped_pairs = run.capped(left, rank=recap)
 
     def weights(self, rule: Basic | Mad) -> DataFrame:
@@ -588,7 +614,8 @@ class SparkRunner:
                 .agg(F.max("_removed").alias("_removed"), F.min("_b").alias("_b"))
             )
         info = info.withColumn("_b", F.when(F.col("_removed"), 1.0).otherwise(F.col("_b")))
-        self.info = info
+        # the next rounds' plans start here, not at every earlier round (see the module docstring)
+        self.info = self.run.cut(info)
 
     def finish(
         self, released: Sequence[DataFrame], algorithm: str, parameters: dict[str, Any], plan: Plan

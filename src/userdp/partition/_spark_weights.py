@@ -1,0 +1,136 @@
+"""The Spark runner's column names and weight rules as DataFrame operations (Basic, MAD and
+biased UserWeights): :mod:`userdp.partition.spark` composes them into rounds.
+
+Each mirrors its local counterpart in :mod:`userdp.partition.weights` step by step (the parity
+tests compare the two runners' weights to 1e-9); the privacy statements are there.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from userdp.partition.weights import user_weights
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    from pyspark.sql import DataFrame
+
+#: Hash buckets of items (noise streams) and of users (UserWeights batches). Fixed, so that a
+#: seeded run draws the same noise whatever the number of partitions or executors.
+BUCKETS = 256
+#: Item sets up to this many rows are broadcast to the pair-holding tasks instead of shuffling
+#: the pairs by item (heavy items of MAD, items removed or biased in MAD2R's round 2).
+BROADCAST_ROWS = 2_000_000
+
+# Internal column names: user, item, their salted hashes, item noise bucket.
+_U, _I, _HU, _HI, _IB = "_u", "_i", "_hu", "_hi", "_ib"
+_BASE = [_U, _I, _HU, _HI, _IB]
+_ITEM = [_I, _HI, _IB]
+
+
+def _functions() -> Any:
+    from pyspark.sql import functions
+
+    return functions
+
+
+def _bucket_user_weights(b_min: float, b_max: float, pdf: pd.DataFrame) -> pd.DataFrame:
+    """Grouped-map UDF body: UserWeights (Alg. 2) for every user of one hash bucket at once."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(pdf[_U])
+    order = np.argsort(codes, kind="stable")
+    pdf = pdf.iloc[order].reset_index(drop=True)
+    n = len(pdf)
+    # user_weights indexes ``biases`` by item code: give each pair its own code.
+    wb = user_weights(
+        codes[order].astype(np.int64),
+        np.arange(n),
+        len(uniques),
+        biases=pdf["_b"].to_numpy(dtype=float),
+        b_min=b_min,
+        b_max=b_max,
+    )
+    return pdf.assign(_wb=wb)
+
+
+# -- weights ------------------------------------------------------------------------------------
+def _basic_weights(capped: DataFrame) -> DataFrame:
+    """Basic weights (Alg. 5): w(i) = sum over users holding i of 1/sqrt(|S_u|)."""
+    F = _functions()
+    return capped.groupBy(*_ITEM).agg(F.sum(1.0 / F.sqrt(F.col("_deg"))).alias("_w"))
+
+
+def _user_weights(pairs: DataFrame, b_min: float, b_max: float) -> DataFrame:
+    """Add UserWeights ``_wb`` (Alg. 2) to every pair, given per-pair biases ``_b``.
+
+    Users with no biased item get 1/sqrt(|S_u|) by a column expression (what Alg. 2 gives them);
+    the others go through a grouped pandas UDF, one hash bucket of users per call, that runs the
+    local engine's vectorized :func:`user_weights`.
+    """
+    F = _functions()
+    from pyspark.sql import Window
+    from pyspark.sql.types import DoubleType, LongType, StructField, StructType
+
+    flagged = pairs.withColumn("_minb", F.min(F.col("_b")).over(Window.partitionBy(_U)))
+    plain = flagged.where(F.col("_minb") >= 1.0).withColumn("_wb", 1.0 / F.sqrt(F.col("_deg")))
+    biased = flagged.where(F.col("_minb") < 1.0).withColumn(
+        "_ub", F.pmod(F.col(_HU), F.lit(BUCKETS))
+    )
+    schema = StructType(
+        [
+            *biased.schema.fields[:-1],
+            StructField("_ub", LongType(), False),
+            StructField("_wb", DoubleType(), False),
+        ]
+    )
+
+    def body(pdf):  # no annotations: PySpark reads them to pick the UDF type
+        return _bucket_user_weights(b_min, b_max, pdf)
+
+    biased = biased.groupBy("_ub").applyInPandas(body, schema).drop("_ub")
+    return plain.unionByName(biased).drop("_minb")
+
+
+def _mad_weights(
+    run: Any,  # the run's book-keeping (spark._SparkRun): its join_items
+    capped: DataFrame,
+    *,
+    tau: float,
+    d_max: int,
+    biased: bool = False,
+    b_min: float = 1.0,
+    b_max: float = 1.0,
+) -> DataFrame:
+    """MaxAdaptiveDegree weights (Alg. 3, with the ``max`` erratum of line 6), as DataFrames.
+
+    Mirrors :func:`userdp.partition.mad_weights` step by step; see it for the privacy
+    statement. ``biased`` uses the pairs' ``_b`` column as b(i).
+    """
+    F = _functions()
+    from pyspark.sql import Window
+
+    deg = F.col("_deg")
+    adaptive = (deg >= math.ceil(1.0 / b_min**2)) & (deg <= d_max)  # line 3
+    p = capped.withColumn("_init", F.when(adaptive, 1.0 / deg).otherwise(0.0))
+    w_init = p.where(adaptive).groupBy(_I).agg(F.sum("_init").alias("_wi"))  # line 5
+    heavy = w_init.where(F.col("_wi") > tau).select(  # line 6 (erratum: max)
+        _I, ((F.col("_wi") - tau) / F.col("_wi")).alias("_r")
+    )
+    p = run.join_items(p, heavy, "left")
+    # line 10: e_u = (1/|S_u|) sum r(i) over the adaptive user's items
+    r_sum = F.sum(F.coalesce(F.col("_r"), F.lit(0.0))).over(Window.partitionBy(_U))
+    excess = F.when(adaptive, r_sum / deg).otherwise(0.0)
+    alpha = b_min - 1.0 / (2.0 * math.sqrt(d_max))  # line 2
+    p = p.withColumn("_c", F.lit(alpha / d_max) * excess - F.col("_init")).drop("_r")
+    if biased:
+        p = _user_weights(p, b_min, b_max)  # line 13
+    else:
+        p = p.withColumn("_wb", 1.0 / F.sqrt(deg))
+    # lines 8, 11, 14-17: min(w_init, tau) + rerouted + (w_b - 1/|S_u| if adaptive else w_b)
+    return p.groupBy(*_ITEM).agg(
+        (F.sum(F.col("_c") + F.col("_wb")) + F.least(F.sum("_init"), F.lit(tau))).alias("_w")
+    )

@@ -10,7 +10,9 @@ What it measures (Krichene et al. 2023, Section 5 and Appendix C):
 1. ML10M protocol (random 80/10/10 split, test RMSE, test users projected from train +
    validation) for every method at epsilon 1, 5, 20 (delta 1e-5) on ml-100k and
    ml-latest-small from ``--movielens`` when present, and on a synthetic ML-10M-shaped set
-   (``lowrank_ratings``: 69,878 users, 10,677 items, 10M ratings, top 10% of items hold 67%).
+   (``--synthetic longtail``, the default: ``longtail_ratings``, ML-10M's sizes and its bias
+   decomposition; ``--synthetic lowrank``: ``lowrank_ratings``, the shape before issue 15,
+   without biases).
    RMSE overall and in 5 equal-size item buckets by training frequency, beside the
    global-mean predictor and non-private ALS.
 2. ML20M protocol (ratings > 3.5, users >= 5, held-out users 80/20, Recall@20, training on the
@@ -40,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from _harness import RESULTS, SHARED_DATA, finish, log, machine, pyplot, versions
+from userdp.data.longtail import longtail_ratings
 from userdp.data.movielens import load_movielens
 from userdp.data.ratings import Ratings
 from userdp.data.synthetic import lowrank_ratings, multitask_regression
@@ -486,6 +489,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=10_000_054,
         help="Size of the ML-10M-shaped synthetic set (users and items scale along).",
     )
+    p.add_argument(
+        "--synthetic",
+        choices=("longtail", "lowrank"),
+        default="longtail",
+        help="Shape of the synthetic set: longtail (item biases correlated with popularity, user "
+        "biases, low-rank interactions and noise, with ML-10M's decomposition) or lowrank (no "
+        "biases: the shape before issue 15, which cannot show a tail effect). Default: longtail.",
+    )
     p.add_argument("--seeds", type=int, default=3, help="Noise seeds per run on the small sets.")
     p.add_argument("--methods", default=",".join(ALL), help="Comma-separated methods.")
     p.add_argument(
@@ -538,7 +549,8 @@ def main(argv: list[str] | None = None) -> int:
         results["recall"][name] = recall_protocol(name, ratings, seeds, methods)
     scale = n_syn / 10_000_054
     t = time.perf_counter()
-    syn = lowrank_ratings(
+    generate = longtail_ratings if args.synthetic == "longtail" else lowrank_ratings
+    syn = generate(
         max(1000, int(69_878 * scale)), max(200, int(10_677 * scale**0.5)), n_syn, seed=1
     )
     log(f"[synthetic] generated in {time.perf_counter() - t:.1f} s")

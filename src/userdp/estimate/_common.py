@@ -47,12 +47,14 @@ from userdp.privacy.noise import NoiseSource
 __all__ = [
     "ACCOUNTANT",
     "EPSILON",
+    "LIMIT_H",
     "NOISE_VARIANCE",
     "PUBLIC_USER_SIZES",
     "SAMPLE_LIMIT",
     "SEED",
     "SELECTION_SHARE",
     "SMOOTH",
+    "SMOOTH_H",
     "Bounding",
     "Ledger",
     "Method",
@@ -100,6 +102,13 @@ SEED: dict[str, Any] = {
 NOISE_VARIANCE: dict[str, Any] = {
     "low": 0.0, "high": math.inf, "high_open": True, "none": True, "cli": False,
 }  # fmt: skip
+#: ``h`` of the smooth weights (a positive real) and of sample limiting (a record count);
+#: None: chosen privately.
+SMOOTH_H: dict[str, Any] = {
+    "low": 0.0, "low_open": True, "high": math.inf, "high_open": True, "none": True,
+    "cli": False,
+}  # fmt: skip
+LIMIT_H: dict[str, Any] = {"int": True, "low": 1, "none": True, "cli": False}
 
 
 # -- the accounting preamble ---------------------------------------------------------------------

@@ -31,12 +31,14 @@ from userdp._validation import check_arguments
 from userdp.estimate._common import (
     ACCOUNTANT,
     EPSILON,
+    LIMIT_H,
     NOISE_VARIANCE,
     PUBLIC_USER_SIZES,
     SAMPLE_LIMIT,
     SEED,
     SELECTION_SHARE,
     SMOOTH,
+    SMOOTH_H,
     Bounding,
     Ledger,
     Method,
@@ -377,13 +379,12 @@ _PARAMETERS: dict[str, dict[str, Any]] = {
 #: Rules for every keyword of :func:`weighted_mean` (checked before any data is read).
 WEIGHTED_MEAN_PARAMETERS: dict[str, dict[str, Any]] = {
     **_PARAMETERS,
-    "h": {"low": 0.0, "low_open": True, "high": math.inf, "high_open": True, "none": True,
-          "cli": False},
-}  # fmt: skip
+    "h": SMOOTH_H,
+}
 #: Rules for every keyword of :func:`sample_limited_mean`.
 SAMPLE_LIMITED_MEAN_PARAMETERS: dict[str, dict[str, Any]] = {
     **_PARAMETERS,
-    "h": {"int": True, "low": 1, "none": True, "cli": False},
+    "h": LIMIT_H,
 }
 _TABLES = {"weighted": WEIGHTED_MEAN_PARAMETERS, "sample-limit": SAMPLE_LIMITED_MEAN_PARAMETERS}
 

@@ -36,7 +36,6 @@ public sizes, where ``Delta = h / n_h``), minimised by
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,11 +47,13 @@ from userdp._validation import check_arguments, check_real
 from userdp.estimate._common import (
     ACCOUNTANT,
     EPSILON,
+    LIMIT_H,
     PUBLIC_USER_SIZES,
     SAMPLE_LIMIT,
     SEED,
     SELECTION_SHARE,
     SMOOTH,
+    SMOOTH_H,
     Bounding,
     Ledger,
     Method,
@@ -215,13 +216,12 @@ _PARAMETERS: dict[str, dict[str, Any]] = {
 #: Rules for every keyword of :func:`weighted_quantile` (checked before any data is read).
 WEIGHTED_QUANTILE_PARAMETERS: dict[str, dict[str, Any]] = {
     **_PARAMETERS,
-    "h": {"low": 0.0, "low_open": True, "high": math.inf, "high_open": True, "none": True,
-          "cli": False},
-}  # fmt: skip
+    "h": SMOOTH_H,
+}
 #: Rules for every keyword of :func:`sample_limited_quantile`.
 SAMPLE_LIMITED_QUANTILE_PARAMETERS: dict[str, dict[str, Any]] = {
     **_PARAMETERS,
-    "h": {"int": True, "low": 1, "none": True, "cli": False},
+    "h": LIMIT_H,
 }
 _TABLES = {
     "weighted": WEIGHTED_QUANTILE_PARAMETERS,

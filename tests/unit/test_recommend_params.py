@@ -23,6 +23,7 @@ _CUSTOM_BAD = {
     "min_item_count": ["typo", math.nan],
     "biases": ["yes", 1, None],
     "encoder": [object(), None],
+    "loss": ["hinge", None, 1.0],
 }
 
 

@@ -4,7 +4,8 @@
 DPSGD variants; :mod:`~userdp.recommend.metrics` scores them (RMSE, Recall@k, sliced by item
 frequency) and :mod:`~userdp.recommend.protocols` holds the ML10M / ML20M benchmark splits.
 :class:`PublicFeatureRecommender` (AM-SSP, Krichene et al. 2023b) trains an item encoder on
-public item features (:mod:`~userdp.recommend.encoders`, :mod:`userdp.data.features`).
+public item features (:mod:`~userdp.recommend.encoders`, :mod:`userdp.data.features`), with
+the squared loss or any :class:`ConvexLoss` (:mod:`~userdp.recommend.public_convex`).
 Both train on an :class:`ItemSet` fixed before training (a public catalogue, or a vocabulary
 chosen by ``userdp.select_partitions`` and passed in: this package never imports
 ``userdp.partition``) and release a :class:`RecommenderModel`.
@@ -35,10 +36,12 @@ from userdp.recommend.protocols import (
     score_model,
 )
 from userdp.recommend.public import PublicFeatureRecommender, plan_ssp_noise, ssp_gradient
+from userdp.recommend.public_convex import ConvexLoss
 
 __all__ = [
     "METHODS",
     "ML20M_MODEL_DEFAULTS",
+    "ConvexLoss",
     "EvaluationTask",
     "FeatureFamily",
     "HeldOutSplit",

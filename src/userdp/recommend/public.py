@@ -38,6 +38,7 @@ from userdp.privacy.noise import NoiseSource
 from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnostics
 from userdp.recommend.model import RecommenderModel, solve_users
 from userdp.recommend.plans import SSPPlan, plan_ssp_noise
+from userdp.recommend.public_convex import CONVEX_CONSTRAINTS, fit_convex
 from userdp.recommend.public_steps import (
     Adam,
     clipped_user_gradients,
@@ -147,6 +148,20 @@ class PublicFeatureRecommender(RecommenderBase):
         0.931, 2.0 0.985 / 0.963 / 0.917, 1.5 0.986 / 0.964 / 0.908, 1.0 0.985 / 0.970 /
         0.924 (AM-DPSGD on that draw: 1.025 / 0.968 / 0.927, so SSP2 with 1.5-2 beats it at 5
         and 20). Not on by default: a good value depends on the rating scale.
+    loss : {"squared", "logistic"} or ConvexLoss, default="squared"
+        The training loss. "squared" is AM-SSP (this class's own path, above). Any other loss
+        is trained by SSP for convex losses (Appendix D, Algorithm 7; see
+        :mod:`userdp.recommend.public_convex`): the released statistics are the clipped
+        Hessian and gradient sums ``(H_j, g_j)`` around the current item embeddings, of l2
+        sensitivity ``hessian_clip`` and ``gradient_clip``; "logistic" is for implicit
+        feedback (use :data:`~userdp.recommend.ML20M_MODEL_DEFAULTS`: rating range (0, 1),
+        center 0). Variants "ssp2", "minibatch" and "dpsgd".
+    hessian_clip, gradient_clip : float or None, default=None
+        Gamma_H and Gamma_g of Algorithm 7 for a loss other than "squared" (None: the loss's
+        stated bounds times ``max_norm^2`` and ``max_norm``; required where it states none).
+    negatives : float or None, default=None
+        For a loss other than "squared": unrated items sampled per rated item, labelled with
+        the low end of ``rating_range`` (None: 1).
     user_feature_fraction : float, default=0.05
         Share of the budget for the private user-feature prior, when ``fit`` gets
         ``user_features``. The user encoder is then ``u_k = argmin_u sum (u.v_j - y)^2 +
@@ -193,6 +208,7 @@ class PublicFeatureRecommender(RecommenderBase):
             "low": 0.0, "high": 1.0, "low_open": True, "high_open": True,
             "help": "Share of the budget spent on the private user-feature prior.",
         },
+        **CONVEX_CONSTRAINTS,
     }  # fmt: skip
 
     def __init__(
@@ -220,6 +236,10 @@ class PublicFeatureRecommender(RecommenderBase):
         clip_norm: float = 1.0,
         rating_clip: float | None = None,
         user_feature_fraction: float = 0.05,
+        loss: Any = "squared",
+        hessian_clip: float | None = None,
+        gradient_clip: float | None = None,
+        negatives: float | None = None,
         seed: int | None = None,
         progress: bool = False,
     ) -> None:
@@ -245,6 +265,10 @@ class PublicFeatureRecommender(RecommenderBase):
         self.clip_norm = clip_norm
         self.rating_clip = rating_clip
         self.user_feature_fraction = user_feature_fraction
+        self.loss = loss
+        self.hessian_clip = hessian_clip
+        self.gradient_clip = gradient_clip
+        self.negatives = negatives
         self.seed = seed
         self.progress = progress
 
@@ -277,6 +301,8 @@ class PublicFeatureRecommender(RecommenderBase):
         event is charged to it before the data is read (refused there, nothing charged, when
         it would exceed the accountant's budget).
         """
+        if not (isinstance(self.loss, str) and self.loss == "squared"):  # Appendix D
+            return fit_convex(self, ratings, user_features=user_features, accountant=accountant)
         started = time.perf_counter()
         budget = self._validate()
         self._check_accountant(accountant, "accountant", "PublicFeatureRecommender.fit")

@@ -37,7 +37,7 @@ from scipy.special import expit
 
 from userdp._validation import check_real
 from userdp.exceptions import InvalidParameterError
-from userdp.multitask.allocation import adaptive_weights
+from userdp.multitask.allocation import adaptive_weights, row_keys
 from userdp.multitask.kernels import segment_offsets, segment_statistics
 from userdp.multitask.ssp import clip_rows, perturb_statistics, project_psd
 from userdp.privacy.noise import NoiseSource
@@ -180,6 +180,8 @@ def resolve_loss(loss: str | ConvexLoss) -> ConvexLoss:
     return LOSSES[loss] if isinstance(loss, str) else loss
 
 
+#: A clip of inf would be no clip, and an infinite sensitivity: refused.
+_FINITE = {"high": math.inf, "high_open": True}
 #: The recommender's keywords for Appendix D (merged into its declared table).
 CONVEX_CONSTRAINTS: dict[str, dict[str, Any]] = {
     "loss": {
@@ -188,18 +190,18 @@ CONVEX_CONSTRAINTS: dict[str, dict[str, Any]] = {
         "convex losses, Appendix D); the API also takes a ConvexLoss.",
     },
     "hessian_clip": {
-        "low": 0.0, "low_open": True, "none": True,
+        **_FINITE, "low": 0.0, "low_open": True, "none": True,
         "help": "Gamma_H: each example's Hessian term l'' u u^T is clipped to this Frobenius "
         "norm in private runs of a loss other than 'squared' (none: the loss's bound times "
         "max_norm^2).",
     },
     "gradient_clip": {
-        "low": 0.0, "low_open": True, "none": True,
+        **_FINITE, "low": 0.0, "low_open": True, "none": True,
         "help": "Gamma_g: each example's gradient term l' u is clipped to this norm in private "
         "runs of a loss other than 'squared' (none: the loss's bound times max_norm).",
     },
     "negatives": {
-        "low": 0.0, "none": True,
+        **_FINITE, "low": 0.0, "none": True,
         "help": "Unrated items sampled per rated item, labelled with the low end of the rating "
         "range, for a loss other than 'squared' (none: 1).",
     },
@@ -229,27 +231,42 @@ def clip_norms(
     return out[0], out[1]
 
 
+def _mix64(x: Array) -> Array:
+    """SplitMix64's finaliser on uint64 (a bijection that spreads every input bit)."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
 def sample_negatives(
-    users: Array, items: Array, n_users: int, n_items: int, ratio: float, rng: np.random.Generator
+    users: Array, items: Array, n_items: int, ratio: float, keys: Array
 ) -> tuple[Array, Array]:
     """About ``ratio`` unrated items per rated item, per user, uniform over the item set.
 
-    Every row draws ``floor(ratio)`` candidates plus one with probability ``ratio mod 1``;
-    candidates the user rated, and repeats, are dropped, so every (user, item) pair of the
-    returned rows is new and distinct (each user still touches every item at most once: the
-    per-item sensitivity argument of Algorithm 7 needs it). The candidates of a user depend on
-    that user's rows only (and the public item set); returned sorted by (user, item).
+    Row r draws ``floor(ratio)`` candidate item codes, plus one with probability
+    ``ratio mod 1``, from hashes of its key ``keys[r]`` (:func:`~userdp.multitask.allocation.
+    row_keys`: a secret keyed hash of the (user label, item label) pair), so a user's negatives
+    are a function of that user's own rows and the public item set only: adding or removing
+    another user changes nobody else's. Candidates the user rated, and repeats, are dropped, so
+    every returned (user, item) pair is new and distinct (each user still touches every item
+    at most once: the per-item sensitivity argument of Algorithm 7 needs it). Returned sorted
+    by (user, item code).
     """
     if ratio <= 0 or users.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     whole, frac = divmod(float(ratio), 1.0)
-    per_row = int(whole) + (rng.random(users.size) < frac)
-    cand_users = np.repeat(users.astype(np.int64), per_row)
-    cand_items = rng.integers(0, n_items, cand_users.size)
-    keys = np.unique(cand_users * n_items + cand_items)
+    keys = np.asarray(keys, dtype=np.uint64)
+    coin = (_mix64(keys ^ np.uint64(0x6E65676174697665)) >> np.uint64(11)).astype(np.float64)
+    per_row = int(whole) + (coin * 2.0**-53 < frac)
+    row = np.repeat(np.arange(users.size), per_row)
+    nth = np.arange(row.size) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    salt = np.uint64(0x9E3779B97F4A7C15) * (nth.astype(np.uint64) + np.uint64(1))
+    cand = (_mix64(keys[row] ^ salt) % np.uint64(n_items)).astype(np.int64)
+    pair = np.unique(users.astype(np.int64)[row] * n_items + cand)
     rated = users.astype(np.int64) * n_items + items.astype(np.int64)
-    keys = keys[~np.isin(keys, rated)]
-    return keys // n_items, keys % n_items
+    pair = pair[~np.isin(pair, rated)]
+    return pair // n_items, pair % n_items
 
 
 def convex_statistics(
@@ -414,9 +431,10 @@ def fit_convex(
     data, center, lo = prep.data, prep.center, prep.lo
     model._check_encoder_size(data.n_items)
     ratio = 1.0 if model.negatives is None else float(model.negatives)
-    neg_u, neg_i = sample_negatives(
-        data.users, data.items, data.n_users, data.n_items, ratio, noise.stream(0x4E45)
-    )
+    keys = prep.keys
+    if keys is None:  # non-private runs: the same per-row keys, for the same negatives
+        keys = row_keys(data.users, data.items, data.user_labels, data.item_labels, noise.salt)
+    neg_u, neg_i = sample_negatives(data.users, data.items, data.n_items, ratio, keys)
     users = np.concatenate([data.users.astype(np.int64), neg_u])
     items = np.concatenate([data.items.astype(np.int64), neg_i])
     y = np.concatenate([prep.values - center, np.full(neg_u.size, lo - center)])

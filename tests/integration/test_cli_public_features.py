@@ -348,3 +348,37 @@ def test_user_features_train_a_model_that_saves_the_released_prior(data, tmp_pat
     assert model.budget.epsilon == pytest.approx(1.0, rel=1e-3)  # the prior is charged
     assert _train(*argv, "--user-features", "--method", "adadpals") == ExitCode.USAGE
     assert "--user-features applies to the am-* methods" in capsys.readouterr().err
+
+
+# -- SSP for convex losses (Appendix D) ----------------------------------------------------------
+def test_train_with_the_logistic_loss_saves_the_loss_and_its_clips(data, tmp_path, capsys):
+    out = tmp_path / "m.npz"
+    argv = [str(data["csv"]), "-o", str(out), "--method", "am-ssp", *EPS_DELTA, *FAST, "-q"]
+    argv += ["--features", "id", "--rating-range", "0", "1", "--center", "0"]
+    argv += ["--loss", "logistic", "--hessian-clip", "0.2", "--negatives", "2"]
+    assert _train(*argv) == ExitCode.OK
+    model = RecommenderModel.load(out)
+    assert model.params["loss"] == "logistic" and model.params["negatives"] == 2.0
+    assert model.params["hessian_clip"] == 0.2 and model.params["gradient_clip"] == 1.0
+    assert model.budget.epsilon == pytest.approx(1.0, rel=1e-3)
+    assert np.all(np.isfinite(model.item_factors))
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--loss", "hinge"], "The 'loss' parameter of PublicFeatureRecommender must be"),
+        (["--loss", "logistic", "--gradient-clip", "0"], "'gradient_clip' parameter"),
+        (["--loss", "logistic", "--method", "am-ssp1"], "'variant' parameter"),
+    ],
+)
+def test_bad_loss_flags_are_one_error_line_and_exit_2(args, fragment, data, tmp_path, capsys):
+    argv = [str(data["csv"]), "-o", str(tmp_path / "m.npz"), *EPS_DELTA, *FAST]
+    argv += ["--features", "id", "--rating-range", "0", "1", "--center", "0"]
+    if "--method" not in args:
+        argv += ["--method", "am-ssp"]
+    assert _train(*argv, *args) == ExitCode.USAGE
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert fragment in _one_error_line(err, TRAIN)
+    assert not (tmp_path / "m.npz").exists()

@@ -161,6 +161,10 @@ class Scope:
 
 _ALL = ("ssp2", "ssp1", "minibatch", "dpsgd")
 _SSP = ("ssp2", "ssp1", "minibatch")
+#: The variants a loss other than squared trains (Appendix D), and those with its Gamma_H, Gamma_g.
+_CONVEX_VARIANTS = ("ssp2", "minibatch", "dpsgd")
+_QUADRATIC = ("ssp2", "minibatch")
+_CONVEX = "am-ssp and am-ssp-minibatch with --loss other than squared"
 #: The tuning flags, in --help order, and who reads each.
 SCOPES: dict[str, Scope] = {
     "mu": Scope(lambda m: m.startswith("ada"), "adadpals and adadpsgd", _ALL, _AM),
@@ -183,6 +187,10 @@ SCOPES: dict[str, Scope] = {
     "top_items": Scope(_every, _MF),
     "min_item_count": Scope(_every, f"{_MF} ('auto': dpals)"),
     "biases": Scope(_every, _MF),
+    "loss": Scope(None, "", _ALL, _AM),
+    "hessian_clip": Scope(None, "", _QUADRATIC, _CONVEX),
+    "gradient_clip": Scope(None, "", _QUADRATIC, _CONVEX),
+    "negatives": Scope(None, "", _CONVEX_VARIANTS, f"{_AM} with --loss other than squared"),
 }  # fmt: skip
 TUNING = tuple(SCOPES)
 #: Both recommenders' declared tables in one (the shared rules are the same objects).

@@ -152,6 +152,30 @@ def test_the_squared_losss_statistics_are_the_gram_and_the_centred_moment():
     np.testing.assert_allclose(g, np.einsum("jde,je->jd", A, V) - b, rtol=1e-10, atol=1e-12)
 
 
+def test_clipped_statistics_equal_a_row_by_row_clip_of_each_matrix_and_vector():
+    # The slow, obviously correct reference: clip every row's l'' u u^T in Frobenius norm and
+    # l' u in l2 norm as matrices and vectors, then sum per item.
+    users, items, y, w, U, _ = _problem(7)
+    U = U * 2.0  # large enough that both clips bind on some rows and not on others
+    V = np.random.default_rng(8).normal(size=(10, 3))
+    h_clip, g_clip = 0.6, 1.5
+    order, offsets = segment_offsets(items, 10)
+    H, g = convex_statistics(LOGISTIC, U, V, users, items, y, w, order, offsets, h_clip, g_clip)
+    H_ref, g_ref = np.zeros_like(H), np.zeros_like(g)
+    bound = [0, 0]
+    for i, (k, j) in enumerate(zip(users, items, strict=True)):
+        p = np.array([U[k] @ V[j]])
+        M = LOGISTIC.hess(p, y[i : i + 1])[0] * np.outer(U[k], U[k])
+        v = LOGISTIC.grad(p, y[i : i + 1])[0] * U[k]
+        bound[0] += np.linalg.norm(M) > h_clip
+        bound[1] += np.linalg.norm(v) > g_clip
+        H_ref[j] += w[i] * M * min(1.0, h_clip / np.linalg.norm(M))
+        g_ref[j] += w[i] * v * min(1.0, g_clip / np.linalg.norm(v))
+    assert 0 < bound[0] < users.size and 0 < bound[1] < users.size
+    np.testing.assert_allclose(H, H_ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g, g_ref, rtol=1e-12, atol=1e-12)
+
+
 # -- the recommender --------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", ["ssp2", "minibatch", "dpsgd"])
 def test_the_squared_loss_through_the_convex_path_trains_todays_am_ssp(variant):

@@ -188,7 +188,10 @@ class PublicFeatureRecommender(RecommenderBase):
     AM-DPSGD releases one gradient per inner step, of l2 sensitivity ``clip_norm``. The
     user-feature prior releases its feature-value counts once (l2 sensitivity ``sqrt(F)``)
     and one table of factor sums per outer step (``sqrt(F) max_norm``); see
-    :func:`user_prior_statistics`.
+    :func:`user_prior_statistics`. With a loss other than "squared" each outer step releases
+    the clipped ``(H_j)`` and ``(g_j)`` instead of ``(A_j)`` and ``(b_j)``, of l2 sensitivity
+    ``hessian_clip`` and ``gradient_clip`` (Algorithm 7, lines 4-5; see
+    :func:`~userdp.recommend.public_convex.convex_statistics`), through the same plan.
     """
 
     _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = {

@@ -15,11 +15,13 @@ from dp_accounting import pld
 from userdp.data.ratings import Ratings
 from userdp.data.synthetic import lowrank_ratings_with_features
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.privacy import PrivacyAccountant
+from userdp.privacy import PrivacyAccountant, PrivacyBudget
 from userdp.privacy.noise import NoiseSource
 from userdp.privacy.recording import recording
 from userdp.recommend import FeatureFamily, PublicFeatureEncoder, PublicFeatureRecommender
 from userdp.recommend.federated import (
+    CentreContribution,
+    CentreRound,
     CountContribution,
     CountsRound,
     FactorContribution,
@@ -33,6 +35,7 @@ from userdp.recommend.federated import (
     secure_aggregation_nbytes,
 )
 from userdp.recommend.model import RecommenderModel
+from userdp.recommend.plans import plan_ssp_noise
 
 N_SET, DIM, RANGE = 50, 4, (0.5, 5.0)
 
@@ -199,47 +202,50 @@ def _round(**kw) -> FactorRound:
     return FactorRound(**{**fields, **kw})
 
 
+def _plan():
+    return plan_ssp_noise(PrivacyBudget(5.0, 1e-5), steps=2)
+
+
+def _factor(u, items, w, y):
+    return FactorContribution(np.asarray(u, float), np.asarray(items, np.int32),
+                              np.asarray(w, float), np.asarray(y, float))  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "contribution, fragment",
     [
-        (
-            FactorContribution(
-                np.array([2.0, 0.0]), np.array([0], np.int32), np.ones(1), np.ones(1)
-            ),
-            "norm <= 1",
-        ),
-        (
-            FactorContribution(
-                np.array([0.6, 0.0]), np.array([0, 1], np.int32), np.ones(2), np.ones(2)
-            ),
-            "squares sum to <= 1",
-        ),
-        (
-            FactorContribution(
-                np.array([0.6, 0.0]), np.array([0], np.int32), np.ones(1), np.array([2.5])
-            ),
-            "labels in",
-        ),
-        (
-            FactorContribution(
-                np.zeros(2), np.array([0, 0], np.int32), np.full(2, 0.5), np.zeros(2)
-            ),
-            "distinct item codes",
-        ),
+        (_factor([0.6, 0.0], [0, 1], [1.0, 1.0], [1.0, 1.0]), "squares sum to <= 1"),
+        (_factor([0.6, 0.0], [0, 1], [-0.5, 0.5], [1.0, 1.0]), "weights >= 0"),
+        (_factor([0.0, 0.0], [0, 0], [0.5, 0.5], [0.0, 0.0]), "distinct item codes"),
+        (_factor([0.0, 0.0], [5], [1.0], [0.0]), r"distinct item codes in \[0, 5\)"),
+        (_factor([0.0, 0.0, 0.0], [1], [1.0], [0.0]), "a factor of shape"),
+        (_factor([np.nan, 0.0], [1], [1.0], [0.0]), "finite"),
         (CountContribution(np.array([0], np.int32)), "type FactorContribution"),
     ],
 )
-def test_the_aggregator_refuses_a_contribution_outside_the_declared_bounds(
-    data, contribution, fragment
+def test_the_aggregator_refuses_a_malformed_contribution_and_releases_nothing(
+    contribution, fragment
 ):
-    ratings, fams = data
-    model = FederatedPublicFeatureRecommender(encoder=_encoder(fams), **_kw(ratings))
-    plan = model.fit(ratings).plan_
-    aggregator = SecureAggregator(plan, NoiseSource(0))
-    with pytest.raises(DataError, match=fragment):
-        aggregator.aggregate(_round(), [contribution])
+    noise = NoiseSource(0)
+    with recording() as releases, pytest.raises(DataError, match=fragment):
+        SecureAggregator(_plan(), noise).aggregate(_round(), [contribution])
+    assert releases == []
     with pytest.raises(DataError, match="at most 2 items"):
-        aggregator.aggregate(CountsRound(5, 2), [CountContribution(np.arange(3, dtype=np.int32))])
+        SecureAggregator(_plan(), noise).aggregate(
+            CountsRound(5, 2), [CountContribution(np.arange(3, dtype=np.int32))]
+        )
+
+
+def test_the_aggregator_clips_factors_labels_and_mean_statistics_as_algorithm_8():
+    big = [_factor([2.0, 0.0], [0, 3], [0.6, 0.8], [2.5, -9.0])]
+    clipped = [_factor([1.0, 0.0], [0, 3], [0.6, 0.8], [2.0, -2.0])]
+    out = [SecureAggregator(_plan(), NoiseSource(4)).aggregate(_round(), c) for c in (big, clipped)]
+    np.testing.assert_array_equal(out[0].gram, out[1].gram)
+    np.testing.assert_array_equal(out[0].moment, out[1].moment)
+    r = CentreRound("private-mean", 50.0, RANGE, 50)
+    big, clipped = CentreContribution(np.array([1.5, -3.0])), CentreContribution(np.array([1, -1]))
+    out = [SecureAggregator(_plan(), NoiseSource(4)).aggregate(r, [c]) for c in (big, clipped)]
+    np.testing.assert_array_equal(out[0].statistic, out[1].statistic)
 
 
 def test_messages_count_their_bytes_and_the_fit_reports_each_clients_traffic(data):

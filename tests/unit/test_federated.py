@@ -14,7 +14,7 @@ from dp_accounting import pld
 
 from userdp.data.ratings import Ratings
 from userdp.data.synthetic import lowrank_ratings_with_features
-from userdp.exceptions import DataError, InvalidParameterError
+from userdp.exceptions import BudgetExceededError, DataError, InvalidParameterError
 from userdp.privacy import PrivacyAccountant, PrivacyBudget
 from userdp.privacy.noise import NoiseSource
 from userdp.privacy.recording import recording
@@ -302,3 +302,49 @@ def test_bad_arguments_of_fit_and_of_the_roles_are_refused_in_the_house_format(d
     wrong.encoder = PublicFeatureEncoder([FeatureFamily("id", sp.identity(7, format="csr"))], 2)
     with pytest.raises(InvalidParameterError, match="The encoder describes 7 items"):
         wrong.fit(ratings)
+
+
+def test_every_keyword_has_a_rule_and_every_rule_a_keyword():
+    names = sorted(FederatedPublicFeatureRecommender(encoder=None).get_params())
+    assert sorted(FederatedPublicFeatureRecommender._parameter_constraints) == names
+
+
+def _bad(rule: dict) -> list:
+    """Values a simple rule of the table must refuse (as test_recommend_params does)."""
+    if "check" in rule:
+        return []
+    if "choices" in rule:
+        return ["not-a-choice", 1]
+    if rule.get("bool"):
+        return ["yes", 1]
+    out = ["1", 1.5] if rule.get("int") else ["1", np.nan]
+    low = rule.get("low")
+    if low is not None and np.isfinite(low):
+        out.append(low if rule.get("low_open") and not rule.get("int") else low - 1)
+    return out
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        (n, v)
+        for n, rule in FederatedPublicFeatureRecommender._parameter_constraints.items()
+        for v in _bad(rule)
+    ],
+)
+def test_every_simple_rule_refuses_its_bad_values_before_reading_the_data(data, name, value):
+    ratings, fams = data
+    model = FederatedPublicFeatureRecommender(encoder=_encoder(fams), **_kw(ratings))
+    model.set_params(**{name: value})
+    match = f"The '{name}' parameter of FederatedPublicFeatureRecommender must be"
+    with pytest.raises(InvalidParameterError, match=match):
+        model.fit(None)  # the table is checked first: None is never read
+
+
+def test_an_accountant_with_a_total_refuses_the_run_before_any_client_is_asked(data):
+    ratings, fams = data
+    accountant = PrivacyAccountant(PrivacyBudget(1.0, 1e-5))
+    model = FederatedPublicFeatureRecommender(encoder=_encoder(fams), **_kw(ratings))
+    with pytest.raises(BudgetExceededError):
+        model.fit(None, accountant=accountant)  # None would fail if it were read
+    assert accountant.ledger == () and not hasattr(model, "model_")

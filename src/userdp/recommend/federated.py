@@ -415,9 +415,14 @@ class Server:
         return np.asarray(self.encoder.forward(self.params, None)[0], dtype=np.float64)
 
 
+#: PublicFeatureRecommender's rules for the keywords both take (named, so that a keyword added
+#: there does not appear here), with the variants one round per step allows.
 _BASE = PublicFeatureRecommender._parameter_constraints
-_CONSTRAINTS = {k: v for k, v in _BASE.items()
-                if k not in ("clip_norm", "user_feature_fraction", "variant")}  # fmt: skip
+_CONSTRAINTS = {k: _BASE[k] for k in (
+    "epsilon", "delta", "items", "encoder", "steps", "inner_steps", "learning_rate",
+    "batch_items", "rating_range", "center", "mu", "count_sample", "count_fraction",
+    "center_fraction", "moment_share", "max_norm", "reg", "noise_reg", "rating_clip", "seed",
+    "progress")}  # fmt: skip
 _CONSTRAINTS["variant"] = {**_BASE["variant"], "choices": FEDERATED_VARIANTS}
 
 

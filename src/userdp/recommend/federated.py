@@ -43,7 +43,6 @@ encoder gradient (``n_params`` floats) per inner step instead (Appendix F, "Adva
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
@@ -93,8 +92,6 @@ __all__ = [
     "Server",
     "secure_aggregation_nbytes",
 ]
-
-log = logging.getLogger("userdp.recommend")
 
 FEDERATED_VARIANTS = ("ssp2", "minibatch")
 
@@ -516,6 +513,9 @@ class FederatedPublicFeatureRecommender(RecommenderBase):
         settings = {k: getattr(self, k) for k in (
             "rating_range", "center", "count_sample", "mu", "max_norm", "reg", "noise_reg",
             "rating_clip", "variant", "inner_steps", "learning_rate", "batch_items")}  # fmt: skip
+        # The simulation derives every party's randomness from one seed (the aggregator's noise,
+        # the clients' keys, the server's batches: independent streams) so that a seeded run
+        # equals the centralised one; deployed, each party draws its own.
         server = Server(self.encoder, plan, settings, noise.stream(0x5353))
         full = as_ratings(ratings)
         data, dropped = full.restrict_items(item_set.labels)

@@ -3,7 +3,7 @@ federated DP-SGD, and federated RMSE against centralised SSP2 (issue 16 item 3).
 
 Run from the repository root (``pip install -e ".[bench]"``)::
 
-    python benchmarks/federated.py           # ml-100k + a 1M-rating synthetic set, ~2 minutes
+    python benchmarks/federated.py           # ml-100k + a 1M-rating synthetic set, about 3 minutes
     python benchmarks/federated.py --quick   # a 100k-rating synthetic set
 
 What it measures, on ml-100k (genre + year + id features, when ``../shared/data/movielens`` is

@@ -182,7 +182,7 @@ SCOPES: dict[str, Scope] = {
     "unobserved_weight": Scope(_every, _MF),
     "top_items": Scope(_every, _MF),
     "min_item_count": Scope(_every, f"{_MF} ('auto': dpals)"),
-    "biases": Scope(_every, _MF),
+    "biases": Scope(_every, "every method", _ALL),
 }  # fmt: skip
 TUNING = tuple(SCOPES)
 #: Both recommenders' declared tables in one (the shared rules are the same objects).

@@ -160,6 +160,24 @@ def test_train_am_ssp_on_movielens_writes_the_item_embeddings_and_budget(data, t
     assert "non-private, for the operator only" in err
 
 
+@pytest.mark.parametrize(("flag", "saved"), [([], True), (["--biases", "off"], False)])
+def test_biases_flag_reaches_the_public_feature_model(flag, saved, data, tmp_path, capsys):
+    """Item biases are on by default for the am-* methods too; --biases off trains without."""
+    out = tmp_path / "m.npz"
+    argv = [str(data["ml"]), "-o", str(out), "--method", "am-ssp", *EPS_DELTA, *FAST, *flag]
+    assert _train(*argv) == ExitCode.OK
+    err = capsys.readouterr().err
+    assert "--biases only applies" not in err
+    assert ("item biases and the encoder's parameters" in err) is saved
+    model = RecommenderModel.load(out)
+    assert model.params["biases"] == ("auto" if saved else False)
+    if saved:
+        assert model.item_biases.shape == (N_CATALOGUE,)
+        assert np.all(np.isfinite(model.item_biases))
+    else:
+        assert model.item_biases is None
+
+
 @pytest.mark.parametrize(
     "method", ["am-ssp1", "am-ssp-minibatch", pytest.param("am-dpsgd", marks=needs_dpsgd)]
 )

@@ -136,11 +136,12 @@ def test_every_matrix_factorization_release_holds_its_bound_for_an_added_user(
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("biases", [True, False])
 @pytest.mark.parametrize("variant", ["ssp2", "ssp1", "minibatch", "dpsgd"])
 @FEW
 @given(seed=st.integers(0, 2**32 - 1))
 def test_every_public_feature_release_holds_its_bound_for_an_added_user(
-    monkeypatch, variant, kind, seed
+    monkeypatch, variant, biases, kind, seed
 ):
     d, d2, vocab = _neighbours(seed, kind)
 
@@ -148,9 +149,36 @@ def test_every_public_feature_release_holds_its_bound_for_an_added_user(
         return PublicFeatureRecommender(
             encoder=IdEncoder(len(vocab), 2, seed=0), items=vocab, variant=variant, steps=2,
             inner_steps=2, batch_items=3, count_sample=3, rating_range=(0.5, 5.0), seed=5,
+            biases=biases, max_norm=0.7,
         )  # fmt: skip
 
-    _check(_run(monkeypatch, make, d, d2))
+    tape = Tape()
+    monkeypatch.setattr(public_module, "NoiseSource", tape)
+    center = make().set_params(epsilon=2.0, delta=1e-5).fit(d).center_
+    make().set_params(epsilon=2.0, delta=1e-5).fit(d2)
+    _check(tape)
+    # The stated bounds of the item statistics: [u, max_norm] with biases (issue 15 item 2).
+    n2 = (2 if biases else 1) * 0.7**2
+    half = max(5.0 - center, center - 0.5)
+    grams = [r for r in tape.runs[0] if r.statistic == "item gram"]
+    assert (len(grams) > 0) == (variant != "dpsgd")
+    for r in grams:
+        assert r.l2 == pytest.approx(n2)
+    for r in tape.runs[0]:
+        if r.statistic == "item moment":
+            assert r.l2 == pytest.approx(np.sqrt(n2) * half)
+        if r.statistic == "encoder gradient":
+            assert r.l2 == 1.0  # clip_norm, the bias parameters included
+    if biases and kind != "new-outside" and grams:
+        # The added user's [u, max_norm] moves the Gram by more than the factors' own bound
+        # max_norm^2 would allow: halving the stated bound fails this test.
+        a, b = tape.runs
+        moved = max(
+            float(np.linalg.norm(rb.value - ra.value))
+            for ra, rb in zip(a, b, strict=True)
+            if ra.statistic == "item gram"
+        )
+        assert moved > 0.5 * grams[0].l2, (moved, grams[0].l2)
 
 
 def _user_families(r: Ratings) -> list:

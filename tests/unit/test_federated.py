@@ -64,7 +64,10 @@ def _encoder(fams):
 )
 def test_federated_ssp2_releases_the_centralised_model_given_the_same_seed(data, extra):
     ratings, fams = data
-    central = PublicFeatureRecommender(encoder=_encoder(fams), **_kw(ratings, **extra))
+    # Federated SSP2 trains no biases (Algorithm 8 has none): compare with biases=False.
+    central = PublicFeatureRecommender(
+        encoder=_encoder(fams), biases=False, **_kw(ratings, **extra)
+    )
     federated = FederatedPublicFeatureRecommender(encoder=_encoder(fams), **_kw(ratings, **extra))
     a, b = central.fit(ratings).model_, federated.fit(ratings).model_
     assert type(b) is RecommenderModel and b.method == a.method
@@ -79,7 +82,9 @@ def test_federated_ssp2_releases_the_centralised_model_given_the_same_seed(data,
 def test_federated_accounting_equals_the_centralised_one_and_an_independent_composition(data):
     ratings, fams = data
     acc_c, acc_f = PrivacyAccountant(), PrivacyAccountant()
-    central = PublicFeatureRecommender(encoder=_encoder(fams), **_kw(ratings, steps=3))
+    central = PublicFeatureRecommender(
+        encoder=_encoder(fams), biases=False, **_kw(ratings, steps=3)
+    )
     federated = FederatedPublicFeatureRecommender(encoder=_encoder(fams), **_kw(ratings, steps=3))
     central.fit(ratings, accountant=acc_c)
     federated.fit(ratings, accountant=acc_f)

@@ -185,7 +185,7 @@ def test_the_squared_loss_through_the_convex_path_trains_todays_am_ssp(variant):
     kw = dict(
         rating_range=(0.5, 5.0), steps=3, inner_steps=4, batch_items=8, variant=variant, seed=2
     )
-    today = PublicFeatureRecommender(encoder=_encoder(20, 3), **kw).fit(data)
+    today = PublicFeatureRecommender(encoder=_encoder(20, 3), biases=False, **kw).fit(data)
     convex = PublicFeatureRecommender(encoder=_encoder(20, 3), loss=SQUARED, negatives=0, **kw).fit(
         data
     )
@@ -308,6 +308,22 @@ def test_a_loss_with_negative_curvature_is_refused_when_trained():
     model = PublicFeatureRecommender(encoder=IdEncoder(30, 2), loss=concave, seed=0)
     with pytest.raises(InvalidParameterError, match="l'' >= 0"):
         model.fit(data)
+
+
+def test_biases_are_off_by_default_and_refused_when_asked_for_with_a_convex_loss():
+    # Algorithm 7's path has no bias coordinate: "auto" resolves to off for it, True is an error
+    # raised before anything is read or charged.
+    data = _implicit()
+    model = PublicFeatureRecommender(encoder=IdEncoder(30, 2), loss="logistic", seed=0)
+    assert model._biased is False and model.fit(data).item_biases_ is None
+    accountant = PrivacyAccountant(PrivacyBudget(10.0, 1e-5))
+    forced = PublicFeatureRecommender(
+        encoder=IdEncoder(30, 2), loss="logistic", biases=True, epsilon=1.0, delta=1e-6,
+        items=data.item_labels, rating_range=(0.0, 1.0), seed=0,
+    )  # fmt: skip
+    with pytest.raises(InvalidParameterError, match="^The 'biases' parameter of Public"):
+        forced.fit(data, accountant=accountant)
+    assert accountant.ledger == ()  # nothing charged
 
 
 # -- the release on neighbouring datasets -----------------------------------------------------

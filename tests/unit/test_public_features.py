@@ -141,7 +141,7 @@ def test_the_noise_scaled_ridge_follows_the_total_noise_the_encoder_fits(variant
     d, inner, noise_reg, reg, max_norm = 3, 4, 2.0, 0.05, 0.8
     model = PublicFeatureRecommender(
         encoder=IdEncoder(20, d), variant=variant, steps=2, inner_steps=inner, reg=reg,
-        noise_reg=noise_reg, max_norm=max_norm, rating_range=(0.5, 5.0), seed=0,
+        noise_reg=noise_reg, max_norm=max_norm, rating_range=(0.5, 5.0), seed=0, biases=False,
         items=data.item_labels, epsilon=2.0, delta=1e-5,
     ).fit(data)  # fmt: skip
     single = plan_ssp_noise(PrivacyBudget(2.0, 1e-5), steps=2, releases_per_step=1)
@@ -181,6 +181,7 @@ def test_rating_clip_bounds_every_users_change_of_the_released_moments(monkeypat
     model = PublicFeatureRecommender(
         encoder=IdEncoder(20, 3), steps=2, inner_steps=2, rating_clip=c, max_norm=max_norm,
         rating_range=(0.5, 5.0), seed=0, items=data.item_labels, epsilon=2.0, delta=1e-5,
+        biases=False,  # the bound with biases: tests/unit/test_public_biases.py
     ).fit(data)  # fmt: skip
     assert len(stats) == 2 and len(releases) == 2
     for users, U, w, y in stats:

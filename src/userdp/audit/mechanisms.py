@@ -136,12 +136,13 @@ def _factorization(method: str) -> Callable[[Table], Callable[[Table, int], obje
 
 
 def _public_features(
-    variant: str, features: bool = False
+    variant: str, features: bool = False, biases: bool | str = "auto"
 ) -> Callable[[Table], Callable[[Table, int], object]]:
     """PublicFeatureRecommender on the public catalogue (fixed from the audited data, as for
     MatrixFactorization) with an encoder built on that catalogue, so the encoder's item codes
     are the catalogue's and do not move between neighbours: an id encoder, or (``features``)
-    a public-feature encoder on a public one-hot feature of each item id (id mod 5)."""
+    a public-feature encoder on a public one-hot feature of each item id (id mod 5). Item
+    biases as ``biases`` (default "auto": on)."""
 
     def bind(base: Table) -> Callable[[Table, int], object]:
         from userdp.recommend import FeatureFamily, IdEncoder, PublicFeatureEncoder
@@ -159,6 +160,7 @@ def _public_features(
             model = PublicFeatureRecommender(
                 encoder=encoder, items=catalogue, variant=variant, epsilon=EPSILON,
                 delta=DELTA, steps=2, inner_steps=3, rating_range=RATING_RANGE, seed=seed,
+                biases=biases,
             )  # fmt: skip
             return model.fit((t.user, t.item, t.value))
 
@@ -193,6 +195,10 @@ def _all() -> list[Mechanism]:
     out.append(Mechanism("recommend[public-features ssp2, item features]", "recommend",
                          notes="public-feature encoder, dim=4, steps=2, inner_steps=3",
                          bind=_public_features("ssp2", features=True)))  # fmt: skip
+    for variant in ("ssp2", "dpsgd"):  # the audited defaults have item biases; without them:
+        out.append(Mechanism(f"recommend[public-features {variant}, biases off]", "recommend",
+                             notes="id encoder, dim=4, steps=2, inner_steps=3, biases=False",
+                             bind=_public_features(variant, biases=False)))  # fmt: skip
     return out
 
 

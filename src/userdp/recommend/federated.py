@@ -428,8 +428,9 @@ class FederatedPublicFeatureRecommender(RecommenderBase):
 
     Same keywords, budget split, noise and released :class:`RecommenderModel` as
     :class:`~userdp.recommend.PublicFeatureRecommender` with ``variant="ssp2"`` (or
-    ``"minibatch"``, Algorithm 8's uniform item batches); given the same seed the two train the
-    same model (to floating-point summation order). Private training only: ``epsilon``,
+    ``"minibatch"``, Algorithm 8's uniform item batches) and ``biases=False`` (Algorithm 8
+    trains no bias; the centralised default has item biases); given the same seed the two
+    train the same model (to floating-point summation order). Private training only: ``epsilon``,
     ``delta``, ``items`` and ``rating_range`` are required. ``fit`` splits the ratings into one
     :class:`Client` per user and runs the protocol: counts, the private mean (when ``center``
     is a private mean), then one item-statistics round per alternating step.

@@ -36,16 +36,22 @@ from userdp.multitask.ssp import clip_rows, perturb_statistics, project_psd
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnostics
+from userdp.recommend.als_steps import check_biases
 from userdp.recommend.model import RecommenderModel, solve_users
 from userdp.recommend.plans import SSPPlan, plan_ssp_noise
 from userdp.recommend.public_convex import CONVEX_CONSTRAINTS, fit_convex
 from userdp.recommend.public_steps import (
     Adam,
+    BiasedEncoder,
     clipped_user_gradients,
+    item_bias_encoder,
+    item_update_inputs,
     ssp_gradient,
     ssp_noise_ridge,
     user_feature_matrix,
     user_prior_statistics,
+    user_side_norm,
+    user_solve_inputs,
 )
 
 __all__ = [
@@ -168,6 +174,22 @@ class PublicFeatureRecommender(RecommenderBase):
         lambda_k ||u - P^T phi_k||^2``: each user's exact solve is pulled toward the mean factor
         of the users who share their (private) features, a table ``P`` released with noise
         after every user update. It matters most for users with few ratings.
+    biases : bool or "auto", default="auto"
+        As in :class:`~userdp.recommend.MatrixFactorization` (``"auto"``: on, the ratings
+        being explicit). With True the model is ``r ~ center + c_k + b_j + u_k . v_j``. The
+        item biases ``b_j = beta z_j`` (``beta = max_norm``) come from one more encoder
+        output ``z_j`` (:class:`~userdp.recommend.public_steps.BiasedEncoder`: for a
+        ``PublicFeatureEncoder`` a linear model of the item's public features, so unrated
+        items get the bias their features predict; otherwise one free bias per item) and are
+        trained in the same releases as the factors: the item statistics use the user
+        vectors ``[u_k, beta]`` and the targets ``y - c_k`` (same allocation weights, noise
+        multipliers and accounting; the bounds grow, see ``fit``'s Privacy). The user biases
+        ``c_k`` are solved exactly with the user factors, from the user's own ratings and the
+        released encoder, and never released; ``encoder_params`` then holds the factor
+        encoder's parameters followed by the bias encoder's. Measured (not tuned) with
+        ``benchmarks/public_biases.py``: on ml-100k and ml-latest-small biases lower test RMSE
+        for ssp2, ssp1 and dpsgd at epsilon 1, 5 and 20 (by 0.1-6.4%); on a
+        ``lowrank_ratings_with_features`` draw, which has no biases, they cost 0.4-3.4%.
     rating_range, center, mu, count_sample, count_fraction, center_fraction, moment_share,
     max_norm, reg, noise_reg, seed, progress
         As in :class:`~userdp.recommend.MatrixFactorization` (``reg`` scales the item ridge by
@@ -181,16 +203,17 @@ class PublicFeatureRecommender(RecommenderBase):
     Privacy
     -------
     Per release, adding or removing a user changes the stacked ``(A_j)`` by at most
-    ``max_norm^2`` and ``(b_j)`` by at most ``max_norm * half_width`` in l2, ``half_width``
-    being that of ``rating_range`` about the centre or ``rating_clip`` when smaller (every
-    user's squared weights sum to at most 1: ``w_bar = 1`` in Theorem 2); the counts and the centre
-    as in MatrixFactorization. SSP2 releases once per outer step, SSP1 once per inner step;
-    AM-DPSGD releases one gradient per inner step, of l2 sensitivity ``clip_norm``. The
-    user-feature prior releases its feature-value counts once (l2 sensitivity ``sqrt(F)``)
-    and one table of factor sums per outer step (``sqrt(F) max_norm``); see
-    :func:`user_prior_statistics`. With a loss other than "squared" each outer step releases
-    the clipped ``(H_j)`` and ``(g_j)`` instead of ``(A_j)`` and ``(b_j)``, of l2 sensitivity
-    ``hessian_clip`` and ``gradient_clip`` (Algorithm 7, lines 4-5; see
+    ``n^2`` and ``(b_j)`` by at most ``n * half_width`` in l2, ``n = max_norm`` (``sqrt(2)
+    max_norm`` with biases), ``half_width`` being that of ``rating_range`` about the centre
+    or ``rating_clip`` when smaller (every user's squared weights sum to at most 1: ``w_bar =
+    1`` in Theorem 2); the counts and the centre as in MatrixFactorization. SSP2 releases once
+    per outer step, SSP1 once per inner step; AM-DPSGD releases one gradient per inner step,
+    of l2 sensitivity ``clip_norm``. The user-feature prior releases its feature-value counts
+    once (l2 sensitivity ``sqrt(F)``) and one table of factor sums per outer step (``sqrt(F)
+    max_norm``); see :func:`user_prior_statistics`. Derivations: ``fit``'s Privacy section.
+    With a loss other than "squared" each outer step releases the clipped ``(H_j)`` and
+    ``(g_j)`` instead of ``(A_j)`` and ``(b_j)``, of l2 sensitivity ``hessian_clip`` and
+    ``gradient_clip`` (Algorithm 7, lines 4-5; see
     :func:`~userdp.recommend.public_convex.convex_statistics`), through the same plan.
     """
 
@@ -212,6 +235,11 @@ class PublicFeatureRecommender(RecommenderBase):
             "help": "Share of the budget spent on the private user-feature prior.",
         },
         **CONVEX_CONSTRAINTS,
+        "biases": {
+            "check": check_biases, "metavar": "on|off|auto",
+            "help": "Add released item biases and per-user biases (solved, never released); "
+            "auto: on (the am-* methods train on explicit ratings).",
+        },
     }  # fmt: skip
 
     def __init__(
@@ -243,6 +271,7 @@ class PublicFeatureRecommender(RecommenderBase):
         hessian_clip: float | None = None,
         gradient_clip: float | None = None,
         negatives: float | None = None,
+        biases: bool | str = "auto",
         seed: int | None = None,
         progress: bool = False,
     ) -> None:
@@ -272,6 +301,7 @@ class PublicFeatureRecommender(RecommenderBase):
         self.hessian_clip = hessian_clip
         self.gradient_clip = gradient_clip
         self.negatives = negatives
+        self.biases = biases
         self.seed = seed
         self.progress = progress
 
@@ -280,6 +310,15 @@ class PublicFeatureRecommender(RecommenderBase):
         self._validate_params()
         private = self.epsilon is not None or self.delta is not None
         return self._check_budget_keywords(private)
+
+    @property
+    def _biased(self) -> bool:
+        """``biases`` resolved: "auto" is on for the squared loss (explicit ratings, as
+        MatrixFactorization's auto without the implicit term), off for the other losses,
+        whose path (Appendix D) has no bias coordinate."""
+        if self.biases == "auto":
+            return isinstance(self.loss, str) and self.loss == "squared"
+        return bool(self.biases)
 
     def _check_encoder_size(self, n_items: int) -> None:
         if n_items != self.encoder.n_items:
@@ -303,8 +342,45 @@ class PublicFeatureRecommender(RecommenderBase):
         Ratings of items outside ``items`` are dropped first. With ``accountant`` the training
         event is charged to it before the data is read (refused there, nothing charged, when
         it would exceed the accountant's budget).
+
+        Privacy
+        -------
+        Neighbouring datasets differ in all ratings of one user k (added or removed). The item
+        set and the encoder (public features, data-independent initialisation) are fixed before
+        any statistic; conditioned on the values released before it, every other user's
+        factors, bias and targets are unchanged: their solves read only their own ratings and
+        the released encoder parameters. Each release then moves by at most (l2, all items
+        stacked; tested by ``tests/property/test_public_feature_sensitivity.py`` and
+        ``tests/property/test_recommend_neighbours.py``):
+
+        - counts and centre: as in :class:`~userdp.recommend.MatrixFactorization`;
+        - Gram stack ``(A_j)`` (ssp2 and minibatch: once per outer step; ssp1: once per inner
+          step): user k adds ``w_kj x_k x_k^T`` to the items it rated, ``sum_j w_kj^2 <= 1``,
+          so ``sqrt(sum_j w_kj^2 ||x_k||^4) <= n^2``. ``x_k = u_k`` clipped to ``max_norm``
+          gives ``n^2 = max_norm^2``; with ``biases`` ``x_k = [u_k, beta]``, ``beta =
+          max_norm``, gives ``n^2 = max_norm^2 + beta^2 = 2 max_norm^2``;
+        - moment stack ``(b_j)``: user k adds ``w_kj t_kj x_k`` with ``|t_kj| <= half_width``
+          (the target ``r - center``, or ``r - center - c_k`` with biases, clipped to
+          ``[-half_width, half_width]`` whatever ``c_k`` is): ``n * half_width``, i.e.
+          ``max_norm * half_width`` or ``sqrt(2) max_norm * half_width`` with biases;
+        - encoder gradient (dpsgd, once per inner step): ``clip_norm``: user k's whole gradient
+          ``sum_j w_kj (x_k . v_j - t_kj) J_j^T x_k`` over all the encoder's parameters (the
+          bias encoder's included, with biases) is clipped to ``clip_norm``; the ridge term
+          uses released counts and is added after the noise;
+        - user-feature prior: counts ``sqrt(F)``, factor sums ``sqrt(F) max_norm`` (the sums
+          take the clipped factors ``u_k`` only, never ``c_k``).
+
+        The noise of every release is its multiplier from the plan times its bound, so biases
+        change no multiplier and no event: same budget, more noise per coordinate
+        (``sqrt(2)`` on the moments, 2 on the Grams). ``c_k`` is never released.
         """
         if not (isinstance(self.loss, str) and self.loss == "squared"):  # Appendix D
+            if not isinstance(self.biases, str) and bool(self.biases):
+                raise InvalidParameterError(
+                    "The 'biases' parameter of PublicFeatureRecommender must be False or "
+                    "'auto' with a loss other than 'squared' (Algorithm 7's path trains no "
+                    f"bias). Got {self.biases!r} instead."
+                )
             return fit_convex(self, ratings, user_features=user_features, accountant=accountant)
         started = time.perf_counter()
         budget = self._validate()
@@ -341,16 +417,22 @@ class PublicFeatureRecommender(RecommenderBase):
         else:
             counts, weights = prep.exact_counts, None
         y = prep.values - center
-        half = max(hi - center, center - lo)
+        half = range_half = max(hi - center, center - lo)
         if private and self.rating_clip is not None:
             half = min(half, float(self.rating_clip))
-        y_stat = np.clip(y, -half, half)  # |y| <= half already without rating_clip
+        # With biases the encoder gets the bias coordinate z_j (b_j = beta z_j) and the item
+        # statistics the user vectors [u_k, beta]: bound ``norm`` = sqrt(2) max_norm.
+        beta = float(self.max_norm) if self._biased else None
+        encoder = self.encoder
+        if beta is not None:
+            encoder = BiasedEncoder(encoder, item_bias_encoder(encoder))
+        norm = user_side_norm(self.max_norm, beta)
         ridge = self.reg * np.maximum(counts, 1.0)
         if plan is not None and plan.gram is not None:
             # As in MatrixFactorization: a ridge of the Gram noise's spectral size keeps items
             # whose statistics are mostly noise near 0 (the centre); SSP1 from its total noise.
             ridge = ridge + ssp_noise_ridge(
-                self.noise_reg, plan.gram, plan.releases_per_step, self.max_norm, self.encoder.dim
+                self.noise_reg, plan.gram, plan.releases_per_step, norm, encoder.dim
             )
         user_order, user_offsets = segment_offsets(users, data.n_users)
         item_order, item_offsets = segment_offsets(items, data.n_items)
@@ -358,48 +440,58 @@ class PublicFeatureRecommender(RecommenderBase):
         phi, prior, user_counts = None, None, None
         if user_features is not None:
             phi, n_families = user_feature_matrix(user_features, data.n_users)
-        params = self.encoder.init_params()
+        params = encoder.init_params()
         outer = range(self.steps)
         if self.progress:
             from tqdm.auto import tqdm
 
             outer = tqdm(outer, desc=f"am-{self.variant}", unit="step", leave=False)
         for _ in outer:
-            V_items, _ = self.encoder.forward(params, None)
-            gram, moment = segment_statistics(user_offsets, user_order, items, V_items, None, y)
+            V_items, _ = encoder.forward(params, None)
+            Z, target = user_solve_inputs(V_items, y, items, beta)  # [v_j, 1], y - b_j
+            gram, moment = segment_statistics(user_offsets, user_order, items, Z, None, target)
             if prior is not None:  # pull toward the released prior: (G + l I)^-1 (m + l p)
-                moment += user_reg[:, None] * (phi @ prior)
+                moment[:, : prior.shape[1]] += user_reg[:, None] * (phi @ prior)
             U = solve_users(gram, moment, user_reg)  # user update: exact, never released
-            if private:
-                U = clip_rows(U, self.max_norm)
+            # Factors u_k (clipped when private), item-side vectors x_k ([u_k, beta] with
+            # biases) and targets (y - c_k with biases: the user's own, never released, bias).
+            U, X, target = item_update_inputs(U, users, y, beta, self.max_norm if private else None)
             if phi is not None:
                 prior, user_counts = self._release_prior(
                     phi, n_families, U, user_counts, plan, noise
                 )
+            if private:  # the bound the moments' sensitivity uses (rating_clip: SSP only)
+                bound = range_half if dpsgd else half
+                target = np.clip(target, -bound, bound)  # no-op on y itself without it
             opt = Adam(params.size, self.learning_rate)
             if dpsgd:
                 for _t in range(self.inner_steps):
                     grad = self._dpsgd_gradient(
-                        params, U, users, items, y, weights, user_order, user_offsets, ridge,
-                        plan, noise,
+                        encoder, params, X, users, items, target, weights, user_order,
+                        user_offsets, ridge, plan, noise,
                     )  # fmt: skip
                     params = opt.step(params, grad)
                 continue
             exact_a, exact_b = segment_statistics(
-                item_offsets, item_order, users, U, weights, y_stat
+                item_offsets, item_order, users, X, weights, target
             )
             stats = None
             for _t in range(self.inner_steps):
                 if stats is None or self.variant == "ssp1":
-                    stats = self._release(exact_a, exact_b, plan, half, noise, data.item_labels)
+                    stats = self._release(
+                        exact_a, exact_b, plan, norm, half, noise, data.item_labels
+                    )
                 batch = None
                 if self.variant == "minibatch":
                     size = min(self.batch_items, data.n_items)
                     batch = np.sort(rng.choice(data.n_items, size, replace=False))
-                grad = ssp_gradient(self.encoder, params, stats[0], stats[1], ridge, batch)
+                grad = ssp_gradient(encoder, params, stats[0], stats[1], ridge, batch)
                 params = opt.step(params, grad)
             del exact_a, exact_b
-        factors = np.asarray(self.encoder.forward(params, None)[0], dtype=np.float64)
+        factors = np.asarray(encoder.forward(params, None)[0], dtype=np.float64)
+        item_biases = None
+        if beta is not None:  # b_j = beta z_j, released with the factors
+            factors, item_biases = np.ascontiguousarray(factors[:, :-1]), beta * factors[:, -1]
         event = spent = None
         if private:
             event, spent = self._spent(plan.event(), prep.item_set, budget.delta)
@@ -410,6 +502,7 @@ class PublicFeatureRecommender(RecommenderBase):
             method=METHOD_NAMES[self.variant],
             item_labels=data.item_labels,
             item_factors=factors,
+            item_biases=item_biases,
             center=float(center),
             rating_range=(float(lo), float(hi)),
             item_counts=counts if private else None,
@@ -423,6 +516,7 @@ class PublicFeatureRecommender(RecommenderBase):
         )
         self.params_ = params
         self.item_factors_ = factors
+        self.item_biases_ = item_biases
         self.item_labels_ = data.item_labels
         self.center_ = self.model_.center
         self.rating_range_ = self.model_.rating_range
@@ -433,26 +527,28 @@ class PublicFeatureRecommender(RecommenderBase):
         return self
 
     def _dpsgd_gradient(
-        self, params, U, users, items, y, weights, order, offsets, ridge, plan, noise
+        self, encoder, params, U, users, items, y, weights, order, offsets, ridge, plan, noise
     ) -> np.ndarray:
         """One full-batch DP-SGD gradient of the encoder, each user's gradient clipped.
 
         User k's gradient is ``sum_{i in Omega_k} w_i (u_k . v_j - y_i) J_j^T u_k``: one VJP
-        per user (the cost that SSP avoids). The ridge term ``lambda_j ||v_j||^2 / 2`` uses
+        per user (the cost that SSP avoids); with biases ``u_k = [u_k, beta]``, ``v_j`` has the
+        bias coordinate and ``y_i`` is ``y_i - c_k``, and the clipping covers the whole
+        gradient, bias parameters included. The ridge term ``lambda_j ||v_j||^2 / 2`` uses
         released counts and is added after the noise.
         """
-        V, _ = self.encoder.forward(params, None)
+        V, _ = encoder.forward(params, None)
         w = np.ones(users.size) if weights is None else weights
         resid = w * (np.einsum("nd,nd->n", U[users], V[items]) - y)
         clip = self.clip_norm if plan is not None else None
-        total = clipped_user_gradients(self.encoder, params, U, items, resid, order, offsets, clip)
+        total = clipped_user_gradients(encoder, params, U, items, resid, order, offsets, clip)
         if plan is not None:
             total = noise.add_gaussian(
                 total, plan.gradient * self.clip_norm, statistic="encoder gradient",
                 l2=self.clip_norm,
             )  # fmt: skip
-        everything = np.arange(self.encoder.n_items)
-        return total + self.encoder.vjp(params, everything, None, ridge[:, None] * V)
+        everything = np.arange(encoder.n_items)
+        return total + encoder.vjp(params, everything, None, ridge[:, None] * V)
 
     def _release_prior(self, phi, n_families, U, counts, plan, noise):
         """Release the user-feature prior table ``P`` (feature values x dim) with noise.
@@ -478,8 +574,11 @@ class PublicFeatureRecommender(RecommenderBase):
         table = sums / np.maximum(counts, 1.0)[:, None]
         return (clip_rows(table, self.max_norm) if plan is not None else table), counts
 
-    def _release(self, gram, moment, plan, half, noise, labels):
+    def _release(self, gram, moment, plan, norm, half, noise, labels):
         """One noisy release of the item statistics (exact when training without privacy).
+
+        ``norm`` bounds the user vectors (``max_norm``, ``sqrt(2) max_norm`` with biases):
+        the Gram stack's l2 sensitivity is ``norm^2``, the moments' ``norm * half``.
 
         The noisy Grams are projected onto the PSD cone (post-processing): an indefinite
         ``A_j + lambda_j I`` would make the encoder's quadratic objective unbounded below in
@@ -488,9 +587,9 @@ class PublicFeatureRecommender(RecommenderBase):
         if plan is None:
             return gram, moment
         gram, moment = perturb_statistics(
-            gram, moment, gram_sigma=plan.gram * self.max_norm**2,
-            moment_sigma=plan.moment * self.max_norm * half, noise=noise,
-            gram_l2=self.max_norm**2, moment_l2=self.max_norm * half, index=labels,
+            gram, moment, gram_sigma=plan.gram * norm**2,
+            moment_sigma=plan.moment * norm * half, noise=noise,
+            gram_l2=norm**2, moment_l2=norm * half, index=labels,
         )  # fmt: skip
         vals, vecs = project_psd(gram)
         return np.einsum("mdk,mk,mek->mde", vecs, vals, vecs), moment

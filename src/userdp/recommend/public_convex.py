@@ -528,6 +528,7 @@ def _finish(model, params, plan, prep, counts, prior, loss, clips, budget, start
     )
     model.params_ = params
     model.item_factors_ = factors
+    model.item_biases_ = None  # Algorithm 7 trains no bias (biases="auto" is off here)
     model.item_labels_ = prep.data.item_labels
     model.center_ = model.model_.center
     model.rating_range_ = model.model_.rating_range

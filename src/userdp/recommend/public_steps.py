@@ -1,7 +1,8 @@
 """The steps of AM-SSP (Krichene et al. 2023b, arXiv:2310.15454) that
 :class:`~userdp.recommend.PublicFeatureRecommender` composes: the encoder's gradient from the
 released item statistics (eq. (4)/(5)), the per-user clipped gradient of AM-DPSGD, the Adam
-optimiser, and the private user-feature prior's statistics.
+optimiser, the private user-feature prior's statistics, and the item-bias coordinate (issue 15
+item 2: :class:`BiasedEncoder`, :func:`user_solve_inputs`, :func:`item_update_inputs`).
 """
 
 from __future__ import annotations
@@ -12,14 +13,21 @@ import numpy as np
 from scipy import sparse
 
 from userdp.exceptions import InvalidParameterError
+from userdp.multitask.ssp import clip_rows
+from userdp.recommend.encoders import IdEncoder, PublicFeatureEncoder
 
 __all__ = [
     "Adam",
+    "BiasedEncoder",
     "clipped_user_gradients",
+    "item_bias_encoder",
+    "item_update_inputs",
     "ssp_gradient",
     "ssp_noise_ridge",
     "user_feature_matrix",
     "user_prior_statistics",
+    "user_side_norm",
+    "user_solve_inputs",
 ]
 
 
@@ -144,3 +152,118 @@ def user_prior_statistics(phi: sparse.csr_matrix, U: np.ndarray) -> tuple[np.nda
     releases of the user-feature prior.
     """
     return np.asarray(phi.T @ U), np.asarray(phi.sum(axis=0)).ravel()
+
+
+# -- item biases (issue 15 item 2) -------------------------------------------------------------
+class BiasedEncoder:
+    """An item encoder with one more output column, the item-bias coordinate ``z_j``.
+
+    ``forward`` returns ``[v_theta(x_j), z_phi(x_j)]`` (``d + 1`` columns) from the flat
+    parameters ``[theta, phi]``: ``factors`` (the user's encoder, unchanged) and ``bias`` (an
+    encoder of output dimension 1, see :func:`item_bias_encoder`). The released item bias is
+    ``b_j = beta * z_j``; against the user vector ``[u_k, beta]`` the last coordinate
+    contributes ``b_j`` to the prediction, exactly as the ``[u_i, b_i / beta]`` coordinate of
+    :class:`~userdp.recommend.MatrixFactorization`. Both parts read public features only, so
+    the wrapper keeps the :class:`~userdp.recommend.encoders.ItemEncoder` privacy contract.
+    """
+
+    def __init__(self, factors: Any, bias: Any) -> None:
+        if bias.dim != 1 or bias.n_items != factors.n_items:
+            raise InvalidParameterError(
+                f"The bias encoder must map the {factors.n_items} items to 1 column; it maps "
+                f"{bias.n_items} items to {bias.dim}."
+            )
+        self.factors, self.bias = factors, bias
+        self._split = int(factors.n_params)
+
+    @property
+    def n_items(self) -> int:
+        return int(self.factors.n_items)
+
+    @property
+    def dim(self) -> int:
+        return int(self.factors.dim) + 1
+
+    @property
+    def n_params(self) -> int:
+        return self._split + int(self.bias.n_params)
+
+    def init_params(self) -> np.ndarray:
+        return np.concatenate([self.factors.init_params(), self.bias.init_params()])
+
+    def forward(
+        self, params: np.ndarray, items: np.ndarray | None = None
+    ) -> tuple[np.ndarray, Any]:
+        v, cache_v = self.factors.forward(params[: self._split], items)
+        z, cache_z = self.bias.forward(params[self._split :], items)
+        return np.column_stack([v, z]), (cache_v, cache_z)
+
+    def vjp(
+        self, params: np.ndarray, items: np.ndarray | None, cache: Any, grad_out: np.ndarray
+    ) -> np.ndarray:
+        cache_v, cache_z = (None, None) if cache is None else cache
+        g = np.asarray(grad_out, dtype=np.float64)
+        return np.concatenate([
+            self.factors.vjp(params[: self._split], items, cache_v, g[:, :-1]),
+            self.bias.vjp(params[self._split :], items, cache_z, g[:, -1:]),
+        ])  # fmt: skip
+
+
+def item_bias_encoder(encoder: Any) -> Any:
+    """The encoder of the item-bias coordinate that goes with ``encoder``.
+
+    For a :class:`PublicFeatureEncoder`: the same feature families with scalar value
+    embeddings (``family_dim=1``) and a linear output, i.e. a linear model of the averaged
+    feature values, so an item nobody rated still gets the bias its public features predict.
+    For any other encoder (``IdEncoder`` included): one free bias per item. Data-independent
+    initialisation in both cases.
+    """
+    if isinstance(encoder, PublicFeatureEncoder):
+        return PublicFeatureEncoder(
+            encoder.families, 1, family_dim=1, seed=encoder.seed, init_scale=encoder.init_scale
+        )
+    return IdEncoder(int(encoder.n_items), 1, seed=0)
+
+
+def user_solve_inputs(
+    V_items: np.ndarray, y: np.ndarray, items: np.ndarray, beta: float | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The items' vectors and the targets of the exact user solve (never released).
+
+    Without biases (``beta`` None): ``V_items`` and ``y``. With biases the last column of
+    ``V_items`` is the bias coordinate ``z_j``: user k solves ``[u_k, c_k]`` against the items'
+    ``[v_j, 1]`` and the targets ``y - b_j``, ``b_j = beta z_j`` (released), as in
+    MatrixFactorization's user step.
+    """
+    if beta is None:
+        return V_items, y
+    Z = V_items.copy()
+    Z[:, -1] = 1.0
+    return Z, y - beta * V_items[items, -1]
+
+
+def item_update_inputs(
+    U: np.ndarray, users: np.ndarray, y: np.ndarray, beta: float | None, max_norm: float | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Split the user solve; returns (factors ``u_k``, user vectors ``x_k``, targets).
+
+    ``u_k`` is clipped to ``max_norm`` (None: not clipped, non-private runs). Without biases
+    ``x_k = u_k`` and the targets are ``y``. With biases (``U``'s last column is the user bias
+    ``c_k``, never released) ``x_k = [u_k, beta]``, so ``||x_k|| <= sqrt(max_norm^2 + beta^2)``
+    (:func:`user_side_norm`), and the targets are ``y - c_k``; the caller clips them to the
+    half width before the SSP statistics, so the stated bounds hold whatever ``c_k`` is.
+    """
+    if beta is None:
+        factors = U if max_norm is None else clip_rows(U, max_norm)
+        return factors, factors, y
+    factors, bias = U[:, :-1], U[:, -1]
+    if max_norm is not None:
+        factors = clip_rows(factors, max_norm)
+    x = np.column_stack([factors, np.full(U.shape[0], beta)])
+    return factors, x, y - bias[users]
+
+
+def user_side_norm(max_norm: float, beta: float | None) -> float:
+    """Bound on ``||x_k||`` in the item statistics: ``max_norm``, or with biases
+    ``sqrt(max_norm^2 + beta^2)`` (``sqrt(2) max_norm`` at ``beta = max_norm``)."""
+    return float(max_norm) if beta is None else float(np.hypot(max_norm, beta))

@@ -186,7 +186,7 @@ SCOPES: dict[str, Scope] = {
     "unobserved_weight": Scope(_every, _MF),
     "top_items": Scope(_every, _MF),
     "min_item_count": Scope(_every, f"{_MF} ('auto': dpals)"),
-    "biases": Scope(_every, _MF),
+    "biases": Scope(_every, "every method", _ALL),
     "loss": Scope(None, "", _ALL, _AM),
     "hessian_clip": Scope(None, "", _QUADRATIC, _CONVEX),
     "gradient_clip": Scope(None, "", _QUADRATIC, _CONVEX),

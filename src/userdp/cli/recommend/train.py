@@ -61,7 +61,7 @@ features (--features: MovieLens genres, year, decade, tags, a table given by --i
 and id), trained privately with adaptive weights: am-ssp (one release of the item statistics
 per step, SSP2), am-ssp1 (a fresh release per encoder step, SSP1), am-ssp-minibatch (SSP2 with
 random item batches), am-dpsgd (DP-SGD with user-level clipping). The saved model holds the
-released item embeddings and the encoder's parameters.
+released item embeddings, item biases (--biases, on by default) and the encoder's parameters.
 
 item set: the model's items are fixed before training and never depend on one user. By default
 private methods choose them privately by partition selection on the (user, item) pairs
@@ -207,7 +207,9 @@ def _summary(
     if encoder is not None:
         lines.append(
             f"{prog}: {model.method}: {describe_encoder(encoder)}; the model holds the "
-            "released item embeddings and the encoder's parameters."
+            "released item embeddings"
+            + (", item biases" if model.item_biases is not None else "")
+            + " and the encoder's parameters."
         )
     diag = fitted.diagnostics_
     lines.append(

@@ -1,0 +1,418 @@
+"""The Spark runner of :class:`~userdp.recommend.MatrixFactorization` (``engine="spark"``).
+
+The training algorithm is :meth:`MatrixFactorization.fit`'s, written once over a runner
+(:mod:`userdp.recommend.runner`); this module computes its exact statistics from a Spark
+DataFrame of ``(user, item, rating)`` rows, for ``als`` and the DPALS family (uniform, tail and
+adaptive allocation), with or without biases, the implicit term, ``top_items`` and
+``min_item_count``.
+
+Layout. Users are hashed into ``buckets`` (``xxhash64(user) mod buckets``); the rows are
+shuffled once by bucket, and every per-user computation runs in a grouped-map pandas UDF over a
+whole bucket of users with the local NumPy kernels (the same functions the local runner calls:
+:func:`~userdp.multitask.allocation.row_keys`, the sampling and adaptive rules, the per-user
+solves of :class:`~userdp.recommend.runner.LocalRunner`). Per user, these depend only on the
+user's own rows and on released values (counts, item factors), so a bucket computes exactly
+what the local runner computes for those users. The prepared rows are cached and their lineage
+cut (``localCheckpoint``), so every alternating step reads them without re-running the
+preamble.
+
+One step (Algorithm 3, lines 4-5) is one pass: each bucket solves its users against the
+released item factors (broadcast in the UDF's closure), then emits, for every item its users
+rated, the partial sums ``sum_j w_ij x_j x_j^T`` (upper triangle) and ``sum_j w_ij t_ij x_j``
+(Arrow-batched binary rows); a second grouped-map UDF over hash buckets of items adds the
+partials. The driver collects one row per item of the fixed item set, m x (d'(d'+1)/2 + d')
+floats (d' = dim + 1 with biases), and the Gram matrix of the implicit term (d' x d'): nothing
+proportional to users or ratings. It cannot hold them when ``m * d'^2 * 8`` bytes exceed
+:data:`MAX_DRIVER_BYTES` (2 GiB): ``prepare`` then raises before any pass, naming the fix
+(a smaller ``dim`` or item set).
+
+Noise. The counts, the centre and the item statistics are released on the driver by the
+caller's :class:`~userdp.privacy.NoiseSource`, in the local runner's order, so for a given seed
+the Spark engine releases the same model as the local engine (to the float round-off of sums
+taken in another order). The per-rating random choices (count sampling, uniform and tail
+allocation) are keyed hashes of (salt, user label, item label), as on the local engine. The
+item statistics are m x d'^2 floats, which the driver holds anyway for the solve, so drawing
+their noise there costs no more than the collection.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from userdp.exceptions import DataError, InvalidParameterError
+from userdp.multitask.allocation import release_counts, row_keys, sample_per_user
+from userdp.privacy.noise import NoiseSource
+from userdp.recommend.centring import centre_cap, release_mean
+from userdp.recommend.items import ItemSet
+from userdp.recommend.runner import LocalRunner, Preamble, UserSolve
+from userdp.spark import require_pyspark
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    from pyspark.sql import DataFrame
+
+__all__ = ["MAX_DRIVER_BYTES", "SparkRunner"]
+
+#: The most bytes of item statistics (m x d'^2 float64) the driver is asked to hold.
+MAX_DRIVER_BYTES = 2 << 30
+
+# Column names of the prepared frame: user bucket, user code within the bucket, item code
+# (-1: outside the item set), rating, row key, counted in the private counts, kept by the
+# sampled mean, the user's number of ratings, allocation weight.
+_B, _J, _I, _R, _K, _C, _S, _N, _W = "_b", "_j", "_i", "_r", "_k", "_c", "_s", "_n", "_w"
+_PREPARED = (
+    f"{_B} long, {_J} long, {_I} long, {_R} double, {_K} long, {_C} boolean, {_S} boolean, "
+    f"{_N} long"
+)
+_TRAINING = f"{_B} long, {_J} long, {_I} long, {_R} double, {_W} double"
+_PARTIAL = f"{_I} long, _x binary"
+
+
+def _prepare_bucket(vocab: list, salt: int, count_sample: int, pdf: pd.DataFrame) -> pd.DataFrame:
+    """One bucket of users: user codes, row keys, the count and mean samples (per user only)."""
+    users, user_labels = _codes(pa.Array.from_pandas(pdf["_u"]).to_pylist())
+    items = pdf[_I].to_numpy(dtype=np.int64)
+    inside = items >= 0
+    item_labels = pa.Array.from_pandas(pdf["_l"]).to_pylist()
+    # The item's vocabulary label inside the item set (as the local runner hashes it), its own
+    # label outside (as the local centre hashes the full ratings).
+    keyed = [vocab[i] if i >= 0 else v for i, v in zip(items.tolist(), item_labels, strict=True)]
+    codes, item_keys = _codes(keyed)
+    keys = row_keys(users, codes, user_labels, item_keys, salt)
+    key = users * (len(item_keys) + 1) + codes
+    if np.unique(key).size != key.size:
+        raise DataError(
+            "The ratings repeat a (user, item) pair; every pair must appear once (aggregate "
+            "repeated rows first, e.g. keep each pair's last rating)."
+        )
+    counted = np.zeros(users.size, dtype=bool)
+    counted[inside] = sample_per_user(users[inside], count_sample, None, keys=keys[inside])
+    sampled = sample_per_user(users, count_sample, None, keys=keys)
+    n_u = np.bincount(users)[users]
+    return pd_frame(
+        {_B: pdf[_B].to_numpy(), _J: users, _I: items, _R: pdf[_R].to_numpy(dtype=np.float64),
+         _K: keys.view(np.int64), _C: counted, _S: sampled, _N: n_u}
+    )  # fmt: skip
+
+
+def _codes(labels: list) -> tuple[np.ndarray, list]:
+    """Codes of hashable labels by first appearance, and the distinct labels."""
+    book: dict[Any, int] = {}
+    codes = np.fromiter(
+        (book.setdefault((type(v), v), len(book)) for v in labels), np.int64, len(labels)
+    )
+    return codes, [v for _, v in book]
+
+
+def pd_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame(columns)
+
+
+def _training_bucket(
+    trained: np.ndarray, rule: Any, counts: np.ndarray | None, pdf: pd.DataFrame
+) -> pd.DataFrame:
+    """One bucket's rows of trained items with their allocation weights (Table 2)."""
+    from userdp.recommend.als_steps import user_weights
+
+    items = pdf[_I].to_numpy(dtype=np.int64)
+    pdf = pdf[(items >= 0) & trained[np.maximum(items, 0)]]
+    users = pdf[_J].to_numpy(dtype=np.int64)
+    items = pdf[_I].to_numpy(dtype=np.int64)
+    if rule is None or users.size == 0:
+        w = np.ones(users.size)
+    else:
+        keys = pdf[_K].to_numpy(dtype=np.int64).view(np.uint64)
+        w = user_weights(rule, users, items, counts, None, keys)
+    return pd_frame({_B: pdf[_B].to_numpy(), _J: users, _I: items, _R: pdf[_R].to_numpy(), _W: w})
+
+
+def _step_bucket(
+    U: np.ndarray, how: UserSolve, reg: float, lo: float, hi: float, center: float,
+    weighted: bool, zz: np.ndarray | None, pdf: pd.DataFrame,
+) -> pd.DataFrame:  # fmt: skip
+    """One bucket: its users' exact solves, then their partial item statistics."""
+    users, codes = np.unique(pdf[_J].to_numpy(dtype=np.int64), return_inverse=True)
+    items, icodes = np.unique(pdf[_I].to_numpy(dtype=np.int64), return_inverse=True)
+    y = np.clip(pdf[_R].to_numpy(dtype=np.float64), lo, hi) - center
+    w = pdf[_W].to_numpy(dtype=np.float64) if weighted else None
+    local = LocalRunner.from_codes(codes, icodes, y, w, users.size, items.size)
+    local.solve_users(U[items], how, reg, items_gram=zz)
+    gram, moment = local.item_statistics(weighted)
+    k = gram.shape[1]
+    iu = np.triu_indices(k)
+    stats = np.concatenate([gram[:, iu[0], iu[1]], moment], axis=1)
+    gravity = np.append(local.gravity().ravel(), float(users.size))
+    return pd_frame(
+        {_I: np.append(items, -1), "_x": [r.tobytes() for r in stats] + [gravity.tobytes()]}
+    )
+
+
+def _sum_partials(pdf: pd.DataFrame) -> pd.DataFrame:
+    """Add the partial statistics of every item of one item bucket (and the gravity rows,
+    item -1, whose length differs)."""
+    pdf = pdf.sort_values(_I, kind="stable")
+    items = pdf[_I].to_numpy(dtype=np.int64)
+    out_items, out = [], []
+    for part in (items < 0, items >= 0):
+        if not part.any():
+            continue
+        codes = items[part]
+        x = np.stack([np.frombuffer(b, dtype=np.float64) for b in pdf["_x"][part]])
+        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+        out_items.append(codes[starts])
+        out += [r.tobytes() for r in np.add.reduceat(x, starts, axis=0)]
+    return pd_frame({_I: np.concatenate(out_items), "_x": out})
+
+
+class SparkRunner:
+    """Statistics of :class:`~userdp.recommend.MatrixFactorization` from a Spark DataFrame.
+
+    Parameters
+    ----------
+    data : pyspark.sql.DataFrame
+        One row per (user, item) pair, distinct pairs; ratings finite.
+    user_column, item_column, rating_column : str
+        Column names (defaults ``user``, ``item``, ``rating``).
+    buckets : int or None, default=None
+        Hash buckets of users (tasks of every pass); None: twice the default parallelism.
+
+    See the module docstring for what runs where and what the driver holds.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        *,
+        user_column: str = "user",
+        item_column: str = "item",
+        rating_column: str = "rating",
+        buckets: int | None = None,
+    ) -> None:
+        require_pyspark()
+        from pyspark.sql import DataFrame
+
+        if not isinstance(data, DataFrame):
+            raise DataError(
+                f"The Spark engine takes a pyspark.sql.DataFrame; got {type(data).__name__}. "
+                "Use the local engine for in-memory tables."
+            )
+        for col in (user_column, item_column, rating_column):
+            if col not in data.columns:
+                raise DataError(
+                    f"Column {col!r} not found; the input has columns {data.columns!r}. Name "
+                    "the columns user, item and rating (CLI: --user-column/--item-column/"
+                    "--rating-column)."
+                )
+        self.data = data
+        self.columns = (user_column, item_column, rating_column)
+        self.spark = data.sparkSession
+        self.buckets = buckets or 2 * self.spark.sparkContext.defaultParallelism
+        self._frames: list[DataFrame] = []
+
+    # -- preamble -------------------------------------------------------------------------------
+    def prepare(
+        self,
+        model: Any,
+        item_set: ItemSet | None,
+        noise: NoiseSource,
+        *,
+        count_noise: float | None,
+        center_noise: float | None,
+    ) -> Preamble:
+        """Code the rows on the fixed item set, release the counts and the centre."""
+        from pyspark.sql import functions as F
+
+        user, item, rating = self.columns
+        if item_set is None:  # non-private training on the data's items (sorted)
+            rows = self.data.select(item).distinct().collect()
+            labels = pa.array(sorted(r[0] for r in rows if r[0] is not None))
+            item_set = ItemSet(labels, "data")
+        vocab = item_set.labels.to_pylist()
+        m = len(vocab)
+        d = int(model.dim) + (1 if model._biased else 0)
+        if m * d * d * 8 > MAX_DRIVER_BYTES:
+            raise InvalidParameterError(
+                f"The Spark engine collects the item statistics (m x d'^2 floats) to the "
+                f"driver: {m} items x {d}^2 x 8 bytes exceed MAX_DRIVER_BYTES "
+                f"({MAX_DRIVER_BYTES} bytes). Use a smaller dim or item set."
+            )
+        codes = self.spark.createDataFrame([(v, c) for c, v in enumerate(vocab)], ["_v", "_code"])
+        df = self.data.select(
+            F.col(f"`{user}`").alias("_u"), F.col(f"`{item}`").alias("_l"),
+            F.col(f"`{rating}`").cast("double").alias(_R),
+        )  # fmt: skip
+        bad = df.filter(
+            F.col("_u").isNull() | F.col("_l").isNull() | F.col(_R).isNull() | F.isnan(_R)
+            | F.col(_R).isin(float("inf"), float("-inf"))
+        ).count()  # fmt: skip
+        if bad:
+            raise DataError(
+                f"{bad} row(s) have an empty user or item, or a non-finite rating; drop them first."
+            )
+        df = (
+            df.join(F.broadcast(codes), F.col("_l") == F.col("_v"), "left")
+            .select("_u", "_l", _R, F.coalesce(F.col("_code"), F.lit(-1)).alias(_I))
+            .withColumn(_B, F.pmod(F.xxhash64("_u"), F.lit(self.buckets)))
+            .repartition(self.buckets, _B)
+        )
+        salt, cs = noise.salt, int(model.count_sample)
+
+        def prep(pdf: pd.DataFrame) -> pd.DataFrame:
+            return _prepare_bucket(vocab, salt, cs, pdf)
+
+        self.prepared = self._keep(df.groupBy(_B).applyInPandas(prep, _PREPARED))
+        inside = F.col(_I) >= 0
+        row = self.prepared.agg(
+            F.sum(F.when(~inside, 1).otherwise(0)).alias("dropped"),
+            F.min(F.when(inside, F.col(_R))).alias("lo"),
+            F.max(F.when(inside, F.col(_R))).alias("hi"),
+            F.countDistinct(F.when(inside, F.struct(_B, _J))).alias("users_inside"),
+            F.countDistinct(_B, _J).alias("users"),
+        ).collect()[0]
+        self.n_users = int(row["users"])
+        lo, hi = model.rating_range if model.rating_range is not None else (row["lo"], row["hi"])
+        lo, hi = float(lo), float(hi)
+        private = count_noise is not None
+        counted = inside & F.col(_C) if private else inside
+        per_item = self.prepared.filter(counted).groupBy(_I).count().collect()
+        exact = np.zeros(m)
+        for r in per_item:
+            exact[int(r[_I])] = float(r["count"])
+        counts = released_total = None
+        if private:
+            counts = release_counts(
+                exact, float(row["users_inside"]), cs, count_noise, noise
+            ).counts
+            released_total = float(np.sum(counts))
+        center = self._centre(model, lo, hi, center_noise, noise, released_total)
+        self._range = (lo, hi, center)
+        return Preamble(
+            item_set, item_set.labels, m, int(row["dropped"]), lo, hi, counts,
+            None if private else exact, center,
+        )  # fmt: skip
+
+    def _centre(self, model, lo, hi, noise_multiplier, noise, released_total) -> float:
+        """The centre over every rating (items outside the set too), as ``centre_all``."""
+        from pyspark.sql import functions as F
+
+        center = model.center
+        if not isinstance(center, str):
+            return float(np.clip(center, lo, hi))
+        mid, hw = 0.5 * (lo + hi), 0.5 * (hi - lo)
+        if center == "midpoint":
+            return mid
+        r = F.least(F.greatest(F.col(_R), F.lit(lo)), F.lit(hi))
+        if noise_multiplier is None:
+            value = self.prepared.agg(F.avg(r)).collect()[0][0]
+            return mid if value is None else float(value)
+        if center == "sampled-mean":
+            k = float(model.count_sample)
+            w = F.when(F.col(_S), 1.0).otherwise(0.0)
+        else:
+            k = centre_cap(released_total, model.count_sample, noise_multiplier, lo, hi)
+            w = F.least(F.lit(1.0), F.lit(k) / F.greatest(F.col(_N), F.lit(1)))
+        row = self.prepared.agg(
+            F.sum(w * (r - F.lit(mid))).alias("total"), F.sum(w).alias("count")
+        ).collect()[0]
+        statistic = np.array([(row["total"] or 0.0) / (k * hw), (row["count"] or 0.0) / k])
+        return release_mean(statistic, lo, hi, noise_multiplier, noise)
+
+    # -- training rows --------------------------------------------------------------------------
+    def restrict(self, trained: np.ndarray) -> None:
+        """Train on the rows of ``trained`` items only (decided from released counts)."""
+        self.trained = np.asarray(trained, dtype=bool)
+        self.rule = self.counts = None
+        self.training = None
+
+    def allocate(self, model: Any, counts: np.ndarray, noise: NoiseSource) -> None:
+        """The allocation weights, per bucket of users, from the row keys (no noise drawn)."""
+        self.rule = SimpleNamespace(
+            _allocation=model._allocation, sample_size=model.sample_size, mu=model.mu
+        )
+        self.counts = np.asarray(counts, dtype=np.float64)
+
+    def _training(self) -> DataFrame:
+        if self.training is None:
+            trained, rule, counts = self.trained, self.rule, self.counts
+
+            def rows(pdf: pd.DataFrame) -> pd.DataFrame:
+                return _training_bucket(trained, rule, counts, pdf)
+
+            frame = self.prepared.groupBy(_B).applyInPandas(rows, _TRAINING)
+            self.training = self._keep(frame)
+        return self.training
+
+    # -- one step -------------------------------------------------------------------------------
+    def solve_users(self, U: np.ndarray, how: UserSolve, reg: float) -> None:
+        """Record the step's user solve; it runs on the executors with the item statistics."""
+        self._solve = (np.ascontiguousarray(U), how, float(reg))
+        self._result: dict[bool, tuple] = {}
+
+    def _step(self, weighted: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if weighted in self._result:
+            return self._result[weighted]
+        from pyspark.sql import functions as F
+
+        U, how, reg = self._solve
+        lo, hi, center = self._range
+        k = U.shape[1]
+        n_tri = k * (k + 1) // 2
+        # The implicit term's alpha Z^T Z runs over ALL items (released factors: public).
+        Z = np.column_stack([U[:, : how.d], np.ones(U.shape[0])]) if how.biased else U
+        zz = Z.T @ Z if how.alpha else None
+
+        def step(pdf: pd.DataFrame) -> pd.DataFrame:
+            return _step_bucket(U, how, reg, lo, hi, center, weighted, zz, pdf)
+
+        partial = self._training().groupBy(_B).applyInPandas(step, _PARTIAL)
+        summed = partial.groupBy(F.pmod(F.col(_I), F.lit(self.buckets)).alias("_ib"))
+        rows = summed.applyInPandas(_sum_partials, _PARTIAL).collect()
+        m = self.trained.size
+        tri, moment = np.zeros((m, n_tri)), np.zeros((m, k))
+        gravity = np.zeros(k * k + 1)
+        for r in rows:
+            x = np.frombuffer(r["_x"], dtype=np.float64)
+            if r[_I] < 0:
+                gravity = x
+            else:
+                tri[r[_I]], moment[r[_I]] = x[:n_tri], x[n_tri:]
+        gram = np.empty((m, k, k))
+        iu = np.triu_indices(k)
+        gram[:, iu[0], iu[1]] = tri
+        gram[:, iu[1], iu[0]] = tri
+        g = gravity[:-1].reshape(k, k).copy()
+        if how.biased:  # users without trained rows: v = 0, x = [0, beta]
+            g[k - 1, k - 1] += (self.n_users - gravity[-1]) * how.beta**2
+        self._result[weighted] = (gram, moment, g)
+        return self._result[weighted]
+
+    def gravity(self) -> np.ndarray:
+        """``sum_j x_j x_j^T`` over all users (exact; the caller releases it)."""
+        return self._step(self.rule is not None)[2]
+
+    def item_statistics(self, weighted: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Every item's ``(A_i, b_i)``, summed over the buckets of users."""
+        gram, moment, _ = self._step(weighted)
+        return gram, moment
+
+    def gd_update(self, *args: Any) -> np.ndarray:
+        raise InvalidParameterError("The Spark engine runs als and the DPALS family only.")
+
+    # -- book-keeping ---------------------------------------------------------------------------
+    def _keep(self, frame: DataFrame) -> DataFrame:
+        """Cache ``frame`` and cut its lineage (each later pass starts from it)."""
+        kept = frame.localCheckpoint(eager=True)
+        self._frames.append(kept)
+        return kept
+
+    def close(self) -> None:
+        """Release the cached frames."""
+        for frame in self._frames:
+            frame.unpersist()
+        self._frames.clear()

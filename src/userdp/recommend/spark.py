@@ -62,11 +62,12 @@ MAX_DRIVER_BYTES = 2 << 30
 
 # Column names of the prepared frame: user bucket, user code within the bucket, item code
 # (-1: outside the item set), rating, row key, counted in the private counts, kept by the
-# sampled mean, the user's number of ratings, allocation weight.
+# sampled mean, the user's number of ratings, allocation weight; a repeated pair.
 _B, _J, _I, _R, _K, _C, _S, _N, _W = "_b", "_j", "_i", "_r", "_k", "_c", "_s", "_n", "_w"
+_D = "_d"  # the row repeats an earlier (user, item) pair
 _PREPARED = (
     f"{_B} long, {_J} long, {_I} long, {_R} double, {_K} long, {_C} boolean, {_S} boolean, "
-    f"{_N} long"
+    f"{_N} long, {_D} boolean"
 )
 _TRAINING = f"{_B} long, {_J} long, {_I} long, {_R} double, {_W} double"
 _PARTIAL = f"{_I} long, _x binary"
@@ -83,19 +84,17 @@ def _prepare_bucket(vocab: list, salt: int, count_sample: int, pdf: pd.DataFrame
     keyed = [vocab[i] if i >= 0 else v for i, v in zip(items.tolist(), item_labels, strict=True)]
     codes, item_keys = _codes(keyed)
     keys = row_keys(users, codes, user_labels, item_keys, salt)
-    key = users * (len(item_keys) + 1) + codes
-    if np.unique(key).size != key.size:
-        raise DataError(
-            "The ratings repeat a (user, item) pair; every pair must appear once (aggregate "
-            "repeated rows first, e.g. keep each pair's last rating)."
-        )
+    pair = users * (len(item_keys) + 1) + codes
+    order = np.argsort(pair, kind="stable")
+    repeated = np.zeros(users.size, dtype=bool)  # reported by the driver, which raises
+    repeated[order[1:]] = pair[order[1:]] == pair[order[:-1]]
     counted = np.zeros(users.size, dtype=bool)
     counted[inside] = sample_per_user(users[inside], count_sample, None, keys=keys[inside])
     sampled = sample_per_user(users, count_sample, None, keys=keys)
     n_u = np.bincount(users)[users]
     return pd_frame(
         {_B: pdf[_B].to_numpy(), _J: users, _I: items, _R: pdf[_R].to_numpy(dtype=np.float64),
-         _K: keys.view(np.int64), _C: counted, _S: sampled, _N: n_u}
+         _K: keys.view(np.int64), _C: counted, _S: sampled, _N: n_u, _D: repeated}
     )  # fmt: skip
 
 
@@ -274,7 +273,13 @@ class SparkRunner:
             F.max(F.when(inside, F.col(_R))).alias("hi"),
             F.countDistinct(F.when(inside, F.struct(_B, _J))).alias("users_inside"),
             F.countDistinct(_B, _J).alias("users"),
+            F.sum(F.col(_D).cast("long")).alias("repeated"),
         ).collect()[0]
+        if row["repeated"]:
+            raise DataError(
+                f"The ratings repeat {row['repeated']} (user, item) pair(s); every pair must "
+                "appear once (aggregate repeated rows first, e.g. keep each pair's last rating)."
+            )
         self.n_users = int(row["users"])
         lo, hi = model.rating_range if model.rating_range is not None else (row["lo"], row["hi"])
         lo, hi = float(lo), float(hi)

@@ -81,8 +81,7 @@ def _statistics(runner, model: MatrixFactorization, U: np.ndarray):
     trained = np.ones(prep.n_items, dtype=bool)
     trained[-1] = False  # one item not trained: its rows must drop out on both engines
     runner.restrict(trained)
-    if private:
-        runner.allocate(model, prep.counts, noise)
+    runner.allocate(model, prep.counts if private else None, noise)
     half = max(prep.hi - prep.center, prep.center - prep.lo)
     d = int(model.dim)
     how = UserSolve(d, model._biased, 1.0, float(model.unobserved_weight),

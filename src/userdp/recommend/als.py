@@ -451,8 +451,7 @@ class MatrixFactorization(RecommenderBase):
                 stacklevel=2,
             )
         half = max(hi - center, center - lo)
-        if private:
-            runner.allocate(self, item_counts, noise)
+        runner.allocate(self, item_counts if private else None, noise)
         # Algorithm 3's U^(0), data-independent. Gradient descent starts small: items its noisy
         # steps barely move then predict the centre instead of the random start (the SSP
         # update replaces U at once and needs user factors of norm ~max_norm from step 1).

@@ -10,7 +10,8 @@ runner call                what it computes (exact, noise-free)
                            and the private centre's statistics (released by the caller's
                            noise source, in the local order)
 ``restrict(trained)``      drop the rows of items not trained (post-processing of counts)
-``allocate``               the allocation weights w_ij (Table 2: uniform, tail, adaptive)
+``allocate``               the allocation weights w_ij (Table 2: uniform, tail, adaptive);
+                           called before the first step, private or not
 ``solve_users``            Algorithm 3 line 4: every user's exact solve against the released
                            item factors; the user vectors ``x_j`` and targets ``t_ij`` of the
                            item update stay in the runner (never released)
@@ -125,9 +126,11 @@ class LocalRunner:
         self.target = self.y
         self._gd: GradientOperator | None = None
 
-    def allocate(self, model: Any, counts: np.ndarray, noise: NoiseSource) -> None:
-        """Per-rating weights with every user's squared weights summing to at most 1."""
-        self.weights = user_weights(model, self.users, self.items, counts, noise, self.keys)
+    def allocate(self, model: Any, counts: np.ndarray | None, noise: NoiseSource) -> None:
+        """Per-rating weights with every user's squared weights summing to at most 1 (from
+        the released ``counts``; None: not private, weight 1)."""
+        if counts is not None:
+            self.weights = user_weights(model, self.users, self.items, counts, noise, self.keys)
 
     @classmethod
     def from_codes(cls, users, items, y, weights, n_users: int, n_items: int) -> LocalRunner:

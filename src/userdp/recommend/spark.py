@@ -6,25 +6,26 @@ DataFrame of ``(user, item, rating)`` rows, for ``als`` and the DPALS family (un
 adaptive allocation), with or without biases, the implicit term, ``top_items`` and
 ``min_item_count``.
 
-Layout. Users are hashed into ``buckets`` (``xxhash64(user) mod buckets``); the rows are
-shuffled once by bucket, and every per-user computation runs in a grouped-map pandas UDF over a
-whole bucket of users with the local NumPy kernels (the same functions the local runner calls:
-:func:`~userdp.multitask.allocation.row_keys`, the sampling and adaptive rules, the per-user
-solves of :class:`~userdp.recommend.runner.LocalRunner`). Per user, these depend only on the
-user's own rows and on released values (counts, item factors), so a bucket computes exactly
-what the local runner computes for those users. The prepared rows are cached and their lineage
-cut (``localCheckpoint``), so every alternating step reads them without re-running the
-preamble.
+Layout. The rows are shuffled once by user into ``buckets`` partitions (hash of the user id),
+so every partition holds whole users; every per-user computation then runs in a ``mapInPandas``
+UDF over a whole partition with the local NumPy kernels (the same functions the local runner
+calls: :func:`~userdp.multitask.allocation.row_keys`, the sampling and adaptive rules, the
+per-user solves of :class:`~userdp.recommend.runner.LocalRunner`). Per user, these depend only
+on the user's own rows and on released values (counts, item factors), so a partition computes
+exactly what the local runner computes for those users. The prepared rows and the training rows
+(with their allocation weights) are cached and their lineage cut (``localCheckpoint``, which
+keeps the partitions), so no later pass shuffles the ratings or re-runs the preamble.
 
-One step (Algorithm 3, lines 4-5) is one pass: each bucket solves its users against the
-released item factors (broadcast in the UDF's closure), then emits, for every item its users
-rated, the partial sums ``sum_j w_ij x_j x_j^T`` (upper triangle) and ``sum_j w_ij t_ij x_j``
-(Arrow-batched binary rows); a second grouped-map UDF over hash buckets of items adds the
-partials. The driver collects one row per item of the fixed item set, m x (d'(d'+1)/2 + d')
-floats (d' = dim + 1 with biases), and the Gram matrix of the implicit term (d' x d'): nothing
-proportional to users or ratings. It cannot hold them when ``m * d'^2 * 8`` bytes exceed
-:data:`MAX_DRIVER_BYTES` (2 GiB): ``prepare`` then raises before any pass, naming the fix
-(a smaller ``dim`` or item set).
+One step (Algorithm 3, lines 4-5) is one pass: each partition solves its users against the
+released item factors (in the UDF's closure), then emits, per bucket of items (item code mod
+``buckets``), the codes of the items its users rated and their partial sums ``sum_j w_ij x_j
+x_j^T`` (upper triangle) and ``sum_j w_ij t_ij x_j`` as Arrow binary columns; a grouped-map UDF
+per item bucket adds the partials (one shuffle of at most ``buckets`` x m statistics). The
+driver collects one row per item bucket, m x (d'(d'+1)/2 + d') floats in all (d' = dim + 1 with
+biases), and the Gram matrix of the implicit term (d' x d'): nothing proportional to users or
+ratings. It cannot hold them when ``m * d'^2 * 8`` bytes exceed :data:`MAX_DRIVER_BYTES`
+(2 GiB): ``prepare`` then raises before any pass, naming the fix (a smaller ``dim`` or item
+set).
 
 Noise. The counts, the centre and the item statistics are released on the driver by the
 caller's :class:`~userdp.privacy.NoiseSource`, in the local runner's order, so for a given seed
@@ -60,7 +61,7 @@ __all__ = ["MAX_DRIVER_BYTES", "SparkRunner"]
 #: The most bytes of item statistics (m x d'^2 float64) the driver is asked to hold.
 MAX_DRIVER_BYTES = 2 << 30
 
-# Column names of the prepared frame: user bucket, user code within the bucket, item code
+# Column names of the prepared frame: user partition, user code within it, item code
 # (-1: outside the item set), rating, row key, counted in the private counts, kept by the
 # sampled mean, the user's number of ratings, allocation weight; a repeated pair.
 _B, _J, _I, _R, _K, _C, _S, _N, _W = "_b", "_j", "_i", "_r", "_k", "_c", "_s", "_n", "_w"
@@ -70,11 +71,11 @@ _PREPARED = (
     f"{_N} long, {_D} boolean"
 )
 _TRAINING = f"{_B} long, {_J} long, {_I} long, {_R} double, {_W} double"
-_PARTIAL = f"{_I} long, _x binary"
+_PARTIAL = "_g long, _c binary, _x binary"  # item bucket, item codes, statistics
 
 
 def _prepare_bucket(vocab: list, salt: int, count_sample: int, pdf: pd.DataFrame) -> pd.DataFrame:
-    """One bucket of users: user codes, row keys, the count and mean samples (per user only)."""
+    """One partition of users: user codes, row keys, the count and mean samples (per user)."""
     users, user_labels = _codes(pa.Array.from_pandas(pdf["_u"]).to_pylist())
     items = pdf[_I].to_numpy(dtype=np.int64)
     inside = items >= 0
@@ -113,15 +114,38 @@ def pd_frame(columns: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
+def _user_codes(pdf: pd.DataFrame) -> np.ndarray:
+    """Codes 0..n-1 of the users of a partition (unique by (partition, code within it))."""
+    key = (pdf[_B].to_numpy(dtype=np.int64) << 32) | pdf[_J].to_numpy(dtype=np.int64)
+    return np.unique(key, return_inverse=True)[1].astype(np.int64).reshape(-1)
+
+
+def _whole_partition(fn: Any) -> Any:
+    """A ``mapInPandas`` body that runs ``fn`` once on all the rows of its partition.
+
+    The prepared frame's partitions hold whole users (the rows were shuffled by user, and
+    checkpointing keeps the partitions), so later passes need no shuffle.
+    """
+
+    def run(batches: Any) -> Any:
+        import pandas as pd
+
+        frames = [b for b in batches if len(b)]
+        if frames:
+            yield fn(pd.concat(frames, ignore_index=True))
+
+    return run
+
+
 def _training_bucket(
     trained: np.ndarray, rule: Any, counts: np.ndarray | None, pdf: pd.DataFrame
 ) -> pd.DataFrame:
-    """One bucket's rows of trained items with their allocation weights (Table 2)."""
+    """One partition's rows of trained items with their allocation weights (Table 2)."""
     from userdp.recommend.als_steps import user_weights
 
     items = pdf[_I].to_numpy(dtype=np.int64)
     pdf = pdf[(items >= 0) & trained[np.maximum(items, 0)]]
-    users = pdf[_J].to_numpy(dtype=np.int64)
+    users = _user_codes(pdf)
     items = pdf[_I].to_numpy(dtype=np.int64)
     if rule is None or users.size == 0:
         w = np.ones(users.size)
@@ -133,40 +157,48 @@ def _training_bucket(
 
 def _step_bucket(
     U: np.ndarray, how: UserSolve, reg: float, lo: float, hi: float, center: float,
-    weighted: bool, zz: np.ndarray | None, pdf: pd.DataFrame,
+    weighted: bool, zz: np.ndarray | None, n_groups: int, pdf: pd.DataFrame,
 ) -> pd.DataFrame:  # fmt: skip
-    """One bucket: its users' exact solves, then their partial item statistics."""
-    users, codes = np.unique(pdf[_J].to_numpy(dtype=np.int64), return_inverse=True)
+    """One partition: its users' exact solves, then their partial item statistics."""
+    codes = _user_codes(pdf)
+    n_users = int(codes.max()) + 1
     items, icodes = np.unique(pdf[_I].to_numpy(dtype=np.int64), return_inverse=True)
     y = np.clip(pdf[_R].to_numpy(dtype=np.float64), lo, hi) - center
     w = pdf[_W].to_numpy(dtype=np.float64) if weighted else None
-    local = LocalRunner.from_codes(codes, icodes, y, w, users.size, items.size)
+    local = LocalRunner.from_codes(codes, icodes, y, w, n_users, items.size)
     local.solve_users(U[items], how, reg, items_gram=zz)
     gram, moment = local.item_statistics(weighted)
     k = gram.shape[1]
     iu = np.triu_indices(k)
     stats = np.concatenate([gram[:, iu[0], iu[1]], moment], axis=1)
-    gravity = np.append(local.gravity().ravel(), float(users.size))
+    gravity = np.append(local.gravity().ravel(), float(n_users))
+    # One row per item bucket (item code mod n_groups): its item codes and their statistics.
+    group = items % n_groups
+    order = np.argsort(group, kind="stable")
+    starts = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
+    ends = np.r_[starts[1:], order.size]
+    rows = [order[a:b] for a, b in zip(starts, ends, strict=True)] if order.size else []
     return pd_frame(
-        {_I: np.append(items, -1), "_x": [r.tobytes() for r in stats] + [gravity.tobytes()]}
-    )
+        {"_g": [int(group[r[0]]) for r in rows] + [-1],
+         "_c": [items[r].tobytes() for r in rows] + [b""],
+         "_x": [stats[r].tobytes() for r in rows] + [gravity.tobytes()]}
+    )  # fmt: skip
 
 
 def _sum_partials(pdf: pd.DataFrame) -> pd.DataFrame:
-    """Add the partial statistics of every item of one item bucket (and the gravity rows,
-    item -1, whose length differs)."""
-    pdf = pdf.sort_values(_I, kind="stable")
-    items = pdf[_I].to_numpy(dtype=np.int64)
-    out_items, out = [], []
-    for part in (items < 0, items >= 0):
-        if not part.any():
-            continue
-        codes = items[part]
-        x = np.stack([np.frombuffer(b, dtype=np.float64) for b in pdf["_x"][part]])
-        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
-        out_items.append(codes[starts])
-        out += [r.tobytes() for r in np.add.reduceat(x, starts, axis=0)]
-    return pd_frame({_I: np.concatenate(out_items), "_x": out})
+    """Add the partial statistics of one item bucket's items over the user partitions (or the
+    gravity rows, bucket -1)."""
+    group = int(pdf["_g"].iloc[0])
+    parts = [np.frombuffer(b, dtype=np.float64) for b in pdf["_x"]]
+    if group < 0:
+        return pd_frame({"_g": [group], "_c": [b""], "_x": [np.sum(parts, axis=0).tobytes()]})
+    codes = np.concatenate([np.frombuffer(b, dtype=np.int64) for b in pdf["_c"]])
+    x = np.concatenate(parts).reshape(codes.size, -1)
+    order = np.argsort(codes, kind="stable")
+    codes, x = codes[order], x[order]
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    total = np.add.reduceat(x, starts, axis=0)
+    return pd_frame({"_g": [group], "_c": [codes[starts].tobytes()], "_x": [total.tobytes()]})
 
 
 class SparkRunner:
@@ -179,7 +211,8 @@ class SparkRunner:
     user_column, item_column, rating_column : str
         Column names (defaults ``user``, ``item``, ``rating``).
     buckets : int or None, default=None
-        Hash buckets of users (tasks of every pass); None: twice the default parallelism.
+        Partitions of users (tasks of every pass) and buckets of items; None: twice the
+        default parallelism.
 
     See the module docstring for what runs where and what the driver holds.
     """
@@ -257,15 +290,15 @@ class SparkRunner:
         df = (
             df.join(F.broadcast(codes), F.col("_l") == F.col("_v"), "left")
             .select("_u", "_l", _R, F.coalesce(F.col("_code"), F.lit(-1)).alias(_I))
-            .withColumn(_B, F.pmod(F.xxhash64("_u"), F.lit(self.buckets)))
-            .repartition(self.buckets, _B)
+            .repartition(self.buckets, "_u")  # whole users per partition, balanced
+            .withColumn(_B, F.spark_partition_id().cast("long"))
         )
         salt, cs = noise.salt, int(model.count_sample)
 
         def prep(pdf: pd.DataFrame) -> pd.DataFrame:
             return _prepare_bucket(vocab, salt, cs, pdf)
 
-        self.prepared = self._keep(df.groupBy(_B).applyInPandas(prep, _PREPARED))
+        self.prepared = self._keep(df.mapInPandas(_whole_partition(prep), _PREPARED))
         inside = F.col(_I) >= 0
         row = self.prepared.agg(
             F.sum(F.when(~inside, 1).otherwise(0)).alias("dropped"),
@@ -335,12 +368,15 @@ class SparkRunner:
         self.rule = self.counts = None
         self.training = None
 
-    def allocate(self, model: Any, counts: np.ndarray, noise: NoiseSource) -> None:
-        """The allocation weights, per bucket of users, from the row keys (no noise drawn)."""
-        self.rule = SimpleNamespace(
-            _allocation=model._allocation, sample_size=model.sample_size, mu=model.mu
-        )
-        self.counts = np.asarray(counts, dtype=np.float64)
+    def allocate(self, model: Any, counts: np.ndarray | None, noise: NoiseSource) -> None:
+        """The training rows and their allocation weights, per partition of users, from the row
+        keys and the released ``counts`` (no noise drawn; None: not private, weight 1)."""
+        if counts is not None:
+            self.rule = SimpleNamespace(
+                _allocation=model._allocation, sample_size=model.sample_size, mu=model.mu
+            )
+            self.counts = np.asarray(counts, dtype=np.float64)
+        self._training()
 
     def _training(self) -> DataFrame:
         if self.training is None:
@@ -349,7 +385,7 @@ class SparkRunner:
             def rows(pdf: pd.DataFrame) -> pd.DataFrame:
                 return _training_bucket(trained, rule, counts, pdf)
 
-            frame = self.prepared.groupBy(_B).applyInPandas(rows, _TRAINING)
+            frame = self.prepared.mapInPandas(_whole_partition(rows), _TRAINING)
             self.training = self._keep(frame)
         return self.training
 
@@ -362,7 +398,6 @@ class SparkRunner:
     def _step(self, weighted: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if weighted in self._result:
             return self._result[weighted]
-        from pyspark.sql import functions as F
 
         U, how, reg = self._solve
         lo, hi, center = self._range
@@ -371,22 +406,26 @@ class SparkRunner:
         # The implicit term's alpha Z^T Z runs over ALL items (released factors: public).
         Z = np.column_stack([U[:, : how.d], np.ones(U.shape[0])]) if how.biased else U
         zz = Z.T @ Z if how.alpha else None
+        n_groups = self.buckets
 
         def step(pdf: pd.DataFrame) -> pd.DataFrame:
-            return _step_bucket(U, how, reg, lo, hi, center, weighted, zz, pdf)
+            return _step_bucket(U, how, reg, lo, hi, center, weighted, zz, n_groups, pdf)
 
-        partial = self._training().groupBy(_B).applyInPandas(step, _PARTIAL)
-        summed = partial.groupBy(F.pmod(F.col(_I), F.lit(self.buckets)).alias("_ib"))
-        rows = summed.applyInPandas(_sum_partials, _PARTIAL).collect()
+        # col : (item bucket, item codes, upper(A_i) and b_i of those items), partial per
+        # partition of users, then summed per item bucket.
+        partial = self._training().mapInPandas(_whole_partition(step), _PARTIAL)
+        rows = partial.groupBy("_g").applyInPandas(_sum_partials, _PARTIAL).collect()
         m = self.trained.size
         tri, moment = np.zeros((m, n_tri)), np.zeros((m, k))
         gravity = np.zeros(k * k + 1)
         for r in rows:
             x = np.frombuffer(r["_x"], dtype=np.float64)
-            if r[_I] < 0:
+            if r["_g"] < 0:
                 gravity = x
             else:
-                tri[r[_I]], moment[r[_I]] = x[:n_tri], x[n_tri:]
+                codes = np.frombuffer(r["_c"], dtype=np.int64)
+                x = x.reshape(codes.size, n_tri + k)
+                tri[codes], moment[codes] = x[:, :n_tri], x[:, n_tri:]
         gram = np.empty((m, k, k))
         iu = np.triu_indices(k)
         gram[:, iu[0], iu[1]] = tri
@@ -402,7 +441,7 @@ class SparkRunner:
         return self._step(self.rule is not None)[2]
 
     def item_statistics(self, weighted: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Every item's ``(A_i, b_i)``, summed over the buckets of users."""
+        """Every item's ``(A_i, b_i)``, summed over the partitions of users."""
         gram, moment, _ = self._step(weighted)
         return gram, moment
 

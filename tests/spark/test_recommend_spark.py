@@ -9,6 +9,7 @@ user whose items are all outside the fixed item set changes no released shape or
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -161,6 +162,58 @@ def test_a_user_with_only_new_items_changes_no_released_shape(spark):
     assert not set(with_user.model_.item_labels.to_pylist()) & {f"new{k}" for k in range(4)}
     dropped = with_user.diagnostics_["ratings_outside_item_set"]
     assert dropped == without.diagnostics_["ratings_outside_item_set"] + 4
+
+
+def test_am_ssp_statistics_match_local(spark):
+    """PublicFeatureRecommender's exact A_j, b_j (its fit's computation, written out here)."""
+    from userdp.multitask.allocation import adaptive_weights
+    from userdp.multitask.kernels import segment_offsets, segment_statistics
+    from userdp.multitask.ssp import clip_rows
+    from userdp.recommend import PublicFeatureRecommender
+    from userdp.recommend.id_encoder import IdEncoder
+    from userdp.recommend.model import solve_users
+    from userdp.recommend.plans import plan_ssp_noise
+    from userdp.recommend.spark import SparkRunner
+
+    table, items = _random_ratings(5)
+    enc = IdEncoder(len(items), 3, seed=1)
+    model = PublicFeatureRecommender(
+        encoder=enc, items=items, epsilon=4.0, delta=1e-5, rating_range=(1.0, 5.0),
+        rating_clip=1.5, seed=3,
+    )  # fmt: skip
+    plan = plan_ssp_noise(
+        model._validate(), steps=model.steps, center_fraction=model._center_fraction()
+    )
+    item_set = model._item_set(True)
+    prep = model._prepare(
+        Ratings.from_table(table), item_set, NoiseSource(3), count_noise=plan.counts,
+        center_noise=plan.center,
+    )  # fmt: skip
+    data = prep.data
+    w = adaptive_weights(data.users, data.items, prep.counts, mu=model.mu, beta=1.0)
+    y = prep.values - prep.center
+    half = min(max(prep.hi - prep.center, prep.center - prep.lo), 1.5)
+    V_items = enc.forward(enc.init_params(), None)[0]
+    uo, uoff = segment_offsets(data.users, data.n_users)
+    io, ioff = segment_offsets(data.items, data.n_items)
+    g, mo = segment_statistics(uoff, uo, data.items, V_items, None, y)
+    U = solve_users(g, mo, model.reg * np.maximum(np.diff(uoff), 1).astype(float))
+    U = clip_rows(U, model.max_norm)
+    exact_a, exact_b = segment_statistics(ioff, io, data.users, U, w, np.clip(y, -half, half))
+
+    noise = NoiseSource(3)
+    runner = SparkRunner(_frame(spark, table))
+    rp = runner.prepare(model, item_set, noise, count_noise=plan.counts, center_noise=plan.center)
+    np.testing.assert_array_equal(rp.counts, prep.counts)
+    runner.restrict(np.ones(rp.n_items, dtype=bool))
+    rule = SimpleNamespace(_allocation="adaptive", mu=model.mu, sample_size=1)
+    runner.allocate(rule, rp.counts, noise)
+    how = UserSolve(3, False, 0.0, 0.0, model.max_norm, half, clip_target=True)
+    runner.solve_users(V_items, how, model.reg)
+    gram, moment = runner.item_statistics(weighted=True)
+    np.testing.assert_allclose(gram, exact_a, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(moment, exact_b, rtol=1e-9, atol=1e-9)
+    assert np.abs(exact_b).sum() > 0
 
 
 def test_dpsgd_methods_are_refused_before_anything_is_read(spark):

@@ -70,6 +70,9 @@ class UserSolve:
     the item side then uses ``x_j = [clip(v_j), beta]`` and targets ``clip(y - c_j, +-half)``.
     ``alpha``: weight of the implicit term (adds ``alpha Z^T Z``, public: released factors).
     ``clip``: ``max_norm`` when private (user vectors clipped), else None.
+    ``clip_target``: without biases, the item side's targets are ``clip(y, +-half)`` (AM-SSP's
+    ``rating_clip``, Krichene et al. 2023b); MatrixFactorization's are ``y`` (already within
+    ``half`` of the centre).
     """
 
     d: int
@@ -78,6 +81,7 @@ class UserSolve:
     alpha: float
     clip: float | None
     half: float
+    clip_target: bool = False
 
 
 class LocalRunner:
@@ -128,7 +132,8 @@ class LocalRunner:
 
     def allocate(self, model: Any, counts: np.ndarray | None, noise: NoiseSource) -> None:
         """Per-rating weights with every user's squared weights summing to at most 1 (from
-        the released ``counts``; None: not private, weight 1)."""
+        the released ``counts``; None: not private, weight 1). ``model`` names the rule:
+        ``_allocation`` ("uniform", "tail", "adaptive"), ``sample_size`` and ``mu``."""
         if counts is not None:
             self.weights = user_weights(model, self.users, self.items, counts, noise, self.keys)
 
@@ -179,8 +184,11 @@ class LocalRunner:
             self.target = target
             if self._gd is not None:
                 self._gd.y = target
-        elif how.clip is not None:
-            V = clip_rows(V, how.clip)
+        else:
+            if how.clip is not None:
+                V = clip_rows(V, how.clip)
+            if how.clip_target:
+                self.target = np.clip(y, -how.half, how.half)
         self.V = V
 
     def gravity(self) -> np.ndarray:

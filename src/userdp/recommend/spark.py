@@ -1,10 +1,13 @@
-"""The Spark runner of :class:`~userdp.recommend.MatrixFactorization` (``engine="spark"``).
+"""The Spark runner of :class:`~userdp.recommend.MatrixFactorization` (``engine="spark"``) and
+of the AM-SSP statistics of :class:`~userdp.recommend.PublicFeatureRecommender`.
 
 The training algorithm is :meth:`MatrixFactorization.fit`'s, written once over a runner
 (:mod:`userdp.recommend.runner`); this module computes its exact statistics from a Spark
 DataFrame of ``(user, item, rating)`` rows, for ``als`` and the DPALS family (uniform, tail and
 adaptive allocation), with or without biases, the implicit term, ``top_items`` and
-``min_item_count``.
+``min_item_count``. The same calls give AM-SSP's statistics (Krichene et al. 2023b): user
+solves against the encoder's item vectors, then the adaptive-weight ``A_j``, ``b_j`` with the
+targets clipped (``UserSolve(clip_target=True)``); tested equal to the local computation.
 
 Layout. The rows are shuffled once by user into ``buckets`` partitions (hash of the user id),
 so every partition holds whole users; every per-user computation then runs in a ``mapInPandas``
@@ -267,7 +270,8 @@ class SparkRunner:
             item_set = ItemSet(labels, "data")
         vocab = item_set.labels.to_pylist()
         m = len(vocab)
-        d = int(model.dim) + (1 if model._biased else 0)
+        dim = model.encoder.dim if hasattr(model, "encoder") else model.dim  # AM-SSP: encoder's
+        d = int(dim) + (1 if getattr(model, "_biased", False) else 0)
         if m * d * d * 8 > MAX_DRIVER_BYTES:
             raise InvalidParameterError(
                 f"The Spark engine collects the item statistics (m x d'^2 floats) to the "

@@ -69,9 +69,8 @@ def test_private_item_selection_on_spark(spark, ratings, tmp_path, capsys):
 
 
 def test_methods_without_a_spark_engine_are_one_error_line(spark, ratings, tmp_path, capsys):
-    code = _train(
-        ratings, tmp_path / "m.npz", "--method", "adadpsgd", *PRIVATE, "--engine", "spark"
-    )
+    args = ["--method", "am-ssp", "--features", "id", *PRIVATE, "--engine", "spark"]
+    code = _train(ratings, tmp_path / "m.npz", *args)
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "has no Spark engine" in err[0]

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from userdp.data import Ratings
-from userdp.exceptions import DataError, InvalidParameterError
+from userdp.exceptions import DataError
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend import MatrixFactorization
 from userdp.recommend.plans import plan_noise
@@ -216,14 +216,21 @@ def test_am_ssp_statistics_match_local(spark):
     assert np.abs(exact_b).sum() > 0
 
 
-def test_dpsgd_methods_are_refused_before_anything_is_read(spark):
-    table, items = _random_ratings(0)
-    model = MatrixFactorization(**_options("adadpsgd", items, False))
-    with pytest.raises(
-        InvalidParameterError, match=r"'method' parameter of Matrix.*engine='spark'"
-    ):
-        model.fit(_frame(spark, table))
-    assert not hasattr(model, "model_")
+@pytest.mark.parametrize(
+    ("method", "biases", "extra"),
+    [("adadpsgd", True, {}), ("dpsgd-tail", False, {"unobserved_weight": 0.3}),
+     ("dpsgd-uniform", True, {"sgd_steps": 2})],
+)  # fmt: skip
+def test_dpsgd_seeded_model_equals_the_local_model(spark, method, biases, extra):
+    """The clipped per-user gradient sums agree, so the noisy steps do too."""
+    table, items = _random_ratings(6, kind="int")
+    options = _options(method, items, biases, **extra)
+    local = MatrixFactorization(**options).fit(table)
+    remote = MatrixFactorization(**options).fit(_frame(spark, table))
+    np.testing.assert_allclose(remote.item_factors_, local.item_factors_, rtol=1e-9, atol=1e-9)
+    assert np.abs(local.item_factors_).sum() > 0
+    if biases:
+        np.testing.assert_allclose(remote.item_biases_, local.item_biases_, atol=1e-9)
 
 
 def test_repeated_pairs_and_missing_columns_are_data_errors(spark):

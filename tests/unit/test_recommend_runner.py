@@ -32,14 +32,6 @@ def test_engine_must_be_one_of_the_engines(data):
     assert not hasattr(model, "model_")
 
 
-def test_dpsgd_on_spark_is_refused_before_the_data_is_read(data):
-    # the refusal comes before the runner exists: no pyspark needed, nothing trained
-    model = _model(data, method="dpsgd-tail")
-    with pytest.raises(InvalidParameterError, match="DPSGD family runs on the local engine"):
-        model.fit(data, engine="spark")
-    assert not hasattr(model, "model_")
-
-
 def test_auto_and_local_engines_give_the_same_model(data):
     a = _model(data).fit(data)
     b = _model(data).fit(data, engine="local")

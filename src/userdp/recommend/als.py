@@ -77,8 +77,8 @@ METHODS = (
 )
 #: Where ``fit`` computes its statistics (``"auto"``: Spark for a Spark DataFrame).
 ENGINES = ("auto", "local", "spark")
-#: The methods the Spark engine runs (the SSP family and exact ALS).
-SPARK_METHODS = ("als", "dpals-uniform", "dpals-tail", "adadpals")
+#: The methods the Spark engine runs: all of them.
+SPARK_METHODS = METHODS
 GD_INIT_SCALE = 0.1  # initial item-factor norm of the DPSGD family (1 for the others)
 
 
@@ -365,9 +365,9 @@ class MatrixFactorization(RecommenderBase):
             Where the statistics are computed (:mod:`userdp.recommend.runner`): ``"auto"`` picks
             ``"spark"`` for a Spark DataFrame and ``"local"`` otherwise, as
             :func:`~userdp.partition.select_partitions` does. The Spark engine
-            (:class:`userdp.recommend.spark.SparkRunner`) runs ``als`` and the DPALS family;
-            for a given seed it releases the same model as the local engine (to float
-            round-off of the statistics' sums).
+            (:class:`userdp.recommend.spark.SparkRunner`) runs every method; for a given seed
+            it releases the same model as the local engine (to float round-off of the
+            statistics' sums).
 
         Privacy
         -------
@@ -539,12 +539,6 @@ class MatrixFactorization(RecommenderBase):
         engine = check_choice(engine, "engine", caller, list(ENGINES))
         if engine == "auto":
             engine = "spark" if is_spark_dataframe(ratings) else "local"
-        if engine == "spark" and self._solver == "gd":
-            raise InvalidParameterError(
-                f"The 'method' parameter of {caller} must be one of {SPARK_METHODS!r} with "
-                f"engine='spark'. Got {self.method!r} instead (the DPSGD family runs on the "
-                "local engine only)."
-            )
         return engine
 
     def _runner(self, ratings: Any, engine: str) -> Any:

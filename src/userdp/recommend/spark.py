@@ -3,11 +3,13 @@ of the AM-SSP statistics of :class:`~userdp.recommend.PublicFeatureRecommender`.
 
 The training algorithm is :meth:`MatrixFactorization.fit`'s, written once over a runner
 (:mod:`userdp.recommend.runner`); this module computes its exact statistics from a Spark
-DataFrame of ``(user, item, rating)`` rows, for ``als`` and the DPALS family (uniform, tail and
-adaptive allocation), with or without biases, the implicit term, ``top_items`` and
-``min_item_count``. The same calls give AM-SSP's statistics (Krichene et al. 2023b): user
-solves against the encoder's item vectors, then the adaptive-weight ``A_j``, ``b_j`` with the
-targets clipped (``UserSolve(clip_target=True)``); tested equal to the local computation.
+DataFrame of ``(user, item, rating)`` rows, for every method: ``als``, the DPALS family (uniform,
+tail and adaptive allocation; item statistics ``A_i``, ``b_i``) and the DPSGD family (clipped
+per-user gradient sums, one pass per gradient step), with or without biases, the implicit term,
+``top_items`` and ``min_item_count``. The same calls give AM-SSP's statistics (Krichene et al.
+2023b): user solves against the encoder's item vectors, then the adaptive-weight ``A_j``,
+``b_j`` with the targets clipped (``UserSolve(clip_target=True)``); tested equal to the local
+computation.
 
 Layout. The rows are shuffled once by user into ``buckets`` partitions (hash of the user id),
 so every partition holds whole users; every per-user computation then runs in a ``mapInPandas``
@@ -158,33 +160,62 @@ def _training_bucket(
     return pd_frame({_B: pdf[_B].to_numpy(), _J: users, _I: items, _R: pdf[_R].to_numpy(), _W: w})
 
 
+def _solved_partition(U, how, reg, lo, hi, center, weighted, zz, pdf):
+    """A local runner over one partition's rows with its users solved (line 4), and the
+    partition's item codes."""
+    codes = _user_codes(pdf)
+    items, icodes = np.unique(pdf[_I].to_numpy(dtype=np.int64), return_inverse=True)
+    y = np.clip(pdf[_R].to_numpy(dtype=np.float64), lo, hi) - center
+    w = pdf[_W].to_numpy(dtype=np.float64) if weighted else None
+    local = LocalRunner.from_codes(codes, icodes, y, w, int(codes.max()) + 1, items.size)
+    local.solve_users(U[items], how, reg, items_gram=zz)
+    return local, items
+
+
 def _step_bucket(
     U: np.ndarray, how: UserSolve, reg: float, lo: float, hi: float, center: float,
     weighted: bool, zz: np.ndarray | None, n_groups: int, pdf: pd.DataFrame,
 ) -> pd.DataFrame:  # fmt: skip
     """One partition: its users' exact solves, then their partial item statistics."""
-    codes = _user_codes(pdf)
-    n_users = int(codes.max()) + 1
-    items, icodes = np.unique(pdf[_I].to_numpy(dtype=np.int64), return_inverse=True)
-    y = np.clip(pdf[_R].to_numpy(dtype=np.float64), lo, hi) - center
-    w = pdf[_W].to_numpy(dtype=np.float64) if weighted else None
-    local = LocalRunner.from_codes(codes, icodes, y, w, n_users, items.size)
-    local.solve_users(U[items], how, reg, items_gram=zz)
+    local, items = _solved_partition(U, how, reg, lo, hi, center, weighted, zz, pdf)
     gram, moment = local.item_statistics(weighted)
     k = gram.shape[1]
     iu = np.triu_indices(k)
     stats = np.concatenate([gram[:, iu[0], iu[1]], moment], axis=1)
-    gravity = np.append(local.gravity().ravel(), float(n_users))
-    # One row per item bucket (item code mod n_groups): its item codes and their statistics.
+    gravity = np.append(local.gravity().ravel(), float(local.n_users))
+    return _pack(items, stats, n_groups, gravity)
+
+
+def _gradient_bucket(
+    U0: np.ndarray, how: UserSolve, reg: float, lo: float, hi: float, center: float,
+    zz: np.ndarray | None, U: np.ndarray, clip: float, n_groups: int, pdf: pd.DataFrame,
+) -> pd.DataFrame:  # fmt: skip
+    """One partition: its users solved against the step's ``U0``, then their item gradient
+    at ``U``, each user's whole gradient clipped to ``clip`` (Algorithm 2; the rows of a user
+    are all in this partition, so the clipping is the local runner's)."""
+    from userdp.recommend.als_steps import GradientOperator
+
+    local, items = _solved_partition(U0, how, reg, lo, hi, center, True, zz, pdf)
+    op = GradientOperator(
+        local.users, local.items, local.target, local.weights, local.item_order,
+        local.item_offsets, local.n_items, local.n_users,
+    )  # fmt: skip
+    return _pack(items, op.gradient(U[items], local.V, clip), n_groups, None)
+
+
+def _pack(items: np.ndarray, stats: np.ndarray, n_groups: int, extra: np.ndarray | None):
+    """One row per item bucket (item code mod ``n_groups``): its item codes and their
+    statistics; ``extra`` (the implicit term's Gram) as bucket -1."""
     group = items % n_groups
     order = np.argsort(group, kind="stable")
     starts = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
     ends = np.r_[starts[1:], order.size]
     rows = [order[a:b] for a, b in zip(starts, ends, strict=True)] if order.size else []
+    tail = [] if extra is None else [(-1, b"", extra.tobytes())]
     return pd_frame(
-        {"_g": [int(group[r[0]]) for r in rows] + [-1],
-         "_c": [items[r].tobytes() for r in rows] + [b""],
-         "_x": [stats[r].tobytes() for r in rows] + [gravity.tobytes()]}
+        {"_g": [int(group[r[0]]) for r in rows] + [t[0] for t in tail],
+         "_c": [items[r].tobytes() for r in rows] + [t[1] for t in tail],
+         "_x": [stats[r].tobytes() for r in rows] + [t[2] for t in tail]}
     )  # fmt: skip
 
 
@@ -202,6 +233,17 @@ def _sum_partials(pdf: pd.DataFrame) -> pd.DataFrame:
     starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
     total = np.add.reduceat(x, starts, axis=0)
     return pd_frame({"_g": [group], "_c": [codes[starts].tobytes()], "_x": [total.tobytes()]})
+
+
+class _SparkGradient:
+    """``gradient(U, V, clip)`` as :class:`~userdp.recommend.als_steps.GradientOperator`
+    offers it, computed by a Spark pass (``V`` lives on the executors and is ignored)."""
+
+    def __init__(self, runner: SparkRunner) -> None:
+        self.runner = runner
+
+    def gradient(self, U: np.ndarray, V: np.ndarray, clip: float) -> np.ndarray:
+        return self.runner._gradient(U, clip)
 
 
 class SparkRunner:
@@ -407,9 +449,7 @@ class SparkRunner:
         lo, hi, center = self._range
         k = U.shape[1]
         n_tri = k * (k + 1) // 2
-        # The implicit term's alpha Z^T Z runs over ALL items (released factors: public).
-        Z = np.column_stack([U[:, : how.d], np.ones(U.shape[0])]) if how.biased else U
-        zz = Z.T @ Z if how.alpha else None
+        zz = self._items_gram(U, how)
         n_groups = self.buckets
 
         def step(pdf: pd.DataFrame) -> pd.DataFrame:
@@ -449,8 +489,39 @@ class SparkRunner:
         gram, moment, _ = self._step(weighted)
         return gram, moment
 
-    def gd_update(self, *args: Any) -> np.ndarray:
-        raise InvalidParameterError("The Spark engine runs als and the DPALS family only.")
+    def gd_update(self, model, U, freq, plan, noise, gravity, labels) -> np.ndarray:
+        """The DPSGD family's item update (:func:`~userdp.recommend.als_steps.gd_update`):
+        every gradient is one pass (user solves against the step's factors, then clipped
+        per-user gradients summed per item); the noise is added on the driver."""
+        from userdp.recommend.als_steps import gd_update
+
+        k = U.shape[1]
+        return gd_update(model, U, np.empty((0, k)), _SparkGradient(self), freq, plan, noise,
+                         gravity, labels)  # fmt: skip
+
+    def _gradient(self, U: np.ndarray, clip: float) -> np.ndarray:
+        U0, how, reg = self._solve
+        lo, hi, center = self._range
+        zz, n_groups = self._items_gram(U0, how), self.buckets
+        U = np.ascontiguousarray(U)
+
+        def grad(pdf: pd.DataFrame) -> pd.DataFrame:
+            return _gradient_bucket(U0, how, reg, lo, hi, center, zz, U, clip, n_groups, pdf)
+
+        partial = self._training().mapInPandas(_whole_partition(grad), _PARTIAL)
+        out = np.zeros_like(U)
+        for r in partial.groupBy("_g").applyInPandas(_sum_partials, _PARTIAL).collect():
+            codes = np.frombuffer(r["_c"], dtype=np.int64)
+            out[codes] = np.frombuffer(r["_x"], dtype=np.float64).reshape(codes.size, -1)
+        return out
+
+    @staticmethod
+    def _items_gram(U: np.ndarray, how: UserSolve) -> np.ndarray | None:
+        """The implicit term's ``Z^T Z`` over ALL items (released factors: public)."""
+        if not how.alpha:
+            return None
+        Z = np.column_stack([U[:, : how.d], np.ones(U.shape[0])]) if how.biased else U
+        return Z.T @ Z
 
     # -- book-keeping ---------------------------------------------------------------------------
     def _keep(self, frame: DataFrame) -> DataFrame:

@@ -139,8 +139,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     engine.add_argument(
         "--engine", choices=("local", "spark"), default="local",
         help="local: NumPy on this machine (reads the whole input into memory). spark: Apache "
-        "Spark DataFrames (pip install 'userdp[spark]', Java 17+) for als, dpals-uniform, "
-        "dpals-tail and adadpals; INPUT may then be a directory of part files or any path "
+        "Spark DataFrames (pip install 'userdp[spark]', Java 17+) for the matrix-"
+        "factorization methods (not am-*); INPUT may then be a directory of part files or any path "
         "Spark reads, and only the item set and item statistics reach this machine. Default: "
         "%(default)s.",
     )  # fmt: skip

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from userdp.data import Ratings
-from userdp.exceptions import DataError
+from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend import MatrixFactorization
 from userdp.recommend.plans import plan_noise
@@ -243,6 +243,19 @@ def test_repeated_pairs_and_missing_columns_are_data_errors(spark):
             model.fit(_frame(spark, twice))
     with pytest.raises(DataError, match="Column 'rating' not found"):
         model.fit(_frame(spark, table.drop(["rating"])))
+
+
+def test_statistics_too_large_for_the_driver_are_refused_before_any_charge(spark, monkeypatch):
+    from userdp.privacy import PrivacyAccountant, PrivacyBudget
+    from userdp.recommend import spark as engine
+
+    table, items = _random_ratings(0)
+    monkeypatch.setattr(engine, "MAX_DRIVER_BYTES", 8 * 16 * len(items) - 1)  # d' = 4
+    accountant = PrivacyAccountant(PrivacyBudget(10.0, 1e-4))
+    model = MatrixFactorization(**_options("adadpals", items, True))
+    with pytest.raises(InvalidParameterError, match="exceed MAX_DRIVER_BYTES"):
+        model.fit(_frame(spark, table), accountant=accountant)
+    assert accountant.ledger == ()
 
 
 def test_spark_engine_refuses_an_in_memory_table(spark):

@@ -413,6 +413,9 @@ class MatrixFactorization(RecommenderBase):
         engine = self._engine(ratings, engine)
         private = budget is not None
         item_set = self._item_set(private)
+        # The runner checks its input before anything is charged (no data read yet).
+        runner = self._runner(ratings, engine)
+        runner.check(self, item_set)
         plan = None
         if private:
             plan = plan_noise(
@@ -429,7 +432,6 @@ class MatrixFactorization(RecommenderBase):
                 accountant.compose(plan.event())
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x4D46)  # initialisation (data-independent: the item set is fixed)
-        runner = self._runner(ratings, engine)
         prep = runner.prepare(
             self, item_set, noise, count_noise=None if plan is None else plan.counts,
             center_noise=None if plan is None else plan.center,

@@ -6,6 +6,7 @@ driver, from the runner's exact (never released) statistics:
 ========================== ================================================================
 runner call                what it computes (exact, noise-free)
 ========================== ================================================================
+``check``                  refuse what the runner cannot do, before the budget is charged
 ``prepare``                the preamble: ratings on the fixed item set, the private counts'
                            and the private centre's statistics (released by the caller's
                            noise source, in the local order)
@@ -95,6 +96,9 @@ class LocalRunner:
 
     def __init__(self, ratings: Any) -> None:
         self.ratings = ratings
+
+    def check(self, model: Any, item_set: ItemSet | None) -> None:
+        """Refuse what this runner cannot train, before anything is charged (nothing here)."""
 
     def prepare(
         self,

@@ -293,6 +293,21 @@ class SparkRunner:
         self._frames: list[DataFrame] = []
 
     # -- preamble -------------------------------------------------------------------------------
+    def check(self, model: Any, item_set: ItemSet | None) -> None:
+        """Refuse an item set whose statistics the driver cannot hold (m x d'^2 floats over
+        :data:`MAX_DRIVER_BYTES`), before anything is charged or read."""
+        if item_set is None:  # the data's items: checked in prepare, once they are known
+            return
+        m = len(item_set)
+        dim = model.encoder.dim if hasattr(model, "encoder") else model.dim  # AM-SSP: encoder's
+        d = int(dim) + (1 if getattr(model, "_biased", False) else 0)
+        if m * d * d * 8 > MAX_DRIVER_BYTES:
+            raise InvalidParameterError(
+                f"The Spark engine collects the item statistics (m x d'^2 floats) to the "
+                f"driver: {m} items x {d}^2 x 8 bytes exceed MAX_DRIVER_BYTES "
+                f"({MAX_DRIVER_BYTES} bytes). Use a smaller dim or item set."
+            )
+
     def prepare(
         self,
         model: Any,
@@ -312,14 +327,7 @@ class SparkRunner:
             item_set = ItemSet(labels, "data")
         vocab = item_set.labels.to_pylist()
         m = len(vocab)
-        dim = model.encoder.dim if hasattr(model, "encoder") else model.dim  # AM-SSP: encoder's
-        d = int(dim) + (1 if getattr(model, "_biased", False) else 0)
-        if m * d * d * 8 > MAX_DRIVER_BYTES:
-            raise InvalidParameterError(
-                f"The Spark engine collects the item statistics (m x d'^2 floats) to the "
-                f"driver: {m} items x {d}^2 x 8 bytes exceed MAX_DRIVER_BYTES "
-                f"({MAX_DRIVER_BYTES} bytes). Use a smaller dim or item set."
-            )
+        self.check(model, item_set)
         codes = self.spark.createDataFrame([(v, c) for c, v in enumerate(vocab)], ["_v", "_code"])
         df = self.data.select(
             F.col(f"`{user}`").alias("_u"), F.col(f"`{item}`").alias("_l"),

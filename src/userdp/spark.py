@@ -21,7 +21,7 @@ from userdp.exceptions import UserDPError
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["SparkUnavailableError", "require_pyspark", "spark_session"]
+__all__ = ["SparkUnavailableError", "is_spark_dataframe", "require_pyspark", "spark_session"]
 
 logger = logging.getLogger("userdp.spark")
 
@@ -31,6 +31,13 @@ _GIB = 1 << 30
 
 class SparkUnavailableError(UserDPError):
     """PySpark or Java is missing, so the Spark engine cannot start."""
+
+
+def is_spark_dataframe(data: Any) -> bool:
+    """Whether ``data`` is a ``pyspark.sql.DataFrame`` (classic or Connect), without importing
+    PySpark (the engines' ``engine="auto"`` rule)."""
+    cls = type(data)
+    return cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame"
 
 
 def require_pyspark() -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "check_distinct",
     "check_weighted_rows",
     "private_counts",
+    "release_counts",
     "row_keys",
     "sample_per_user",
     "tail_sampling",
@@ -250,6 +251,26 @@ def private_counts(
     keep = sample_per_user(users, count_sample, noise, keys=keys)
     exact = np.bincount(tasks[keep], minlength=n_tasks).astype(np.float64)
     n_exact = float(np.unique(users).size) if users.size else 0.0
+    return release_counts(exact, n_exact, count_sample, z, noise, index=index)
+
+
+def release_counts(
+    exact: np.ndarray,
+    n_exact: float,
+    count_sample: int,
+    noise_multiplier: float,
+    noise: NoiseSource,
+    *,
+    index: object = None,
+) -> PrivateCounts:
+    """Release exact sampled counts (at most ``count_sample`` tasks per user) and the exact
+    user count as :func:`private_counts` does; for engines that count elsewhere (Spark).
+
+    The caller guarantees the sampling rule, hence the l2 sensitivity ``sqrt(count_sample +
+    1)`` stated in :func:`private_counts`; the exact values never leave this function.
+    """
+    n_tasks = exact.size
+    z = noise_multiplier
     sd = z * math.sqrt(count_sample + 1)
     # One vector (task counts, then the user count): its axis is fixed by n_tasks.
     released = noise.add_gaussian(

@@ -34,26 +34,24 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from userdp._validation import check_choice
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.multitask.kernels import segment_offsets, segment_statistics
-from userdp.multitask.ssp import clip_rows
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnostics
 from userdp.recommend.als_steps import (
     AUTO_CUTOFF,
-    GradientOperator,
     check_biases,
     check_min_item_count,
-    gd_update,
     gravity_gram,
     ssp_update,
     trained_items,
-    user_weights,
 )
 from userdp.recommend.centring import centre, centre_all, mean_statistics
 from userdp.recommend.model import RecommenderModel, solve_users
 from userdp.recommend.plans import TrainingPlan, plan_noise
+from userdp.recommend.runner import LocalRunner, UserSolve
+from userdp.spark import is_spark_dataframe
 
 __all__ = [
     "AUTO_CUTOFF",
@@ -77,6 +75,10 @@ METHODS = (
     "dpsgd-tail",
     "adadpsgd",
 )
+#: Where ``fit`` computes its statistics (``"auto"``: Spark for a Spark DataFrame).
+ENGINES = ("auto", "local", "spark")
+#: The methods the Spark engine runs: all of them.
+SPARK_METHODS = METHODS
 GD_INIT_SCALE = 0.1  # initial item-factor norm of the DPSGD family (1 for the others)
 
 
@@ -340,9 +342,14 @@ class MatrixFactorization(RecommenderBase):
 
     # -- training -------------------------------------------------------------------------------
     def fit(
-        self, ratings: Any, *, accountant: PrivacyAccountant | None = None
+        self,
+        ratings: Any,
+        *,
+        accountant: PrivacyAccountant | None = None,
+        engine: str = "auto",
     ) -> MatrixFactorization:
-        """Train on ``ratings`` (a :class:`~userdp.data.Ratings` or a user/item/rating table).
+        """Train on ``ratings`` (a :class:`~userdp.data.Ratings`, a user/item/rating table, or a
+        Spark DataFrame with columns ``user``, ``item``, ``rating``).
 
         The item set is fixed first (``items``): ratings of other items are dropped (counted
         in ``diagnostics_``) and every shape below depends only on the item set.
@@ -354,6 +361,13 @@ class MatrixFactorization(RecommenderBase):
             A shared accountant the training run is charged to, before any data is read;
             raises :class:`~userdp.exceptions.BudgetExceededError` there (nothing read,
             nothing charged) when it would exceed the accountant's total budget.
+        engine : {"auto", "local", "spark"}, default="auto"
+            Where the statistics are computed (:mod:`userdp.recommend.runner`): ``"auto"`` picks
+            ``"spark"`` for a Spark DataFrame and ``"local"`` otherwise, as
+            :func:`~userdp.partition.select_partitions` does. The Spark engine
+            (:class:`userdp.recommend.spark.SparkRunner`) runs every method; for a given seed
+            it releases the same model as the local engine (to float round-off of the
+            statistics' sums).
 
         Privacy
         -------
@@ -396,8 +410,12 @@ class MatrixFactorization(RecommenderBase):
         started = time.perf_counter()
         budget = self._validate()
         self._check_accountant(accountant, "accountant", "MatrixFactorization.fit")
+        engine = self._engine(ratings, engine)
         private = budget is not None
         item_set = self._item_set(private)
+        # The runner checks its input before anything is charged (no data read yet).
+        runner = self._runner(ratings, engine)
+        runner.check(self, item_set)
         plan = None
         if private:
             plan = plan_noise(
@@ -414,39 +432,28 @@ class MatrixFactorization(RecommenderBase):
                 accountant.compose(plan.event())
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x4D46)  # initialisation (data-independent: the item set is fixed)
-        prep = self._prepare(
-            ratings, item_set, noise, count_noise=None if plan is None else plan.counts,
+        prep = runner.prepare(
+            self, item_set, noise, count_noise=None if plan is None else plan.counts,
             center_noise=None if plan is None else plan.center,
         )  # fmt: skip
-        data, center, lo, hi = prep.data, prep.center, prep.lo, prep.hi
+        center, lo, hi = prep.center, prep.lo, prep.hi
         d = int(self.dim)
-        users, items, values, keys = data.users, data.items, prep.values, prep.keys
-        n_users, n_items = data.n_users, data.n_items
-        labels = data.item_labels
+        n_items, labels = prep.n_items, prep.labels
         item_counts = prep.counts
         freq = np.maximum(item_counts, 0.0) if private else prep.exact_counts
         trained = trained_items(self, item_counts if private else freq, n_items, plan)
-        if not trained.all():
-            rows = trained[items]
-            users, items, values = users[rows], items[rows], values[rows]
-            keys = None if keys is None else keys[rows]
-            if not trained.any():
-                # Nothing clears the cutoff (decided from released counts only): every item
-                # predicts the centre. A legitimate private answer, not an error.
-                warnings.warn(
-                    f"{self.method}: no item reaches min_item_count/top_items at this budget; "
-                    "all item factors are 0 (predictions are the centre).",
-                    UserWarning,
-                    stacklevel=2,
-                )
-        y = values - center
+        runner.restrict(trained)
+        if not trained.any():
+            # Nothing clears the cutoff (decided from released counts only): every item
+            # predicts the centre. A legitimate private answer, not an error.
+            warnings.warn(
+                f"{self.method}: no item reaches min_item_count/top_items at this budget; "
+                "all item factors are 0 (predictions are the centre).",
+                UserWarning,
+                stacklevel=2,
+            )
         half = max(hi - center, center - lo)
-        weights = user_weights(self, users, items, item_counts, noise, keys) if private else None
-
-        # Orders for the two solves, computed once.
-        user_order, user_offsets = segment_offsets(users, n_users)
-        item_order, item_offsets = segment_offsets(items, n_items)
-        user_reg = self.reg * np.maximum(np.diff(user_offsets), 1).astype(np.float64)
+        runner.allocate(self, item_counts if private else None, noise)
         # Algorithm 3's U^(0), data-independent. Gradient descent starts small: items its noisy
         # steps barely move then predict the centre instead of the random start (the SSP
         # update replaces U at once and needs user factors of norm ~max_norm from step 1).
@@ -459,67 +466,19 @@ class MatrixFactorization(RecommenderBase):
         beta = scale * float(self.max_norm)
         if biased:
             U = np.column_stack([U, np.zeros(n_items)])
-        gd = None
-        if private and self._solver == "gd":
-            gd = GradientOperator(users, items, y, weights, item_order, item_offsets, n_items,
-                                  n_users)  # fmt: skip
         steps = range(self.steps)
         if self.progress:
             from tqdm.auto import tqdm
 
             steps = tqdm(steps, desc=f"{self.method} d={d}", unit="step", leave=False)
         alpha = float(self.unobserved_weight)
+        how = UserSolve(d, biased, beta, alpha, float(self.max_norm) if private else None, half)
         U[~trained] = 0.0
-        target = y
-        for _ in steps:
-            # Line 4: exact user solve, V = argmin_V L(U, V); never released.
-            if biased:
-                # [v_j, c_j] against items [u_i, 1] and targets y - b_i (released b_i).
-                Z = np.column_stack([U[:, :d], np.ones(n_items)])
-                gram, moment = segment_statistics(
-                    user_offsets, user_order, items, Z, None, y - beta * U[items, d]
-                )
-            else:
-                Z = U
-                gram, moment = segment_statistics(user_offsets, user_order, items, U, None, y)
-            if alpha:
-                gram += alpha * (Z.T @ Z)  # U is released, over the fixed item set: public
-            V = solve_users(gram, moment, user_reg)
-            del gram, moment
-            if biased:
-                # Item side: user vectors [v_j, beta] (norm <= sqrt(2) max_norm) against the
-                # targets y - c_j clipped to the half width, so the stated bounds hold.
-                V, user_bias = V[:, :d], V[:, d]
-                if private:
-                    V = clip_rows(V, self.max_norm)
-                V = np.column_stack([V, np.full(n_users, beta)])
-                target = y - user_bias[users]
-                if private:
-                    target = np.clip(target, -half, half)
-                if gd is not None:
-                    gd.y = target
-            elif private:
-                V = clip_rows(V, self.max_norm)
-            gravity = gravity_gram(self, V, plan, noise) if alpha else None
-            # Line 5: item update.
-            if not private:
-                gram, moment = segment_statistics(item_offsets, item_order, users, V, None, target)
-                if alpha:
-                    gram += alpha * gravity
-                U = solve_users(gram, moment, self.reg * np.maximum(freq, 1.0))
-            elif self._solver == "ssp":
-                U = ssp_update(
-                    self, V, users, target, weights, item_order, item_offsets, freq, half, plan,
-                    noise, gravity, labels,
-                )  # fmt: skip
-            else:
-                U = gd_update(self, U, V, gd, freq, plan, noise, gravity, labels)
-            U[~trained] = 0.0
-        if not np.all(np.isfinite(U)):
-            raise DataError(
-                f"{self.method} diverged (non-finite item factors); lower learning_rate or raise "
-                "step_offset."
-            )
+        try:
+            U = self._alternate(runner, U, steps, how, trained, freq, half, plan, noise, labels)
+        finally:
+            runner.close()
+        self._check_finite(U)
         self.plan_ = plan
         event = spent = None
         if private:
@@ -546,6 +505,50 @@ class MatrixFactorization(RecommenderBase):
         self._publish(self.model_)
         log.info("%s: trained in %.2f s", self.method, self.fit_seconds_)
         return self
+
+    def _alternate(self, runner, U, steps, how, trained, freq, half, plan, noise, labels):
+        """Algorithm 3's loop over a runner: exact user solves, private item updates."""
+        private = plan is not None
+        alpha = how.alpha
+        for _ in steps:
+            # Line 4: exact user solve, V = argmin_V L(U, V); never released.
+            runner.solve_users(U, how, self.reg)
+            gravity = gravity_gram(self, runner.gravity(), plan, noise) if alpha else None
+            # Line 5: item update.
+            if not private:
+                gram, moment = runner.item_statistics(weighted=False)
+                if alpha:
+                    gram += alpha * gravity
+                U = solve_users(gram, moment, self.reg * np.maximum(freq, 1.0))
+            elif self._solver == "ssp":
+                gram, moment = runner.item_statistics(weighted=True)
+                U = ssp_update(self, gram, moment, freq, half, plan, noise, gravity, labels)
+            else:
+                U = runner.gd_update(self, U, freq, plan, noise, gravity, labels)
+            U[~trained] = 0.0
+        return U
+
+    def _check_finite(self, U: np.ndarray) -> None:
+        if not np.all(np.isfinite(U)):
+            raise DataError(
+                f"{self.method} diverged (non-finite item factors); lower learning_rate or raise "
+                "step_offset."
+            )
+
+    def _engine(self, ratings: Any, engine: str) -> str:
+        """``engine`` checked, ``"auto"`` resolved from the input's type (before any charge)."""
+        caller = "MatrixFactorization.fit"
+        engine = check_choice(engine, "engine", caller, list(ENGINES))
+        if engine == "auto":
+            engine = "spark" if is_spark_dataframe(ratings) else "local"
+        return engine
+
+    def _runner(self, ratings: Any, engine: str) -> Any:
+        if engine == "spark":
+            from userdp.recommend.spark import SparkRunner  # pyspark only when asked for
+
+            return SparkRunner(ratings)
+        return LocalRunner(ratings)
 
     def _publish(self, model: RecommenderModel) -> None:
         """The fitted attributes: views of the released model."""

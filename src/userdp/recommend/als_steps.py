@@ -19,7 +19,6 @@ from scipy import sparse
 from userdp._validation import check_choice, check_real
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask.allocation import adaptive_weights, tail_sampling, uniform_sampling
-from userdp.multitask.kernels import segment_statistics
 from userdp.multitask.ssp import perturb_statistics, project_psd, solve_ridge
 from userdp.privacy.noise import NoiseSource
 
@@ -64,15 +63,15 @@ def user_side_norm(model: Any) -> float:
     return model.max_norm
 
 
-def gravity_gram(model: Any, V: np.ndarray, plan: Any, noise: NoiseSource) -> np.ndarray:
-    """``sum_j v_j v_j^T`` over all users; released with noise when training privately.
+def gravity_gram(model: Any, g: np.ndarray, plan: Any, noise: NoiseSource) -> np.ndarray:
+    """``sum_j v_j v_j^T`` over all users (``g``, exact, from the runner); released with noise
+    when training privately.
 
     Adding a user adds ``v v^T`` with ``||v|| <= max_norm``: Frobenius sensitivity
     ``max_norm^2`` (symmetric noise on the upper triangle, then the PSD projection). It
     holds for any added user: the other users' ``v`` depend on their own rows and the
     released item factors over the fixed item set only.
     """
-    g = V.T @ V
     if plan is None:
         return g
     g2 = user_side_norm(model) ** 2  # [v, beta] with biases: ||x||^2 <= 2 max_norm^2
@@ -84,11 +83,13 @@ def gravity_gram(model: Any, V: np.ndarray, plan: Any, noise: NoiseSource) -> np
     return (vecs * np.maximum(vals, 0.0)) @ vecs.T
 
 
-def ssp_update(
-    model: Any, V, users, y, weights, order, offsets, freq, half, plan, noise, gravity, labels
-) -> np.ndarray:
-    """Item solve by task-weighted SSP (Algorithm 1) with PSD projection."""
-    gram, moment = segment_statistics(offsets, order, users, V, weights, y)
+def ssp_update(model: Any, gram, moment, freq, half, plan, noise, gravity, labels) -> np.ndarray:
+    """Item solve by task-weighted SSP (Algorithm 1) with PSD projection.
+
+    ``gram``, ``moment``: the exact weighted statistics ``A_i = sum_j w_ij x_j x_j^T``,
+    ``b_i = sum_j w_ij t_ij x_j`` of every item (shapes (m, d', d') and (m, d')), computed by
+    a runner (:mod:`userdp.recommend.runner`); noised and solved here, on the driver.
+    """
     # Sensitivity: a user adds w_ij x x^T and w_ij y x with sum_i w_ij^2 <= 1, |y| <= half and
     # ||x|| <= n (``user_side_norm``): n^2 and n * half.
     norm = user_side_norm(model)
@@ -99,7 +100,7 @@ def ssp_update(
         gram, moment, gram_sigma=sigma_a, moment_sigma=sigma_b, noise=noise,
         gram_l2=g2, moment_l2=norm * half, index=labels,
     )  # fmt: skip
-    noise_ridge = model.noise_reg * sigma_a * math.sqrt(V.shape[1])
+    noise_ridge = model.noise_reg * sigma_a * math.sqrt(gram.shape[1])
     ridge = model.reg * np.maximum(freq, 1.0) * model.max_norm**2 + noise_ridge
     if gravity is not None:
         # Released and PSD: add it after the per-item projection so it is not clipped.

@@ -31,6 +31,7 @@ __all__ = [
     "centre_all",
     "centre_cap",
     "mean_statistics",
+    "release_mean",
     "smooth_mean_statistics",
 ]
 
@@ -94,6 +95,16 @@ def centre(
     else:
         k = centre_cap(released_total, count_sample, noise_multiplier, lo, hi)
         statistic = smooth_mean_statistics(values, users, lo, hi, k)
+    return release_mean(statistic, lo, hi, noise_multiplier, noise)
+
+
+def release_mean(
+    statistic: np.ndarray, lo: float, hi: float, noise_multiplier: float, noise: NoiseSource
+) -> float:
+    """Release a scaled ``(sum, count)`` pair of l2 sensitivity sqrt(2) (from
+    :func:`mean_statistics` or :func:`smooth_mean_statistics`, or an engine computing the same
+    sums elsewhere) and return the clipped private mean."""
+    mid = 0.5 * (lo + hi)
     sd = noise_multiplier * math.sqrt(2.0)
     total, count = noise.add_gaussian(
         statistic, sd, statistic="private mean (sum, count)", l2=math.sqrt(2.0),

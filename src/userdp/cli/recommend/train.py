@@ -41,6 +41,7 @@ from ._options import (
     fraction,
     model_options,
 )
+from ._spark import check_spark_flags, run_spark
 
 __all__ = ["add_parser", "run"]
 
@@ -134,6 +135,20 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )  # fmt: skip
     add_model_options(parser)
     add_input_options(parser)
+    engine = parser.add_argument_group("engine")
+    engine.add_argument(
+        "--engine", choices=("local", "spark"), default="local",
+        help="local: NumPy on this machine (reads the whole input into memory). spark: Apache "
+        "Spark DataFrames (pip install 'userdp[spark]', Java 17+) for the matrix-"
+        "factorization methods (not am-*); INPUT may then be a directory of part files or any path "
+        "Spark reads, and only the item set and item statistics reach this machine. Default: "
+        "%(default)s.",
+    )  # fmt: skip
+    engine.add_argument(
+        "--spark-master", default=None, metavar="URL",
+        help="Spark master for --engine spark, e.g. local[*], local[2], yarn. Default: "
+        "local[*], sized for this machine.",
+    )  # fmt: skip
     parser.set_defaults(handler=lambda args: run_guarded(f"{PROG} train", run, args), parser=parser)
     return parser
 
@@ -149,7 +164,10 @@ def run(args: argparse.Namespace) -> int:
     spec = movielens_spec(Path(args.input))
     check_public(args, [args.method], spec)
     check_user_features(args, spec)
+    check_spark_flags(args)
     output = check_output_path(args.output, overwrite=args.overwrite)
+    if args.engine == "spark":
+        return run_spark(args, budget, options, output, start)
     ratings, spec = load(args.input, args)
     logger.info("Read %s (exact counts, not private).", ratings)
     declared = rating_range(args, spec, [args.method])

@@ -321,7 +321,7 @@ def test_biases_are_off_by_default_and_refused_when_asked_for_with_a_convex_loss
         encoder=IdEncoder(30, 2), loss="logistic", biases=True, epsilon=1.0, delta=1e-6,
         items=data.item_labels, rating_range=(0.0, 1.0), seed=0,
     )  # fmt: skip
-    with pytest.raises(InvalidParameterError, match="^The 'biases' parameter of Public"):
+    with pytest.raises(InvalidParameterError, match=r"^The 'biases' parameter of Public"):
         forced.fit(data, accountant=accountant)
     assert accountant.ledger == ()  # nothing charged
 

@@ -13,8 +13,9 @@ skew and bias decomposition):
   (the *evaluated* draw). Hyper-parameters are never chosen on the evaluated data: doing so
   would leak privacy that nobody charged.
 - Both are split by ``ml10m_split`` (random 80/10/10). ``--stage tune`` fits every method at
-  every epsilon on the tuning draw's train part for every (``reg``, ``noise_reg``) grid point
-  and keeps the point with the lowest validation RMSE (one noise seed); the AdaDPALS exponent
+  every epsilon on the tuning draw's train part for every (``reg``, ``noise_reg``) point of
+  ``--grid`` (see ``GRIDS``) and keeps the point with the lowest validation RMSE (one noise
+  seed); the AdaDPALS exponent
   ``mu`` is reported for each of 0, 1/4, 1/2, and "adadpals" is the mu with the lowest
   validation RMSE on the tuning draw, per epsilon. ``--stage evaluate`` fits each method with
   its tuned parameters on the evaluated draw's train part with ``--seeds`` noise seeds and
@@ -32,6 +33,11 @@ paper's "20" (127) is not run, and 1 and 5 have no paper counterpart.
 Targets (issue 15), checked and printed PASS/FAIL on the evaluated means, never tuned toward:
 at epsilon 3.1, AdaDPALS >= 3% lower RMSE than DPALS-tail overall and lower in every bucket;
 at epsilon 20, every private method's two tail buckets >= 5% below the global mean's.
+
+Cost at 10M ratings on 16 cores (``--jobs 16``; one fit, 16 at once, measured on a 16-core,
+128 GB machine: gradient descent 47 s, DPALS 32 s, AdaDPALS 25 s, ALS 15 s with scoring):
+tune with the 5-point grid is 144 fits, about 6 minutes; evaluate with 3 seeds 87 fits, about
+4 minutes (5 seeds: 6). ``--grid square`` (9 points) is about 10 minutes: split it in two.
 
 Each stage runs its fits in a pool of ``--jobs`` processes (one BLAS thread each); a worker
 loads the draw it needs once from ``DIR/data_seed{S}_{N}.npz``. Stages merge into their JSON,
@@ -93,11 +99,19 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "adadpsgd": ("adadpsgd", {}),
 }
 ADA = ("adadpals-mu0", "adadpals-mu0.25", "adadpals-mu0.5")
-GRID = {"reg": (0.005, 0.02, 0.08), "noise_reg": (1.25, 5.0, 20.0)}
-QUICK_GRID = {"reg": (0.02,), "noise_reg": (2.5, 10.0)}
+#: (reg, noise_reg) points. A coarse 3 x 3 grid in 4x steps (reg 0.005-0.08, noise_reg 1.25-20)
+#: on the 10M *tuning* draw picked its centre, the library defaults (0.02, 5), for adadpals,
+#: dpals-tail and adadpsgd at epsilon 3.1 and 20; "cross" refines around it in 2x steps, "square"
+#: is the full 3 x 3 in 2x steps (9 points: at 10M split the tune stage by --epsilons).
+GRIDS = {
+    "cross": ((0.02, 5.0), (0.01, 5.0), (0.04, 5.0), (0.02, 2.5), (0.02, 10.0)),
+    "square": tuple(product((0.01, 0.02, 0.04), (2.5, 5.0, 10.0))),
+    "quick": ((0.02, 5.0), (0.04, 2.5)),
+}
 ALS_REGS = (0.02, 0.05, 0.1, 0.2)
 BIAS_LAMBDAS = (1.0, 3.0, 10.0, 30.0)
-SLOW = ("dpsgd", "adadpsgd")  # scheduled first: gradient descent fits take about twice as long
+#: Seconds per fit at 10M ratings, 16 at once on 16 cores (scoring included): longest first.
+COST = {"dpsgd-tail": 47, "adadpsgd": 47, "dpals-uniform": 32, "dpals-tail": 32, "als": 15}
 
 
 # -- data: one draw per generator seed, cached for the workers ---------------------------------
@@ -193,8 +207,8 @@ def fit_one(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_pool(tasks: list[dict[str, Any]], jobs: int) -> list[dict[str, Any]]:
-    """Run ``fit_one`` over the tasks (slow methods first), logging progress every ~10%."""
-    tasks = sorted(tasks, key=lambda t: (t["name"] not in SLOW, t["name"] != "als"))
+    """Run ``fit_one`` over the tasks (longest first), logging progress every ~10%."""
+    tasks = sorted(tasks, key=lambda t: -COST.get(t["name"], 25))
     out: list[dict[str, Any]] = []
     started = time.perf_counter()
     step = max(1, len(tasks) // 10)
@@ -269,14 +283,17 @@ def _key(eps: float) -> str:
     return f"{eps:g}"
 
 
+def _choice(tuned: dict[str, Any], name: str, eps: float | None) -> dict[str, Any] | None:
+    return tuned.get("choices", {}).get(name, {}).get(_key(eps) if eps else "none")
+
+
 def _read(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
 def stage_tune(args: argparse.Namespace) -> None:
     data = make_draw(args.out, TUNE_DRAW, args.ratings)
-    grid = QUICK_GRID if args.quick else GRID
-    points = list(product(grid["reg"], grid["noise_reg"]))
+    points = GRIDS["quick" if args.quick else args.grid]
     common = {"stage": "tune", "data": str(data), "seed": 7}
     tasks = [
         {**common, "name": n, "epsilon": e, "reg": r, "noise_reg": z}
@@ -300,7 +317,7 @@ def stage_tune(args: argparse.Namespace) -> None:
         tuned = {"ratings": args.ratings, "generator_seed": TUNE_DRAW, "choices": {}, "runs": []}
     keep = {(r["name"], r["epsilon"]) for r in runs}
     tuned["runs"] = [r for r in tuned["runs"] if (r["name"], r["epsilon"]) not in keep] + runs
-    tuned["grid"], tuned["als_regs"] = grid, ALS_REGS
+    tuned["grid"], tuned["als_regs"] = points, ALS_REGS
     for name, eps in keep:
         best = min(
             (r for r in runs if (r["name"], r["epsilon"]) == (name, eps)), key=lambda r: r["rmse"]
@@ -332,34 +349,15 @@ def stage_evaluate(args: argparse.Namespace) -> None:
         )
     data = make_draw(args.out, EVAL_DRAW, args.ratings)
     common = {"stage": "evaluate", "data": str(data)}
-    tasks = []
-    for name, eps in product(args.methods, args.epsilons):
-        c = tuned["choices"].get(name, {}).get(_key(eps))
-        if c is None:
-            sys.exit(f"no tuned parameters for {name} at epsilon {eps:g}: tune it first")
-        tasks += [
-            {
-                **common,
-                "name": name,
-                "epsilon": eps,
-                "seed": 1000 * s + 7,
-                "reg": c["reg"],
-                "noise_reg": c["noise_reg"],
-            }
-            for s in range(args.seeds)
-        ]
-    als_reg = tuned["choices"]["als"]["none"]["reg"]
-    tasks += [
-        {
-            **common,
-            "name": "als",
-            "epsilon": None,
-            "seed": 1000 * s + 7,
-            "reg": als_reg,
-            "noise_reg": None,
-        }
-        for s in range(args.seeds)
-    ]
+    chosen = {(n, e): _choice(tuned, n, e) for n, e in product(args.methods, args.epsilons)}
+    if missing := [f"{n} at epsilon {e:g}" for (n, e), c in chosen.items() if c is None]:
+        sys.exit(f"no tuned parameters for {', '.join(missing)}: tune them first")
+    chosen["als", None] = _choice(tuned, "als", None)
+    tasks = [
+        {**common, "name": n, "epsilon": e, "seed": 1000 * s + 7, "reg": c["reg"],
+         "noise_reg": c["noise_reg"]}
+        for (n, e), c in chosen.items() for s in range(args.seeds)
+    ]  # fmt: skip
     log(f"[evaluate] draw seed {EVAL_DRAW}: {len(tasks)} fits on {args.jobs} processes")
     t = time.perf_counter()
     runs = run_pool(tasks, args.jobs)
@@ -383,6 +381,9 @@ def aggregate(tuned: dict[str, Any], evaluated: dict[str, Any]) -> dict[str, Any
     """Mean and spread over seeds per (row, epsilon); 'adadpals' is the tuning draw's best mu."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in evaluated["runs"]:
+        c = _choice(tuned, r["name"], r["epsilon"])
+        if c is None or (r["reg"], r["noise_reg"]) != (c["reg"], c["noise_reg"]):
+            continue  # evaluated before the last tuning: stale
         groups.setdefault((r["name"], _key(r["epsilon"]) if r["epsilon"] else "none"), []).append(r)
     rows: dict[str, dict[str, Any]] = {}
     for (name, eps), rs in groups.items():
@@ -574,11 +575,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Comma-separated subset of 1,3.1,5,20 (to split a stage).",
     )
     p.add_argument("--methods", default=",".join(METHODS), help="Comma-separated rows.")
+    p.add_argument("--grid", choices=("cross", "square"), default="cross",
+                   help="(reg, noise_reg) points tried per method and epsilon: cross (5, the "
+                   "default) or square (9).")  # fmt: skip
     p.add_argument("--seeds", type=int, default=3, help="Noise seeds per evaluated fit.")
     p.add_argument(
         "--quick",
         action="store_true",
-        help="A 2-point grid and 2 seeds: a smoke run (use with --ratings 1000000).",
+        help="A 2-point grid, 2 ALS regs and 2 seeds: a smoke run (use with --ratings 1000000).",
     )
     p.add_argument("--out", type=Path, default=RESULTS / "recommend_protocol")
     args = p.parse_args(argv)

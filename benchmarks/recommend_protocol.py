@@ -335,7 +335,7 @@ def stage_tune(args: argparse.Namespace) -> None:
         f"{sum(r['seconds'] for r in runs):.0f} s of fitting -> {path}"
     )
     for name, per in sorted(tuned["choices"].items()):
-        for k, c in per.items():
+        for k, c in sorted(per.items(), key=lambda kc: float(kc[0].replace("none", "0"))):
             log(f"  {name} eps {k}: reg {c['reg']:g}, noise_reg {c['noise_reg']}, "
                 f"validation RMSE {c['validation_rmse']:.4f}")  # fmt: skip
 
@@ -500,7 +500,8 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
     if plt is None:
         return []
     rows, base = results["rows"], results["baselines"]
-    fig, axes = plt.subplots(1, 6, figsize=(26, 4.5))
+    fig, grid = plt.subplots(2, 3, figsize=(16, 9))
+    axes = grid.ravel()
     for k, ax in enumerate(axes):
         pick = (lambda r: r["rmse"]) if k == 0 else (lambda r, j=k - 1: r["buckets"][j])
         pick_sd = (

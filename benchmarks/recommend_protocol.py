@@ -15,12 +15,12 @@ skew and bias decomposition):
 - Both are split by ``ml10m_split`` (random 80/10/10). ``--stage tune`` fits every method at
   every epsilon on the tuning draw's train part for every (``reg``, ``noise_reg``) point of
   ``--grid`` (see ``GRIDS``) and keeps the point with the lowest validation RMSE (one noise
-  seed); the AdaDPALS exponent
-  ``mu`` is reported for each of 0, 1/4, 1/2, and "adadpals" is the mu with the lowest
-  validation RMSE on the tuning draw, per epsilon. ``--stage evaluate`` fits each method with
-  its tuned parameters on the evaluated draw's train part with ``--seeds`` noise seeds and
-  scores test RMSE (users projected from train + validation, the billboard model), overall and
-  in 5 equal-size item buckets by training frequency (b0 = tail).
+  seed); the AdaDPALS exponent ``mu`` is reported for each of 0, 1/4, 1/2, and "adadpals" is
+  the mu with the lowest validation RMSE on the tuning draw, per epsilon. ``--stage
+  evaluate`` fits each method with its tuned parameters on the evaluated draw's train part
+  with ``--seeds`` noise seeds and scores test RMSE (users projected from train + validation,
+  the billboard model), overall and in 5 equal-size item buckets by training frequency (b0 =
+  tail).
 - Non-private rows in every table: the global mean, an item-bias model, a user + item bias
   model (shrunk means, shrinkage chosen on the tuning draw) and ALS (``reg`` chosen on the tuning
   draw), all at dim 16 like the private methods.
@@ -36,9 +36,10 @@ at epsilon 20, every private method's two tail buckets >= 5% below the global me
 
 Cost at 10M ratings on 16 cores (``--jobs 16``; one fit, 16 at once, measured on a 16-core,
 128 GB machine: gradient descent 47 s, DPALS 32 s, AdaDPALS 25 s, ALS 15 s with scoring):
-tune with the 5-point grid is 144 fits, 5.3 minutes for the fits (a replica of the stage
-measured there) plus about 20 s of baselines; evaluate with 3 seeds is 87 fits, 3.7 minutes
-(5 seeds: about 6). ``--grid square`` (9 points, about 10 minutes) must be split in two.
+tune with the 5-point grid is 144 fits, 5.3 minutes with the draw's generation (a replica of
+the stage measured there) plus about 20 s of baselines; evaluate with 3 seeds is 87 fits, 3.7
+minutes (5 seeds: about 6). So run the stages as separate commands at 10M (``--stage all``
+would take about 9.5 minutes); ``--grid square`` (9 points, about 10 minutes) must be split.
 
 Each stage runs its fits in a pool of ``--jobs`` processes (one BLAS thread each); a worker
 loads the draw it needs once from ``DIR/data_seed{S}_{N}.npz``. Stages merge into their JSON,

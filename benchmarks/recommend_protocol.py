@@ -36,10 +36,11 @@ at epsilon 20, every private method's two tail buckets >= 5% below the global me
 
 Cost at 10M ratings on 16 cores (``--jobs 16``; one fit, 16 at once, measured on a 16-core,
 128 GB machine: gradient descent 47 s, DPALS 32 s, AdaDPALS 25 s, ALS 15 s with scoring):
-tune with the 5-point grid is 144 fits, 5.3 minutes with the draw's generation (a replica of
-the stage measured there) plus about 20 s of baselines; evaluate with 3 seeds is 87 fits, 3.7
-minutes (5 seeds: about 6). So run the stages as separate commands at 10M (``--stage all``
-would take about 9.5 minutes); ``--grid square`` (9 points, about 10 minutes) must be split.
+a replica of the tune stage's fits with 5 grid points (144 fits) took 5.3 minutes there with
+the draw's generation, so the 6-point default (172 fits) plus baselines is about 6.6 minutes;
+a replica of evaluate with 3 seeds (87 fits) took 3.7 minutes (5 seeds: about 6). Run the
+stages as separate commands at 10M (``--stage all`` would take over 10 minutes);
+``--grid square`` (9 points, about 10 minutes) must be split by ``--epsilons``.
 
 Each stage runs its fits in a pool of ``--jobs`` processes (one BLAS thread each); a worker
 loads the draw it needs once from ``DIR/data_seed{S}_{N}.npz``. Stages merge into their JSON,
@@ -103,10 +104,11 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
 ADA = ("adadpals-mu0", "adadpals-mu0.25", "adadpals-mu0.5")
 #: (reg, noise_reg) points. A coarse 3 x 3 grid in 4x steps (reg 0.005-0.08, noise_reg 1.25-20)
 #: on the 10M *tuning* draw picked its centre, the library defaults (0.02, 5), for adadpals,
-#: dpals-tail and adadpsgd at epsilon 3.1 and 20; "cross" refines around it in 2x steps, "square"
-#: is the full 3 x 3 in 2x steps (9 points: at 10M split the tune stage by --epsilons).
+#: dpals-tail and adadpsgd at epsilon 3.1 and 20; "cross" refines around it in 2x steps, plus
+#: (0.04, 2.5), the diagonal that won on the 1M tuning draw; "square" is the full 3 x 3 in 2x
+#: steps (9 points: at 10M split the tune stage by --epsilons).
 GRIDS = {
-    "cross": ((0.02, 5.0), (0.01, 5.0), (0.04, 5.0), (0.02, 2.5), (0.02, 10.0)),
+    "cross": ((0.02, 5.0), (0.01, 5.0), (0.04, 5.0), (0.02, 2.5), (0.02, 10.0), (0.04, 2.5)),
     "square": tuple(product((0.01, 0.02, 0.04), (2.5, 5.0, 10.0))),
     "quick": ((0.02, 5.0), (0.04, 2.5)),
 }
@@ -580,7 +582,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--methods", default=",".join(METHODS), help="Comma-separated rows.")
     p.add_argument("--grid", choices=("cross", "square"), default="cross",
-                   help="(reg, noise_reg) points tried per method and epsilon: cross (5, the "
+                   help="(reg, noise_reg) points tried per method and epsilon: cross (6, the "
                    "default) or square (9).")  # fmt: skip
     p.add_argument("--seeds", type=int, default=3, help="Noise seeds per evaluated fit.")
     p.add_argument(

@@ -43,11 +43,11 @@ stages as separate commands at 10M (``--stage all`` would take over 10 minutes);
 ``--grid square`` (9 points, about 10 minutes) must be split by ``--epsilons``.
 
 Each stage runs its fits in a pool of ``--jobs`` processes (one BLAS thread each); a worker
-loads the draw it needs once from ``DIR/data_seed{S}_{N}.npz``. Stages merge into their JSON,
-so ``--epsilons 1,3.1`` then ``--epsilons 5,20`` split a stage in two; ``--stage report``
-re-prints the tables from what ``DIR`` holds. Writes ``DIR/tuned.json``,
-``DIR/evaluate_runs.json``, ``DIR/recommend_protocol.json`` and
-``DIR/recommend_protocol_buckets.png``.
+loads the draw it needs once from ``DIR/data_seed{S}_{N}.npz`` (about 160 MB each at 10M;
+``--cache`` puts them elsewhere). Stages merge into their JSON, so ``--epsilons 1,3.1`` then
+``--epsilons 5,20`` split a stage in two; ``--stage report`` re-prints the tables from what
+``DIR`` holds. Writes ``DIR/tuned.json``, ``DIR/evaluate_runs.json``,
+``DIR/recommend_protocol.json`` and ``DIR/recommend_protocol_buckets.png``.
 """
 
 from __future__ import annotations
@@ -292,7 +292,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def stage_tune(args: argparse.Namespace) -> None:
-    data = make_draw(args.out, TUNE_DRAW, args.ratings)
+    data = make_draw(args.cache, TUNE_DRAW, args.ratings)
     points = GRIDS["quick" if args.quick else args.grid]
     common = {"stage": "tune", "data": str(data), "seed": 7}
     tasks = [
@@ -347,7 +347,7 @@ def stage_evaluate(args: argparse.Namespace) -> None:
             f"{args.out / 'tuned.json'} is missing or was tuned at another --ratings: run "
             f"--stage tune --ratings {args.ratings} --out {args.out} first"
         )
-    data = make_draw(args.out, EVAL_DRAW, args.ratings)
+    data = make_draw(args.cache, EVAL_DRAW, args.ratings)
     common = {"stage": "evaluate", "data": str(data)}
     chosen = {(n, e): _choice(tuned, n, e) for n, e in product(args.methods, args.epsilons)}
     if missing := [f"{n} at epsilon {e:g}" for (n, e), c in chosen.items() if c is None]:
@@ -591,6 +591,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="A 2-point grid, 2 ALS regs and 2 seeds: a smoke run (use with --ratings 1000000).",
     )
     p.add_argument("--out", type=Path, default=RESULTS / "recommend_protocol")
+    p.add_argument("--cache", type=Path, help="Folder of the generated draws (default: --out).")
     args = p.parse_args(argv)
     args.epsilons = [float(e) for e in args.epsilons.split(",") if e]
     args.methods = [m for m in args.methods.split(",") if m]
@@ -604,7 +605,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    args.cache = args.cache or args.out
+    for folder in (args.out, args.cache):
+        folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     if args.stage in ("tune", "all"):
         stage_tune(args)

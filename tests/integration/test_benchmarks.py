@@ -7,6 +7,7 @@ a change elsewhere (a moved helper, a renamed keyword) before someone needs its 
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,36 @@ def test_a_benchmark_starts(script):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage:" in done.stdout
+
+
+def test_the_recommender_protocol_tunes_on_one_draw_and_scores_another(tmp_path):
+    # A tiny end-to-end run of both stages: the tuned parameters come from the tuning draw
+    # (generator seed 0) and are the ones the evaluated draw (seed 1) is fitted with.
+    script = BENCHMARKS / "recommend_protocol.py"
+    common = ["--ratings", "20000", "--quick", "--epsilons", "3.1,20", "--out", str(tmp_path)]
+    common += ["--methods", "dpals-tail,adadpals-mu0.25"]
+    early = subprocess.run(
+        [sys.executable, str(script), "--stage", "evaluate", *common],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert early.returncode != 0 and "--stage tune" in early.stderr
+    done = subprocess.run(
+        [sys.executable, str(script), "--stage", "all", *common],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert {p.name for p in tmp_path.glob("data_seed*.npz")} == {
+        "data_seed0_20000.npz",
+        "data_seed1_20000.npz",
+    }
+    tuned = json.loads((tmp_path / "tuned.json").read_text())
+    result = json.loads((tmp_path / "recommend_protocol.json").read_text())
+    assert tuned["generator_seed"] == result["draws"]["tune"] != result["draws"]["evaluate"]
+    for name in ("dpals-tail", "adadpals-mu0.25"):
+        for eps in ("3.1", "20"):
+            row, choice = result["rows"][name][eps], tuned["choices"][name][eps]
+            assert (row["reg"], row["noise_reg"]) == (choice["reg"], choice["noise_reg"])
+            assert row["seeds"] == 2 and row["epsilon_spent"] <= float(eps) + 1e-9
+    assert set(result["baselines"]) == {"global-mean", "item-bias", "user+item-bias"}
+    assert [t["status"] in ("PASS", "FAIL") for t in result["targets"]] == [True, True]
+    assert "user+item-bias" in done.stdout and "Targets" in done.stdout

@@ -55,6 +55,13 @@ def test_readme_spark_cli_block_runs(spark, tmp_path, monkeypatch, capsys):
     assert (tmp_path / "released.parquet" / "_SUCCESS").exists()
 
 
+def test_readme_spark_recommend_cli_block_runs(spark, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    block = next(b for b in _blocks("bash") if "recommend train" in b and "--engine spark" in b)
+    _run_cli_block(block, capsys)
+    assert (tmp_path / "model.npz").exists()
+
+
 def test_readme_recommend_cli_block_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _run_cli_block(next(b for b in _blocks("bash") if "userdp recommend train" in b), capsys)

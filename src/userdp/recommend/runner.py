@@ -258,7 +258,9 @@ def spark_supported(model: Any, user_features: Any, caller: str) -> None:
     """Refuse what :class:`~userdp.recommend.PublicFeatureRecommender` cannot train on the
     Spark engine (before anything is charged or read): the squared loss's SSP variants run
     there (ssp2, ssp1, minibatch, with or without biases); AM-DPSGD (one VJP per user), the
-    user-feature prior (a private per-user input) and the convex losses run locally only."""
+    user-feature prior (a private per-user input) and the convex losses run locally only. The
+    item set must be given: the encoder's rows are its positions, and without one the data's
+    items are ordered differently by the two engines (first appearance, sorted)."""
     where = "with engine='spark' (the local engine trains it)"
     if model.variant not in ("ssp2", "ssp1", "minibatch"):
         raise InvalidParameterError(
@@ -274,4 +276,10 @@ def spark_supported(model: Any, user_features: Any, caller: str) -> None:
         raise InvalidParameterError(
             f"The 'user_features' parameter of {caller} must be None {where}. "
             f"Got {type(user_features).__name__} instead."
+        )
+    if model.items is None:
+        raise InvalidParameterError(
+            "The 'items' parameter of PublicFeatureRecommender must be an item set with "
+            "engine='spark' (the encoder's rows are its positions; the data's own items are "
+            "ordered differently by the two engines). Got None instead."
         )

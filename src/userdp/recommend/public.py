@@ -551,7 +551,8 @@ class PublicFeatureRecommender(RecommenderBase):
         U = solve_users(gram, moment, user_reg)  # user update: exact, never released
         # Factors u_k (clipped when private), item-side vectors x_k ([u_k, beta] with
         # biases) and targets (y - c_k with biases: the user's own, never released, bias).
-        U, X, target = item_update_inputs(U, users, y, beta, self.max_norm if plan else None)
+        clip = self.max_norm if plan is not None else None
+        U, X, target = item_update_inputs(U, users, y, beta, clip)
         if phi is not None:
             prior, counts = self._release_prior(phi, n_fam, U, counts, plan, noise)
         if plan is not None:  # the bound the moments' sensitivity uses (rating_clip: SSP only)

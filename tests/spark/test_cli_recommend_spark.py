@@ -68,10 +68,47 @@ def test_private_item_selection_on_spark(spark, ratings, tmp_path, capsys):
     assert model.budget.epsilon <= 8.0 + 1e-9
 
 
-def test_methods_without_a_spark_engine_are_one_error_line(spark, ratings, tmp_path, capsys):
-    args = ["--method", "am-ssp", "--features", "id", *PRIVATE, "--engine", "spark"]
-    code = _train(ratings, tmp_path / "m.npz", *args)
+@pytest.mark.parametrize(
+    ("method", "features"),
+    [
+        ("am-ssp", ["--features", "id"]),
+        ("am-ssp-minibatch", ["--item-features", "FEATURES", "--batch-items", "6"]),
+    ],
+)
+def test_spark_engine_saves_the_local_am_ssp_model(spark, ratings, tmp_path, method, features):
+    """AM-SSP on Spark (issue 16): the public item features read on the driver for the item
+    set, the statistics on the executors; the saved model is --engine local's."""
+    catalogue = tmp_path / "items.txt"
+    catalogue.write_text("".join(f"{100 + i}\n" for i in range(13)))  # 112: nobody rated it
+    table = tmp_path / "features.csv"
+    table.write_text("item,feature\n" + "".join(f"{100 + i},g{i % 3}\n" for i in range(13)))
+    features = [str(table) if f == "FEATURES" else f for f in features]
+    args = ["--method", method, *features, *PRIVATE, "--items", str(catalogue)]
+    local, remote = tmp_path / "local.npz", tmp_path / "spark.npz"
+    assert _train(ratings, local, *args) == 0
+    assert _train(ratings, remote, *args, "--engine", "spark") == 0
+    a, b = RecommenderModel.load(local), RecommenderModel.load(remote)
+    assert a.method == b.method == method
+    assert b.item_labels.to_pylist() == list(range(100, 113)) == a.item_labels.to_pylist()
+    np.testing.assert_allclose(b.item_factors, a.item_factors, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(b.item_biases, a.item_biases, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(b.encoder_params, a.encoder_params, rtol=1e-9, atol=1e-9)
+    assert b.center == pytest.approx(a.center, abs=1e-12)
+    assert b.budget == a.budget and b.item_source == "public"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--method", "am-dpsgd", *PRIVATE], "has no Spark engine"),
+        (["--method", "am-ssp", *PRIVATE, "--user-features"], "--user-features"),
+    ],
+)
+def test_methods_without_a_spark_engine_are_one_error_line(
+    spark, ratings, tmp_path, capsys, args, message
+):
+    code = _train(ratings, tmp_path / "m.npz", *args, "--features", "id", "--engine", "spark")
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "has no Spark engine" in err[0]
+    assert len(err) == 1 and message in err[0]
     assert not (tmp_path / "m.npz").exists()

@@ -23,16 +23,15 @@ values untouched (sparse gradients).
 from __future__ import annotations
 
 import logging
-import math
 import time
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
 
 from userdp.exceptions import InvalidParameterError
-from userdp.multitask.allocation import adaptive_weights
-from userdp.multitask.kernels import segment_offsets, segment_statistics
-from userdp.multitask.ssp import clip_rows, perturb_statistics, project_psd
+from userdp.multitask.kernels import segment_statistics
+from userdp.multitask.ssp import perturb_statistics, project_psd
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnostics
@@ -43,9 +42,12 @@ from userdp.recommend.public_convex import CONVEX_CONSTRAINTS, fit_convex
 from userdp.recommend.public_steps import (
     Adam,
     BiasedEncoder,
+    check_encoder,
     clipped_user_gradients,
+    dpsgd_gradient,
     item_bias_encoder,
     item_update_inputs,
+    release_prior,
     ssp_gradient,
     ssp_noise_ridge,
     user_feature_matrix,
@@ -53,6 +55,7 @@ from userdp.recommend.public_steps import (
     user_side_norm,
     user_solve_inputs,
 )
+from userdp.recommend.runner import UserSolve, make_runner, resolve_engine, spark_supported
 
 __all__ = [
     "SSP_VARIANTS",
@@ -78,19 +81,6 @@ METHOD_NAMES = {
     "minibatch": "am-ssp-minibatch",
     "dpsgd": "am-dpsgd",
 }
-#: What an item encoder must provide (see :class:`~userdp.recommend.encoders.ItemEncoder`).
-_ENCODER_METHODS = ("n_items", "dim", "n_params", "init_params", "forward", "vjp")
-
-
-def _check_encoder(value: Any, name: str, caller: str) -> None:
-    """An item encoder: an object with the :class:`ItemEncoder` protocol's members."""
-    missing = [attr for attr in _ENCODER_METHODS if not hasattr(value, attr)]
-    if missing:
-        raise InvalidParameterError(
-            f"The {name!r} parameter of {caller} must be an item encoder (see "
-            f"userdp.recommend.encoders.ItemEncoder). Got {value!r} instead, without "
-            f"{missing[0]!r}."
-        )
 
 
 class PublicFeatureRecommender(RecommenderBase):
@@ -219,7 +209,7 @@ class PublicFeatureRecommender(RecommenderBase):
 
     _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = {
         **SHARED_CONSTRAINTS,
-        "encoder": {"check": _check_encoder, "cli": False, "help": "The item encoder."},
+        "encoder": {"check": check_encoder, "cli": False, "help": "The item encoder."},
         "variant": {"choices": VARIANTS, "cli": False, "help": "How the encoder is trained."},
         "inner_steps": {
             "int": True, "low": 1,
@@ -333,9 +323,18 @@ class PublicFeatureRecommender(RecommenderBase):
         *,
         user_features: Any = None,
         accountant: PrivacyAccountant | None = None,
+        engine: str = "auto",
     ) -> PublicFeatureRecommender:
         """Train on ``ratings``; without ``epsilon``/``delta`` trains without privacy (exact
         statistics), for reference.
+
+        ``engine`` ({"auto", "local", "spark"}) is where the statistics are computed, as in
+        :meth:`MatrixFactorization.fit <userdp.recommend.MatrixFactorization.fit>` ("auto":
+        "spark" for a Spark DataFrame). The Spark engine
+        (:class:`userdp.recommend.spark.SparkRunner`) runs the squared loss's variants ssp2,
+        ssp1 and minibatch, with or without biases, and for a given seed releases the local
+        engine's model (to float round-off); AM-DPSGD, ``user_features`` and other losses are
+        refused there before anything is charged.
 
         ``user_features`` (private, one row per user code: ``SparseFeatures`` families such as
         :func:`~userdp.data.features.movielens_user_features`) turns on the user-feature prior.
@@ -374,6 +373,10 @@ class PublicFeatureRecommender(RecommenderBase):
         change no multiplier and no event: same budget, more noise per coordinate
         (``sqrt(2)`` on the moments, 2 on the Grams). ``c_k`` is never released.
         """
+        caller = "PublicFeatureRecommender.fit"
+        engine = resolve_engine(ratings, engine, caller)
+        if engine == "spark":  # refused before anything is charged or read
+            spark_supported(self, user_features, caller)
         if not (isinstance(self.loss, str) and self.loss == "squared"):  # Appendix D
             if not isinstance(self.biases, str) and bool(self.biases):
                 raise InvalidParameterError(
@@ -384,11 +387,13 @@ class PublicFeatureRecommender(RecommenderBase):
             return fit_convex(self, ratings, user_features=user_features, accountant=accountant)
         started = time.perf_counter()
         budget = self._validate()
-        self._check_accountant(accountant, "accountant", "PublicFeatureRecommender.fit")
+        self._check_accountant(accountant, "accountant", caller)
         private = budget is not None
         item_set = self._item_set(private)
         if item_set is not None:
             self._check_encoder_size(len(item_set))
+        runner = make_runner(ratings, engine, segment_statistics)
+        runner.check(self, item_set)
         dpsgd = self.variant == "dpsgd"
         per_step = self.inner_steps if self.variant in ("ssp1", "dpsgd") else 1
         plan = None
@@ -404,19 +409,68 @@ class PublicFeatureRecommender(RecommenderBase):
                 accountant.compose(plan.event())
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x5353)  # mini-batch sampling
-        prep = self._prepare(
-            ratings, item_set, noise, count_noise=None if plan is None else plan.counts,
+        prep = runner.prepare(
+            self, item_set, noise, count_noise=None if plan is None else plan.counts,
             center_noise=None if plan is None else plan.center,
         )  # fmt: skip
-        data, center, lo, hi = prep.data, prep.center, prep.lo, prep.hi
-        self._check_encoder_size(data.n_items)
-        users, items = data.users, data.items
+        try:
+            trained = self._train(runner, prep, plan, noise, rng, user_features)
+            params, encoder, beta, prior = trained
+        finally:
+            runner.close()
+        center, lo, hi, labels = prep.center, prep.lo, prep.hi, prep.labels
+        counts = prep.counts if private else prep.exact_counts
+        factors = np.asarray(encoder.forward(params, None)[0], dtype=np.float64)
+        item_biases = None
+        if beta is not None:  # b_j = beta z_j, released with the factors
+            factors, item_biases = np.ascontiguousarray(factors[:, :-1]), beta * factors[:, -1]
+        event = spent = None
         if private:
-            counts = prep.counts
-            weights = adaptive_weights(users, items, counts, mu=self.mu, beta=1.0)
-        else:
-            counts, weights = prep.exact_counts, None
-        y = prep.values - center
+            event, spent = self._spent(plan.event(), prep.item_set, budget.delta)
+        self.plan_ = plan
+        self.fit_seconds_ = time.perf_counter() - started
+        self.diagnostics_ = diagnostics(prep.dropped, self.fit_seconds_)
+        self.model_ = RecommenderModel(
+            method=METHOD_NAMES[self.variant],
+            item_labels=labels,
+            item_factors=factors,
+            item_biases=item_biases,
+            center=float(center),
+            rating_range=(float(lo), float(hi)),
+            item_counts=counts if private else None,
+            trained_items=np.ones(factors.shape[0], dtype=bool),
+            budget=spent,
+            dp_event=event,
+            item_source=prep.item_set.source,
+            params=self._declared(dim=int(self.encoder.dim), encoder=type(self.encoder).__name__),
+            encoder_params=np.asarray(params, dtype=np.float64),
+            user_prior=prior,
+        )
+        self.params_ = params
+        self.item_factors_ = factors
+        self.item_biases_ = item_biases
+        self.item_labels_ = labels
+        self.center_ = self.model_.center
+        self.rating_range_ = self.model_.rating_range
+        self.item_counts_ = self.model_.item_counts
+        self.user_prior_ = prior
+        self.dp_event_ = event
+        self.budget_ = spent
+        return self
+
+    def _train(self, runner, prep, plan, noise, rng, user_features):
+        """The alternating steps over ``runner`` (:mod:`userdp.recommend.runner`): the exact
+        user solves and item statistics there, releases and encoder steps here. AM-DPSGD and
+        the user-feature prior read the local runner's rows (local engine only). Returns the
+        encoder's parameters, the encoder, beta (None without biases) and the prior table."""
+        private = plan is not None
+        dpsgd = self.variant == "dpsgd"
+        center, lo, hi, n_items = prep.center, prep.lo, prep.hi, prep.n_items
+        self._check_encoder_size(n_items)
+        counts = prep.counts if private else prep.exact_counts
+        runner.restrict(np.ones(n_items, dtype=bool))  # AM-SSP trains every item
+        rule = SimpleNamespace(_allocation="adaptive", mu=self.mu, sample_size=1)
+        runner.allocate(rule, counts if private else None, noise)  # adaptive weights (Table 2)
         half = range_half = max(hi - center, center - lo)
         if private and self.rating_clip is not None:
             half = min(half, float(self.rating_clip))
@@ -434,12 +488,15 @@ class PublicFeatureRecommender(RecommenderBase):
             ridge = ridge + ssp_noise_ridge(
                 self.noise_reg, plan.gram, plan.releases_per_step, norm, encoder.dim
             )
-        user_order, user_offsets = segment_offsets(users, data.n_users)
-        item_order, item_offsets = segment_offsets(items, data.n_items)
-        user_reg = self.reg * np.maximum(np.diff(user_offsets), 1).astype(np.float64)
-        phi, prior, user_counts = None, None, None
+        # The runner's user solve: users [u_k, c_k] against [v_j, 1] and y - b_j with biases;
+        # item side x_k = [clip(u_k), beta] (or clip(u_k)), targets clipped to +-half.
+        d = int(self.encoder.dim)
+        clip = float(self.max_norm) if private else None
+        how = UserSolve(d, beta is not None, beta or 0.0, 0.0, clip, half, clip_target=private)
+        phi = prior = user_counts = None
+        n_families = 0
         if user_features is not None:
-            phi, n_families = user_feature_matrix(user_features, data.n_users)
+            phi, n_families = user_feature_matrix(user_features, runner.n_users)
         params = encoder.init_params()
         outer = range(self.steps)
         if self.progress:
@@ -448,131 +505,63 @@ class PublicFeatureRecommender(RecommenderBase):
             outer = tqdm(outer, desc=f"am-{self.variant}", unit="step", leave=False)
         for _ in outer:
             V_items, _ = encoder.forward(params, None)
-            Z, target = user_solve_inputs(V_items, y, items, beta)  # [v_j, 1], y - b_j
-            gram, moment = segment_statistics(user_offsets, user_order, items, Z, None, target)
-            if prior is not None:  # pull toward the released prior: (G + l I)^-1 (m + l p)
-                moment[:, : prior.shape[1]] += user_reg[:, None] * (phi @ prior)
-            U = solve_users(gram, moment, user_reg)  # user update: exact, never released
-            # Factors u_k (clipped when private), item-side vectors x_k ([u_k, beta] with
-            # biases) and targets (y - c_k with biases: the user's own, never released, bias).
-            U, X, target = item_update_inputs(U, users, y, beta, self.max_norm if private else None)
-            if phi is not None:
-                prior, user_counts = self._release_prior(
-                    phi, n_families, U, user_counts, plan, noise
-                )
-            if private:  # the bound the moments' sensitivity uses (rating_clip: SSP only)
-                bound = range_half if dpsgd else half
-                target = np.clip(target, -bound, bound)  # no-op on y itself without it
+            if dpsgd or phi is not None:  # the local runner's rows (refused on Spark)
+                X, target, prior, user_counts = self._local_users(
+                    runner, V_items, beta, phi, prior, user_counts, plan, noise,
+                    range_half if dpsgd else half, n_families,
+                )  # fmt: skip
+            else:
+                runner.solve_users(V_items, how, self.reg)  # exact, never released
             opt = Adam(params.size, self.learning_rate)
             if dpsgd:
                 for _t in range(self.inner_steps):
-                    grad = self._dpsgd_gradient(
-                        encoder, params, X, users, items, target, weights, user_order,
-                        user_offsets, ridge, plan, noise,
+                    grad = dpsgd_gradient(
+                        encoder, params, X, runner.users, runner.items, target,
+                        runner.weights, runner.user_order, runner.user_offsets, ridge, plan,
+                        noise, self.clip_norm,
                     )  # fmt: skip
                     params = opt.step(params, grad)
                 continue
-            exact_a, exact_b = segment_statistics(
-                item_offsets, item_order, users, X, weights, target
-            )
+            if phi is not None:
+                runner.V, runner.target = X, target
+            exact_a, exact_b = runner.item_statistics(weighted=private)
             stats = None
             for _t in range(self.inner_steps):
                 if stats is None or self.variant == "ssp1":
-                    stats = self._release(
-                        exact_a, exact_b, plan, norm, half, noise, data.item_labels
-                    )
+                    stats = self._release(exact_a, exact_b, plan, norm, half, noise, prep.labels)
                 batch = None
                 if self.variant == "minibatch":
-                    size = min(self.batch_items, data.n_items)
-                    batch = np.sort(rng.choice(data.n_items, size, replace=False))
+                    size = min(self.batch_items, n_items)
+                    batch = np.sort(rng.choice(n_items, size, replace=False))
                 grad = ssp_gradient(encoder, params, stats[0], stats[1], ridge, batch)
                 params = opt.step(params, grad)
             del exact_a, exact_b
-        factors = np.asarray(encoder.forward(params, None)[0], dtype=np.float64)
-        item_biases = None
-        if beta is not None:  # b_j = beta z_j, released with the factors
-            factors, item_biases = np.ascontiguousarray(factors[:, :-1]), beta * factors[:, -1]
-        event = spent = None
-        if private:
-            event, spent = self._spent(plan.event(), prep.item_set, budget.delta)
-        self.plan_ = plan
-        self.fit_seconds_ = time.perf_counter() - started
-        self.diagnostics_ = diagnostics(prep.dropped, self.fit_seconds_)
-        self.model_ = RecommenderModel(
-            method=METHOD_NAMES[self.variant],
-            item_labels=data.item_labels,
-            item_factors=factors,
-            item_biases=item_biases,
-            center=float(center),
-            rating_range=(float(lo), float(hi)),
-            item_counts=counts if private else None,
-            trained_items=np.ones(factors.shape[0], dtype=bool),
-            budget=spent,
-            dp_event=event,
-            item_source=prep.item_set.source,
-            params=self._declared(dim=int(self.encoder.dim), encoder=type(self.encoder).__name__),
-            encoder_params=np.asarray(params, dtype=np.float64),
-            user_prior=prior,
-        )
-        self.params_ = params
-        self.item_factors_ = factors
-        self.item_biases_ = item_biases
-        self.item_labels_ = data.item_labels
-        self.center_ = self.model_.center
-        self.rating_range_ = self.model_.rating_range
-        self.item_counts_ = self.model_.item_counts
-        self.user_prior_ = prior
-        self.dp_event_ = event
-        self.budget_ = spent
-        return self
+        return params, encoder, beta, prior
 
-    def _dpsgd_gradient(
-        self, encoder, params, U, users, items, y, weights, order, offsets, ridge, plan, noise
-    ) -> np.ndarray:
-        """One full-batch DP-SGD gradient of the encoder, each user's gradient clipped.
-
-        User k's gradient is ``sum_{i in Omega_k} w_i (u_k . v_j - y_i) J_j^T u_k``: one VJP
-        per user (the cost that SSP avoids); with biases ``u_k = [u_k, beta]``, ``v_j`` has the
-        bias coordinate and ``y_i`` is ``y_i - c_k``, and the clipping covers the whole
-        gradient, bias parameters included. The ridge term ``lambda_j ||v_j||^2 / 2`` uses
-        released counts and is added after the noise.
-        """
-        V, _ = encoder.forward(params, None)
-        w = np.ones(users.size) if weights is None else weights
-        resid = w * (np.einsum("nd,nd->n", U[users], V[items]) - y)
-        clip = self.clip_norm if plan is not None else None
-        total = clipped_user_gradients(encoder, params, U, items, resid, order, offsets, clip)
-        if plan is not None:
-            total = noise.add_gaussian(
-                total, plan.gradient * self.clip_norm, statistic="encoder gradient",
-                l2=self.clip_norm,
-            )  # fmt: skip
-        everything = np.arange(encoder.n_items)
-        return total + encoder.vjp(params, everything, None, ridge[:, None] * V)
+    def _local_users(self, runner, V_items, beta, phi, prior, counts, plan, noise, bound, n_fam):
+        """The user step on the local runner's rows, with the user-feature prior's pull and
+        release (and for AM-DPSGD): returns the item-side vectors and targets, the prior."""
+        users, items, y = runner.users, runner.items, runner.y
+        offsets = runner.user_offsets
+        user_reg = self.reg * np.maximum(np.diff(offsets), 1).astype(np.float64)
+        Z, target = user_solve_inputs(V_items, y, items, beta)  # [v_j, 1], y - b_j
+        gram, moment = segment_statistics(offsets, runner.user_order, items, Z, None, target)
+        if prior is not None:  # pull toward the released prior: (G + l I)^-1 (m + l p)
+            moment[:, : prior.shape[1]] += user_reg[:, None] * (phi @ prior)
+        U = solve_users(gram, moment, user_reg)  # user update: exact, never released
+        # Factors u_k (clipped when private), item-side vectors x_k ([u_k, beta] with
+        # biases) and targets (y - c_k with biases: the user's own, never released, bias).
+        clip = self.max_norm if plan is not None else None
+        U, X, target = item_update_inputs(U, users, y, beta, clip)
+        if phi is not None:
+            prior, counts = self._release_prior(phi, n_fam, U, counts, plan, noise)
+        if plan is not None:  # the bound the moments' sensitivity uses (rating_clip: SSP only)
+            target = np.clip(target, -bound, bound)  # no-op on y itself without it
+        return X, target, prior, counts
 
     def _release_prior(self, phi, n_families, U, counts, plan, noise):
-        """Release the user-feature prior table ``P`` (feature values x dim) with noise.
-
-        ``P_f = S_f / max(c_f, 1)``: the noisy mean factor of the users holding value f. The
-        counts are released once and reused (the users do not change between steps); rows of
-        ``P`` are clipped to ``max_norm`` (post-processing).
-        """
-        sums, exact_counts = user_prior_statistics(phi, U)
-        if plan is not None:
-            bound = math.sqrt(n_families)
-            sums = noise.add_gaussian(
-                sums, plan.user_prior * bound * self.max_norm,
-                statistic="user prior sums", l2=bound * self.max_norm,
-            )  # fmt: skip
-            if counts is None:
-                counts = noise.add_gaussian(
-                    exact_counts, plan.user_counts * bound,
-                    statistic="user prior counts", l2=bound,
-                )  # fmt: skip
-        elif counts is None:
-            counts = exact_counts
-        table = sums / np.maximum(counts, 1.0)[:, None]
-        return (clip_rows(table, self.max_norm) if plan is not None else table), counts
+        """The user-feature prior's release (:func:`public_steps.release_prior`)."""
+        return release_prior(phi, n_families, U, counts, plan, noise, self.max_norm)
 
     def _release(self, gram, moment, plan, norm, half, noise, labels):
         """One noisy release of the item statistics (exact when training without privacy).

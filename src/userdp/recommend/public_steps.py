@@ -7,6 +7,7 @@ item 2: :class:`BiasedEncoder`, :func:`user_solve_inputs`, :func:`item_update_in
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -19,9 +20,12 @@ from userdp.recommend.encoders import IdEncoder, PublicFeatureEncoder
 __all__ = [
     "Adam",
     "BiasedEncoder",
+    "check_encoder",
     "clipped_user_gradients",
+    "dpsgd_gradient",
     "item_bias_encoder",
     "item_update_inputs",
+    "release_prior",
     "ssp_gradient",
     "ssp_noise_ridge",
     "user_feature_matrix",
@@ -267,3 +271,70 @@ def user_side_norm(max_norm: float, beta: float | None) -> float:
     """Bound on ``||x_k||`` in the item statistics: ``max_norm``, or with biases
     ``sqrt(max_norm^2 + beta^2)`` (``sqrt(2) max_norm`` at ``beta = max_norm``)."""
     return float(max_norm) if beta is None else float(np.hypot(max_norm, beta))
+
+
+# -- moved from public.py (issue 16: the module stays under ~600 lines) ----------------------
+#: What an item encoder must provide (see :class:`~userdp.recommend.encoders.ItemEncoder`).
+ENCODER_METHODS = ("n_items", "dim", "n_params", "init_params", "forward", "vjp")
+
+
+def check_encoder(value: Any, name: str, caller: str) -> None:
+    """An item encoder: an object with the :class:`ItemEncoder` protocol's members."""
+    missing = [attr for attr in ENCODER_METHODS if not hasattr(value, attr)]
+    if missing:
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be an item encoder (see "
+            f"userdp.recommend.encoders.ItemEncoder). Got {value!r} instead, without "
+            f"{missing[0]!r}."
+        )
+
+
+def dpsgd_gradient(
+    encoder, params, U, users, items, y, weights, order, offsets, ridge, plan, noise, clip_norm
+) -> np.ndarray:
+    """One full-batch DP-SGD gradient of the encoder (AM-DPSGD), each user's gradient clipped.
+
+    User k's gradient is ``sum_{i in Omega_k} w_i (u_k . v_j - y_i) J_j^T u_k``: one VJP
+    per user (the cost that SSP avoids); with biases ``u_k = [u_k, beta]``, ``v_j`` has the
+    bias coordinate and ``y_i`` is ``y_i - c_k``, and the clipping covers the whole
+    gradient, bias parameters included. The Gaussian noise has l2 sensitivity ``clip_norm``
+    (``plan`` None: no clipping, no noise). The ridge term ``lambda_j ||v_j||^2 / 2`` uses
+    released counts and is added after the noise.
+    """
+    V, _ = encoder.forward(params, None)
+    w = np.ones(users.size) if weights is None else weights
+    resid = w * (np.einsum("nd,nd->n", U[users], V[items]) - y)
+    clip = clip_norm if plan is not None else None
+    total = clipped_user_gradients(encoder, params, U, items, resid, order, offsets, clip)
+    if plan is not None:
+        total = noise.add_gaussian(
+            total, plan.gradient * clip_norm, statistic="encoder gradient", l2=clip_norm
+        )
+    everything = np.arange(encoder.n_items)
+    return total + encoder.vjp(params, everything, None, ridge[:, None] * V)
+
+
+def release_prior(phi, n_families, U, counts, plan, noise, max_norm):
+    """Release the user-feature prior table ``P`` (feature values x dim) with noise.
+
+    ``P_f = S_f / max(c_f, 1)``: the noisy mean factor of the users holding value f. The
+    counts are released once and reused (the users do not change between steps); rows of
+    ``P`` are clipped to ``max_norm`` (post-processing). Sensitivities: sums ``sqrt(F)
+    max_norm``, counts ``sqrt(F)`` (:func:`user_prior_statistics`).
+    """
+    sums, exact_counts = user_prior_statistics(phi, U)
+    if plan is not None:
+        bound = math.sqrt(n_families)
+        sums = noise.add_gaussian(
+            sums, plan.user_prior * bound * max_norm,
+            statistic="user prior sums", l2=bound * max_norm,
+        )  # fmt: skip
+        if counts is None:
+            counts = noise.add_gaussian(
+                exact_counts, plan.user_counts * bound,
+                statistic="user prior counts", l2=bound,
+            )  # fmt: skip
+    elif counts is None:
+        counts = exact_counts
+    table = sums / np.maximum(counts, 1.0)[:, None]
+    return (clip_rows(table, max_norm) if plan is not None else table), counts

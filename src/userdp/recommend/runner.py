@@ -33,14 +33,28 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from userdp._validation import check_choice
+from userdp.exceptions import InvalidParameterError
 from userdp.multitask.kernels import segment_offsets, segment_statistics
 from userdp.multitask.ssp import clip_rows
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend.als_steps import GradientOperator, gd_update, user_weights
 from userdp.recommend.items import ItemSet
 from userdp.recommend.model import solve_users
+from userdp.spark import is_spark_dataframe
 
-__all__ = ["LocalRunner", "Preamble", "UserSolve"]
+__all__ = [
+    "ENGINES",
+    "LocalRunner",
+    "Preamble",
+    "UserSolve",
+    "make_runner",
+    "resolve_engine",
+    "spark_supported",
+]
+
+#: The ``engine`` choices of the recommenders' ``fit``.
+ENGINES = ("auto", "local", "spark")
 
 
 @dataclass(frozen=True)
@@ -92,10 +106,14 @@ class LocalRunner:
     ----------
     ratings : Ratings or table
         Anything :func:`~userdp.data.as_ratings` reads.
+    kernel : callable, default=segment_statistics
+        The per-segment statistics kernel of the solves and the item statistics (the caller's
+        module-level name, so the statistics the caller's tests observe are these).
     """
 
-    def __init__(self, ratings: Any) -> None:
+    def __init__(self, ratings: Any, kernel: Any = segment_statistics) -> None:
         self.ratings = ratings
+        self.kernel = kernel
 
     def check(self, model: Any, item_set: ItemSet | None) -> None:
         """Refuse what this runner cannot train, before anything is charged (nothing here)."""
@@ -166,10 +184,10 @@ class LocalRunner:
             # [v_j, c_j] against items [u_i, 1] and targets y - b_i (released b_i).
             Z = np.column_stack([U[:, :d], np.ones(n_items)])
             t = y - how.beta * U[items, d]
-            gram, moment = segment_statistics(offsets, order, items, Z, None, t)
+            gram, moment = self.kernel(offsets, order, items, Z, None, t)
         else:
             Z = U
-            gram, moment = segment_statistics(offsets, order, items, U, None, y)
+            gram, moment = self.kernel(offsets, order, items, U, None, y)
         if how.alpha:
             # U is released, over the fixed item set: public
             gram += how.alpha * (Z.T @ Z if items_gram is None else items_gram)
@@ -202,9 +220,7 @@ class LocalRunner:
     def item_statistics(self, weighted: bool) -> tuple[np.ndarray, np.ndarray]:
         """Every item's ``(A_i, b_i)`` with the allocation weights (or weight 1)."""
         w = self.weights if weighted else None
-        return segment_statistics(
-            self.item_offsets, self.item_order, self.users, self.V, w, self.target
-        )
+        return self.kernel(self.item_offsets, self.item_order, self.users, self.V, w, self.target)
 
     def close(self) -> None:
         """Nothing to release (the Spark runner unpersists its cached frames)."""
@@ -217,3 +233,53 @@ class LocalRunner:
                 self.item_offsets, self.n_items, self.n_users,
             )  # fmt: skip
         return gd_update(model, U, self.V, self._gd, freq, plan, noise, gravity, labels)
+
+
+def resolve_engine(ratings: Any, engine: str, caller: str) -> str:
+    """``engine`` checked, ``"auto"`` resolved from the input's type (before any charge):
+    ``"spark"`` for a Spark DataFrame, else ``"local"``."""
+    engine = check_choice(engine, "engine", caller, list(ENGINES))
+    if engine == "auto":
+        engine = "spark" if is_spark_dataframe(ratings) else "local"
+    return engine
+
+
+def make_runner(ratings: Any, engine: str, kernel: Any = segment_statistics) -> Any:
+    """The runner of a resolved ``engine`` (PySpark imported only for ``"spark"``);
+    ``kernel``: the local runner's statistics kernel (see :class:`LocalRunner`)."""
+    if engine == "spark":
+        from userdp.recommend.spark import SparkRunner
+
+        return SparkRunner(ratings)
+    return LocalRunner(ratings, kernel)
+
+
+def spark_supported(model: Any, user_features: Any, caller: str) -> None:
+    """Refuse what :class:`~userdp.recommend.PublicFeatureRecommender` cannot train on the
+    Spark engine (before anything is charged or read): the squared loss's SSP variants run
+    there (ssp2, ssp1, minibatch, with or without biases); AM-DPSGD (one VJP per user), the
+    user-feature prior (a private per-user input) and the convex losses run locally only. The
+    item set must be given: the encoder's rows are its positions, and without one the data's
+    items are ordered differently by the two engines (first appearance, sorted)."""
+    where = "with engine='spark' (the local engine trains it)"
+    if model.variant not in ("ssp2", "ssp1", "minibatch"):
+        raise InvalidParameterError(
+            f"The 'variant' parameter of {caller} must be one of ['ssp2', 'ssp1', 'minibatch'] "
+            f"{where}. Got {model.variant!r} instead."
+        )
+    if not (isinstance(model.loss, str) and model.loss == "squared"):
+        raise InvalidParameterError(
+            f"The 'loss' parameter of {caller} must be 'squared' {where}. "
+            f"Got {model.loss!r} instead."
+        )
+    if user_features is not None:
+        raise InvalidParameterError(
+            f"The 'user_features' parameter of {caller} must be None {where}. "
+            f"Got {type(user_features).__name__} instead."
+        )
+    if model.items is None:
+        raise InvalidParameterError(
+            "The 'items' parameter of PublicFeatureRecommender must be an item set with "
+            "engine='spark' (the encoder's rows are its positions; the data's own items are "
+            "ordered differently by the two engines). Got None instead."
+        )

@@ -7,9 +7,11 @@ DataFrame of ``(user, item, rating)`` rows, for every method: ``als``, the DPALS
 tail and adaptive allocation; item statistics ``A_i``, ``b_i``) and the DPSGD family (clipped
 per-user gradient sums, one pass per gradient step), with or without biases, the implicit term,
 ``top_items`` and ``min_item_count``. The same calls give AM-SSP's statistics (Krichene et al.
-2023b): user solves against the encoder's item vectors, then the adaptive-weight ``A_j``,
-``b_j`` with the targets clipped (``UserSolve(clip_target=True)``); tested equal to the local
-computation.
+2023b) to :meth:`PublicFeatureRecommender.fit <userdp.recommend.PublicFeatureRecommender.fit>`
+(variants ssp2, ssp1, minibatch, with or without biases): user solves against the encoder's
+item vectors, then the adaptive-weight ``A_j``, ``b_j`` with the targets clipped
+(``UserSolve(clip_target=True)``, or ``y - c_k`` clipped with biases); the encoder's steps run
+on the driver. Tested equal to the local engine (``tests/spark/test_recommend_spark_public.py``).
 
 Layout. The rows are shuffled once by user into ``buckets`` partitions (hash of the user id),
 so every partition holds whole users; every per-user computation then runs in a ``mapInPandas``

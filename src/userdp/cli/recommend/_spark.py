@@ -1,6 +1,8 @@
 """``userdp recommend train --engine spark``: ratings read, items chosen and the model trained
 through Spark (:class:`userdp.recommend.spark.SparkRunner`), as ``userdp select --engine spark``
-reads and selects. Only the item set (m ids) and the item statistics come to the driver."""
+reads and selects. Only the item set (m ids) and the item statistics come to the driver; the
+am-* methods' public item features (``--item-features FILE``, or ``--features id``) are read
+on the driver for the item set's m items."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -23,10 +26,13 @@ from userdp.recommend.als import SPARK_METHODS
 from userdp.recommend.items import ItemSet
 
 from ..options import atomic_output, start_spark
-from ._data import _read_catalogue, fit, movielens_spec, rating_range
-from ._options import PROG, format_table
+from ._data import _read_catalogue, encoder, fit, item_families, movielens_spec, rating_range
+from ._options import PROG, PUBLIC_METHODS, format_table
 
-__all__ = ["check_spark_flags", "run_spark"]
+__all__ = ["SPARK_PUBLIC_METHODS", "check_spark_flags", "run_spark"]
+
+#: The am-* methods the Spark engine trains (AM-SSP's variants; am-dpsgd runs locally).
+SPARK_PUBLIC_METHODS = tuple(m for m, v in PUBLIC_METHODS.items() if v != "dpsgd")
 
 logger = logging.getLogger("userdp.cli")
 
@@ -39,13 +45,14 @@ def check_spark_flags(args: argparse.Namespace) -> None:
         if args.spark_master is not None:
             logger.warning("--spark-master only applies to --engine spark; ignored.")
         return
-    if args.method not in SPARK_METHODS:
+    if args.method not in SPARK_METHODS and args.method not in SPARK_PUBLIC_METHODS:
+        methods = ", ".join((*SPARK_METHODS, *SPARK_PUBLIC_METHODS))
         raise InvalidParameterError(
-            f"--method {args.method} has no Spark engine; use one of {', '.join(SPARK_METHODS)} "
-            "with --engine spark, or the local engine."
+            f"--method {args.method} has no Spark engine; use one of {methods} with --engine "
+            "spark, or the local engine."
         )
     if args.user_features:
-        raise InvalidParameterError("--user-features applies to the am-* methods (local engine).")
+        raise InvalidParameterError("--user-features applies to --engine local only.")
     if movielens_spec(Path(args.input)) is not None:
         raise InvalidParameterError(
             "--engine spark reads a ratings table (Parquet, CSV, TSV, JSON Lines, or a directory "
@@ -84,7 +91,13 @@ def run_spark(
     )  # fmt: skip
     declared = rating_range(args, None, [args.method])
     items, model_budget = _item_set(args, frame, budget)
-    fitted = fit(args.method, frame, model_budget, declared, args, options, items=items)
+    coder = None
+    if args.method in PUBLIC_METHODS:  # public item features of the item set (driver side)
+        on_items = SimpleNamespace(item_labels=items.labels, n_items=len(items.labels))
+        coder = encoder(args, item_families(args, None, on_items), len(items.labels))
+    fitted = fit(
+        args.method, frame, model_budget, declared, args, options, items=items, encoder=coder
+    )
     model = fitted.model_
     with atomic_output(output, overwrite=args.overwrite) as tmp:
         model.save(tmp)

@@ -140,7 +140,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--engine", choices=("local", "spark"), default="local",
         help="local: NumPy on this machine (reads the whole input into memory). spark: Apache "
         "Spark DataFrames (pip install 'userdp[spark]', Java 17+) for the matrix-"
-        "factorization methods (not am-*); INPUT may then be a directory of part files or any path "
+        "factorization methods and am-ssp, am-ssp1, am-ssp-minibatch (with --items FILE or a "
+        "private run; features from --item-features FILE or id; not --user-features); INPUT may "
+        "then be a directory of part files or any path "
         "Spark reads, and only the item set and item statistics reach this machine. Default: "
         "%(default)s.",
     )  # fmt: skip

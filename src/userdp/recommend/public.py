@@ -446,17 +446,23 @@ class PublicFeatureRecommender(RecommenderBase):
             encoder_params=np.asarray(params, dtype=np.float64),
             user_prior=prior,
         )
-        self.params_ = params
-        self.item_factors_ = factors
-        self.item_biases_ = item_biases
-        self.item_labels_ = labels
-        self.center_ = self.model_.center
-        self.rating_range_ = self.model_.rating_range
-        self.item_counts_ = self.model_.item_counts
-        self.user_prior_ = prior
-        self.dp_event_ = event
-        self.budget_ = spent
+        self._publish(params, prior)
         return self
+
+    def _publish(self, params: np.ndarray, prior: Any) -> None:
+        """The fitted attributes: the encoder's parameters and views of the released model
+        (shared by the squared-loss and the convex-loss paths)."""
+        model = self.model_
+        self.params_ = params
+        self.item_factors_ = model.item_factors
+        self.item_biases_ = model.item_biases
+        self.item_labels_ = model.item_labels
+        self.center_ = model.center
+        self.rating_range_ = model.rating_range
+        self.item_counts_ = model.item_counts
+        self.user_prior_ = prior
+        self.dp_event_ = model.dp_event
+        self.budget_ = model.budget
 
     def _train(self, runner, prep, plan, noise, rng, user_features):
         """The alternating steps over ``runner`` (:mod:`userdp.recommend.runner`): the exact

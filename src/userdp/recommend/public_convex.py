@@ -526,14 +526,5 @@ def _finish(model, params, plan, prep, counts, prior, loss, clips, budget, start
         encoder_params=np.asarray(params, dtype=np.float64),
         user_prior=prior,
     )
-    model.params_ = params
-    model.item_factors_ = factors
-    model.item_biases_ = None  # Algorithm 7 trains no bias (biases="auto" is off here)
-    model.item_labels_ = prep.data.item_labels
-    model.center_ = model.model_.center
-    model.rating_range_ = model.model_.rating_range
-    model.item_counts_ = model.model_.item_counts
-    model.user_prior_ = prior
-    model.dp_event_ = event
-    model.budget_ = spent
+    model._publish(params, prior)  # item_biases_ is None: Algorithm 7 trains no bias
     return model

@@ -34,7 +34,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from userdp._validation import check_choice
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
@@ -50,8 +49,7 @@ from userdp.recommend.als_steps import (
 from userdp.recommend.centring import centre, centre_all, mean_statistics
 from userdp.recommend.model import RecommenderModel, solve_users
 from userdp.recommend.plans import TrainingPlan, plan_noise
-from userdp.recommend.runner import LocalRunner, UserSolve
-from userdp.spark import is_spark_dataframe
+from userdp.recommend.runner import UserSolve, make_runner, resolve_engine
 
 __all__ = [
     "AUTO_CUTOFF",
@@ -75,8 +73,6 @@ METHODS = (
     "dpsgd-tail",
     "adadpsgd",
 )
-#: Where ``fit`` computes its statistics (``"auto"``: Spark for a Spark DataFrame).
-ENGINES = ("auto", "local", "spark")
 #: The methods the Spark engine runs: all of them.
 SPARK_METHODS = METHODS
 GD_INIT_SCALE = 0.1  # initial item-factor norm of the DPSGD family (1 for the others)
@@ -410,11 +406,11 @@ class MatrixFactorization(RecommenderBase):
         started = time.perf_counter()
         budget = self._validate()
         self._check_accountant(accountant, "accountant", "MatrixFactorization.fit")
-        engine = self._engine(ratings, engine)
+        engine = resolve_engine(ratings, engine, "MatrixFactorization.fit")
         private = budget is not None
         item_set = self._item_set(private)
         # The runner checks its input before anything is charged (no data read yet).
-        runner = self._runner(ratings, engine)
+        runner = make_runner(ratings, engine)
         runner.check(self, item_set)
         plan = None
         if private:
@@ -534,21 +530,6 @@ class MatrixFactorization(RecommenderBase):
                 f"{self.method} diverged (non-finite item factors); lower learning_rate or raise "
                 "step_offset."
             )
-
-    def _engine(self, ratings: Any, engine: str) -> str:
-        """``engine`` checked, ``"auto"`` resolved from the input's type (before any charge)."""
-        caller = "MatrixFactorization.fit"
-        engine = check_choice(engine, "engine", caller, list(ENGINES))
-        if engine == "auto":
-            engine = "spark" if is_spark_dataframe(ratings) else "local"
-        return engine
-
-    def _runner(self, ratings: Any, engine: str) -> Any:
-        if engine == "spark":
-            from userdp.recommend.spark import SparkRunner  # pyspark only when asked for
-
-            return SparkRunner(ratings)
-        return LocalRunner(ratings)
 
     def _publish(self, model: RecommenderModel) -> None:
         """The fitted attributes: views of the released model."""

@@ -9,6 +9,7 @@ import dp_accounting
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from bias_data import pure_biases, ratings_table, recording_noise
 from dp_accounting import pld
 
 import userdp.recommend.public as public_module
@@ -16,7 +17,7 @@ from userdp.data.ratings import Ratings
 from userdp.data.synthetic import lowrank_ratings
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask.kernels import segment_statistics
-from userdp.privacy import NoiseSource, PrivacyBudget
+from userdp.privacy import PrivacyBudget
 from userdp.recommend import (
     FeatureFamily,
     IdEncoder,
@@ -29,20 +30,6 @@ from userdp.recommend.public_steps import BiasedEncoder, item_bias_encoder, ssp_
 
 RARE, WHO = "rare-title-42", "carol-secret-user"
 VARIANTS = ("ssp2", "ssp1", "minibatch", "dpsgd")
-
-
-def _pure_biases(seed: int = 0, n_users: int = 400, n_items: int = 40):
-    """Noiseless ratings 3 + c_u + b_i on a random half of the (user, item) pairs."""
-    rng = np.random.default_rng(seed)
-    b = rng.normal(0.0, 0.6, n_items)
-    c = rng.normal(0.0, 0.4, n_users)
-    users, items = np.nonzero(rng.random((n_users, n_items)) < 0.5)
-    values = np.clip(3.0 + c[users] + b[items], 0.5, 5.0)
-    return users, items, values, b
-
-
-def _table(users, items, values) -> Ratings:
-    return Ratings.from_columns([f"u{u}" for u in users], [f"i{i}" for i in items], list(values))
 
 
 def _families(n_items: int, seed: int = 3) -> list[FeatureFamily]:
@@ -95,9 +82,9 @@ def test_the_bias_of_a_feature_encoder_is_a_linear_model_of_the_public_features(
 @pytest.mark.filterwarnings("ignore:epsilon=10000.0 gives a very weak guarantee")
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_biases_recover_pure_bias_data_better_than_the_global_mean(variant):
-    users, items, values, b = _pure_biases()
+    users, items, values, b = pure_biases()
     test = np.random.default_rng(1).random(users.size) < 0.2
-    train = _table(users[~test], items[~test], values[~test])
+    train = ratings_table(users[~test], items[~test], values[~test])
     catalogue = [f"i{i}" for i in range(b.size)]
     model = PublicFeatureRecommender(
         encoder=IdEncoder(b.size, 2), items=catalogue, variant=variant, steps=4, inner_steps=10,
@@ -115,26 +102,15 @@ def test_biases_recover_pure_bias_data_better_than_the_global_mean(variant):
     assert np.corrcoef(released, b)[0, 1] > 0.95
 
 
-def _recording_noise(log: list[tuple[str, float, float]]):
-    class Recording(NoiseSource):
-        def add_gaussian(self, value, sigma, *, statistic, l2, index=None, linf=None):
-            log.append((statistic, float(sigma), float(l2)))
-            return super().add_gaussian(
-                value, sigma, statistic=statistic, l2=l2, index=index, linf=linf
-            )
-
-    return Recording
-
-
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_biases_spend_the_same_budget_checked_by_an_independent_composition(monkeypatch, variant):
-    users, items, values, b = _pure_biases(n_users=150, n_items=20)
-    data = _table(users, items, values)
+    users, items, values, b = pure_biases(n_users=150, n_items=20)
+    data = ratings_table(users, items, values)
     delta = 1e-5
     runs = {}
     for biases in (False, True):
         log: list[tuple[str, float, float]] = []
-        monkeypatch.setattr(public_module, "NoiseSource", _recording_noise(log))
+        monkeypatch.setattr(public_module, "NoiseSource", recording_noise(log))
         model = PublicFeatureRecommender(
             encoder=IdEncoder(b.size, 3), items=[f"i{i}" for i in range(b.size)],
             variant=variant, steps=2, inner_steps=3, rating_range=(0.5, 5.0), biases=biases,
@@ -241,8 +217,8 @@ def test_am_dpsgd_without_noise_follows_exact_ssp_with_biases_too():
 # -- the release ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_a_release_with_biases_hides_the_added_users_unique_item(tmp_path, variant):
-    users, items, values, b = _pure_biases(n_users=120, n_items=15)
-    d = _table(users, items, values)
+    users, items, values, b = pure_biases(n_users=120, n_items=15)
+    d = ratings_table(users, items, values)
     d2 = Ratings.from_columns(
         [*[f"u{u}" for u in users], WHO, WHO],
         [*[f"i{i}" for i in items], RARE, "i0"],
@@ -273,8 +249,8 @@ def test_a_release_with_biases_hides_the_added_users_unique_item(tmp_path, varia
 
 
 def test_saved_biases_load_back_and_predict_and_recommend_with_them(tmp_path):
-    users, items, values, b = _pure_biases(n_users=100, n_items=15)
-    data = _table(users, items, values)
+    users, items, values, b = pure_biases(n_users=100, n_items=15)
+    data = ratings_table(users, items, values)
     model = PublicFeatureRecommender(
         encoder=IdEncoder(b.size, 2), items=[f"i{i}" for i in range(b.size)], steps=2,
         rating_range=(0.5, 5.0), epsilon=3.0, delta=1e-5, seed=2,

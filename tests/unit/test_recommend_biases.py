@@ -7,44 +7,30 @@ from __future__ import annotations
 import dp_accounting
 import numpy as np
 import pytest
+from bias_data import pure_biases, ratings_table, recording_noise
 from dp_accounting import pld
 
 import userdp.recommend.als as als_module
 from userdp.data.ratings import Ratings
 from userdp.exceptions import InvalidParameterError
-from userdp.privacy import NoiseSource
 from userdp.recommend import MatrixFactorization, RecommenderModel
 
 RARE, WHO = "rare-title-42", "carol-secret-user"
 
 
-def _pure_biases(seed: int = 0, n_users: int = 400, n_items: int = 40):
-    """Noiseless ratings 3 + c_u + b_i on a random half of the (user, item) pairs."""
-    rng = np.random.default_rng(seed)
-    b = rng.normal(0.0, 0.6, n_items)
-    c = rng.normal(0.0, 0.4, n_users)
-    users, items = np.nonzero(rng.random((n_users, n_items)) < 0.5)
-    values = np.clip(3.0 + c[users] + b[items], 0.5, 5.0)
-    return users, items, values, b
-
-
-def _table(users, items, values) -> Ratings:
-    return Ratings.from_columns([f"u{u}" for u in users], [f"i{i}" for i in items], list(values))
-
-
 @pytest.mark.filterwarnings("ignore:epsilon=10000.0 gives a very weak guarantee")
 @pytest.mark.parametrize("method", ["als", "adadpals", "dpals-uniform", "dpsgd-uniform"])
 def test_biases_recover_pure_bias_data_better_than_the_global_mean(method):
-    users, items, values, b = _pure_biases()
+    users, items, values, b = pure_biases()
     test = np.random.default_rng(1).random(users.size) < 0.2
-    train = _table(users[~test], items[~test], values[~test])
+    train = ratings_table(users[~test], items[~test], values[~test])
     catalogue = [f"i{i}" for i in range(b.size)]
     budget = {} if method == "als" else {"epsilon": 1e4, "delta": 1e-5}
     model = MatrixFactorization(
         method=method, items=catalogue, dim=2, steps=4, rating_range=(0.5, 5.0), biases=True,
         reg=1e-3, noise_reg=0.0, seed=0, **budget,
     ).fit(train)  # fmt: skip
-    history = _table(users[~test], items[~test], values[~test])
+    history = ratings_table(users[~test], items[~test], values[~test])
     codes = {u: k for k, u in enumerate(history.user_labels.to_pylist())}
     rows = np.array([codes[f"u{u}"] for u in users[test]])
     pred = model.predict(history, rows, [f"i{i}" for i in items[test]])
@@ -56,26 +42,15 @@ def test_biases_recover_pure_bias_data_better_than_the_global_mean(method):
     assert np.corrcoef(released, b)[0, 1] > 0.95
 
 
-def _recording_noise(log: list[tuple[str, float, float]]):
-    class Recording(NoiseSource):
-        def add_gaussian(self, value, sigma, *, statistic, l2, index=None, linf=None):
-            log.append((statistic, float(sigma), float(l2)))
-            return super().add_gaussian(
-                value, sigma, statistic=statistic, l2=l2, index=index, linf=linf
-            )
-
-    return Recording
-
-
 @pytest.mark.parametrize("method", ["adadpals", "dpals-tail", "adadpsgd"])
 def test_biases_spend_the_same_budget_checked_by_an_independent_composition(monkeypatch, method):
-    users, items, values, b = _pure_biases(n_users=200, n_items=20)
-    data = _table(users, items, values)
+    users, items, values, b = pure_biases(n_users=200, n_items=20)
+    data = ratings_table(users, items, values)
     delta = 1e-5
     runs = {}
     for biases in (False, True):
         log: list[tuple[str, float, float]] = []
-        monkeypatch.setattr(als_module, "NoiseSource", _recording_noise(log))
+        monkeypatch.setattr(als_module, "NoiseSource", recording_noise(log))
         model = MatrixFactorization(
             method=method, items=[f"i{i}" for i in range(b.size)], dim=3, steps=2, sgd_steps=2,
             rating_range=(0.5, 5.0), biases=biases, epsilon=1.5, delta=delta, seed=0,
@@ -101,8 +76,8 @@ def test_biases_spend_the_same_budget_checked_by_an_independent_composition(monk
 
 
 def test_a_release_with_biases_hides_the_added_users_unique_item(tmp_path):
-    users, items, values, b = _pure_biases(n_users=300, n_items=30)
-    d = _table(users, items, values)
+    users, items, values, b = pure_biases(n_users=300, n_items=30)
+    d = ratings_table(users, items, values)
     d2 = Ratings.from_columns(
         [*[f"u{u}" for u in users], WHO, WHO],
         [*[f"i{i}" for i in items], RARE, "i0"],
@@ -129,8 +104,8 @@ def test_a_release_with_biases_hides_the_added_users_unique_item(tmp_path):
 
 
 def test_saved_biases_load_back_and_predict_the_same(tmp_path):
-    users, items, values, b = _pure_biases(n_users=100, n_items=15)
-    data = _table(users, items, values)
+    users, items, values, b = pure_biases(n_users=100, n_items=15)
+    data = ratings_table(users, items, values)
     model = MatrixFactorization(
         method="dpals-uniform", items=[f"i{i}" for i in range(b.size)], dim=2, steps=2,
         rating_range=(0.5, 5.0), biases=True, epsilon=3.0, delta=1e-5, seed=2,
@@ -153,8 +128,8 @@ def test_saved_biases_load_back_and_predict_the_same(tmp_path):
 
 
 def test_a_model_without_biases_saves_none_and_solves_no_user_bias():
-    users, items, values, _ = _pure_biases(n_users=60, n_items=10)
-    data = _table(users, items, values)
+    users, items, values, _ = pure_biases(n_users=60, n_items=10)
+    data = ratings_table(users, items, values)
     model = MatrixFactorization(method="als", dim=2, steps=1, biases=False).fit(data)
     assert model.item_biases_ is None
     np.testing.assert_array_equal(model.model_.user_biases(data), np.zeros(data.n_users))

@@ -226,6 +226,19 @@ def laplace_on_grid(
     return _release_on_grid(rng, x, g, grid_noise_scale(b, d, x.size, "l1", g) / g, "laplace")
 
 
+def _declared_grid(
+    value: ArrayLike, bound: float, norm: str, size: int | None = None
+) -> float | None:
+    """The grid a safe release of ``value`` lands on, for the recorder (None when not
+    recording or when the bound is unusable: the release itself then refuses it)."""
+    if not is_recording():
+        return None
+    try:
+        return grid_spacing(bound, np.size(value) if size is None else size, norm)
+    except (InvalidParameterError, TypeError, ValueError):
+        return None
+
+
 def _fingerprint(rng: np.random.Generator) -> int | None:
     """Hash of ``rng``'s state while a recorder is active (None otherwise)."""
     if not is_recording():
@@ -301,7 +314,8 @@ class NoiseSource:
         """
         rng = self._rng if stream is None else self.stream(*stream)
         record(statistic, value, l2=l2, linf=linf, index=index, neighbours=neighbours,
-               rng_state=_fingerprint(rng))  # fmt: skip
+               rng_state=_fingerprint(rng),
+               grid=_declared_grid(value, l2, "l2", size))  # fmt: skip
         return released(statistic, gaussian_on_grid(rng, value, sigma, l2=l2, size=size))
 
     def add_laplace(
@@ -318,7 +332,7 @@ class NoiseSource:
         """Record ``value``, then release it with safe Laplace noise of scale ``scale``
         (:func:`laplace_on_grid`); ``l1`` is the declared l1 sensitivity."""
         record(statistic, value, l1=l1, linf=linf, index=index, neighbours=neighbours,
-               rng_state=self.fingerprint())  # fmt: skip
+               rng_state=self.fingerprint(), grid=_declared_grid(value, l1, "l1"))  # fmt: skip
         return released(statistic, laplace_on_grid(self._rng, value, scale, l1=l1))
 
     def fingerprint(self) -> int | None:
@@ -345,3 +359,7 @@ class NoiseSource:
     def uniform(self, size: int) -> np.ndarray:
         """``size`` uniform floats in [0, 1)."""
         return self._rng.random(size)
+
+    def integers(self, high: int, size: int) -> np.ndarray:
+        """``size`` uniform integers in ``[0, high)`` as int64 (exact, unbiased)."""
+        return self._rng.integers(0, high, size, dtype=np.int64)

@@ -67,6 +67,14 @@ def test_quantiles_as_json_follow_the_requested_order(files, capsys):
     assert abs(q["q0.5"] - 2.64) < 0.3 and abs(q["q0.9"] - 5.10) < 0.5
 
 
+def test_quantiles_are_points_of_the_declared_resolution(files, capsys):
+    args = ["estimate", "quantile", str(files["values"]), *VALUES, "--quantiles", "0.25,0.5",
+            "--epsilon", "2", "--resolution", "0.25", "--json"]  # fmt: skip
+    assert main(args) == ExitCode.OK
+    q = json.loads(capsys.readouterr().out)["estimates"]
+    assert all(v * 4 == round(v * 4) and 0 <= v <= 10 for v in q.values())
+
+
 def test_linreg_recovers_the_coefficients_at_a_large_epsilon(files, capsys):
     *coef, (low, high) = json.loads((files["dir"] / "coef.json").read_text())
     args = ["estimate", "linreg", str(files["regression"]), "--label-column", "rating",
@@ -109,6 +117,8 @@ V = "--user-column customer --value-column amount --bounds 0 10"
         ("mean {values} --user-column customer --bounds 5 1", "'bounds' parameter"),
         (f"quantile {{values}} {V} --quantiles 1.5", "'q' parameter of weighted_quantile"),
         (f"quantile {{values}} {V} --selection-share 1", "'selection_share' parameter"),
+        (f"quantile {{values}} {V} --resolution 0", "'resolution' parameter"),
+        (f"quantile {{values}} {V} --resolution 1e-300", "too fine"),
         (f"mean {{values}} {V} --method sample-limit --threshold 0", "'h' parameter"),
         ("linreg {regression} --label-column rating --feature-columns a,zz --label-range 0 1",
          "column 'zz'"),

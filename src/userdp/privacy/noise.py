@@ -49,9 +49,12 @@ What this covers and what it does not:
   :class:`userdp.partition.rounds.Round`), so each decision is a function of the snapped
   mechanism's output, and ``rho`` covers the snapping
   (:func:`~userdp.privacy.calibrate.partition_threshold` with ``grid``). GreedyUpdate's
-  Laplace weights are the exception (textbook float noise, see its docstring). Decisions made with
-  exponential-mechanism scores (quantiles) sample from float probabilities: not covered by the
-  grid argument (Ilvento 2020); their utility vectors are recorded for the auditor.
+  Laplace weights are the exception (textbook float noise, see its docstring).
+* Exponential-mechanism releases (quantiles) draw an index into a public grid
+  (:mod:`userdp.estimate.quantile`): the output is a grid point, a function of the index and
+  public parameters. The selection probabilities are float64 (exact up to rounding; a run of
+  points below about ``2^-53`` of the mass may be unreachable), not an exact sampler such as
+  Ilvento 2020's base-2 mechanism. Their utility vectors and grids are recorded for the auditor.
 * Timing side channels are not addressed.
 """
 

@@ -45,6 +45,15 @@ def test_mean_prints_one_private_estimate_near_the_truth(files, capsys):
     assert set(got) == {"mean"}
     assert abs(got["mean"] - 20 / 7) < 0.05  # 10 * Beta(2, 5) has mean 20/7
     assert "weighted" in err and "epsilon=50" in err
+    assert " s." not in err and "not private" not in err  # no timing unless -v
+
+
+def test_timing_only_with_verbose_and_labelled_not_private(files, capsys):
+    assert main(["estimate", "mean", str(files["values"]), *VALUES, "--epsilon", "1",
+                 "-v"]) == ExitCode.OK  # fmt: skip
+    err = capsys.readouterr().err
+    (line,) = [ln for ln in err.splitlines() if ln.endswith(" s.")]
+    assert "not private" in line
 
 
 @pytest.mark.parametrize("flags", [[], ["--public-user-sizes"], ["--method", "sample-limit"],

@@ -40,6 +40,7 @@ from userdp.estimate.regression import LabelPrivateLinearRegression
 from userdp.exceptions import DataError, InvalidParameterError
 
 from .options import (
+    NOT_PRIVATE,
     add_parameter_flags,
     atomic_output,
     check_column_roles,
@@ -506,7 +507,9 @@ def run(args: argparse.Namespace) -> int:
         extra = "" if h is None else ", h=" + ",".join(f"{v:.3g}" for v in np.atleast_1d(h))
         print(
             f"{PROG} {args.statistic}: {info['method']}{extra} at epsilon={info['epsilon']:g} "
-            f"(pure DP) in {seconds:.2f} s.",
+            "(pure DP).",
             file=sys.stderr,
         )
+        if args.verbose:
+            print(f"{PROG} {args.statistic}: {NOT_PRIVATE}: {seconds:.2f} s.", file=sys.stderr)
     return 0

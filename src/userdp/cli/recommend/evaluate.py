@@ -37,6 +37,7 @@ from userdp.recommend.protocols import (
 )
 
 from ..options import (
+    NOT_PRIVATE,
     Progress,
     atomic_output,
     check_output_path,
@@ -257,7 +258,9 @@ def run(args: argparse.Namespace) -> int:
         logger.info("Wrote %d rows to %s.", len(rows), output)
     if not args.quiet:
         seconds = time.perf_counter() - start
-        print(f"{PROG} evaluate: {summary} in {seconds:.2f} s.", file=sys.stderr)
+        print(f"{PROG} evaluate: {summary}.", file=sys.stderr)
+        if args.verbose:
+            print(f"{PROG} evaluate: {NOT_PRIVATE}: {seconds:.2f} s.", file=sys.stderr)
         print(
             f"{PROG} evaluate: note: global-mean and popularity use exact training statistics: "
             "non-private references, not releases.",

@@ -263,7 +263,15 @@ def test_evaluate_a_saved_model_prints_rmse(data, model_path, capsys):
     ]
     assert all(0 < float(r[4]) < 5 for r in rows)
     assert all(len(r) == 11 for r in rows)  # 5 buckets and seconds
-    assert "on 400 test ratings" in err
+    assert f"scored {model_path}" in err
+    assert "test ratings" not in err and " s." not in err  # exact counts, timing: -v only
+
+
+def test_evaluate_prints_exact_counts_only_with_verbose(data, model_path, capsys):
+    saved = ["--model", str(model_path), "--history", str(data["history"])]
+    assert _evaluate(*saved, "--test", str(data["test"]), "--metric", "rmse", "-v") == 0
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "test ratings" in ln]
+    assert "not private" in line and "400 test ratings" in line
 
 
 def test_evaluate_a_saved_model_with_both_metrics(data, model_path, capsys):

@@ -45,6 +45,15 @@ def test_mean_prints_one_private_estimate_near_the_truth(files, capsys):
     assert set(got) == {"mean"}
     assert abs(got["mean"] - 20 / 7) < 0.05  # 10 * Beta(2, 5) has mean 20/7
     assert "weighted" in err and "epsilon=50" in err
+    assert " s." not in err and "not private" not in err  # no timing unless -v
+
+
+def test_timing_only_with_verbose_and_labelled_not_private(files, capsys):
+    assert main(["estimate", "mean", str(files["values"]), *VALUES, "--epsilon", "1",
+                 "-v"]) == ExitCode.OK  # fmt: skip
+    err = capsys.readouterr().err
+    (line,) = [ln for ln in err.splitlines() if ln.endswith(" s.")]
+    assert "not private" in line
 
 
 @pytest.mark.parametrize("flags", [[], ["--public-user-sizes"], ["--method", "sample-limit"],
@@ -65,6 +74,14 @@ def test_quantiles_as_json_follow_the_requested_order(files, capsys):
     assert list(q) == ["q0.5", "q0.9"]
     # Quantiles of 10 * Beta(2, 5): median 2.64, 90th percentile 5.10.
     assert abs(q["q0.5"] - 2.64) < 0.3 and abs(q["q0.9"] - 5.10) < 0.5
+
+
+def test_quantiles_are_points_of_the_declared_resolution(files, capsys):
+    args = ["estimate", "quantile", str(files["values"]), *VALUES, "--quantiles", "0.25,0.5",
+            "--epsilon", "2", "--resolution", "0.25", "--json"]  # fmt: skip
+    assert main(args) == ExitCode.OK
+    q = json.loads(capsys.readouterr().out)["estimates"]
+    assert all(v * 4 == round(v * 4) and 0 <= v <= 10 for v in q.values())
 
 
 def test_linreg_recovers_the_coefficients_at_a_large_epsilon(files, capsys):
@@ -109,6 +126,8 @@ V = "--user-column customer --value-column amount --bounds 0 10"
         ("mean {values} --user-column customer --bounds 5 1", "'bounds' parameter"),
         (f"quantile {{values}} {V} --quantiles 1.5", "'q' parameter of weighted_quantile"),
         (f"quantile {{values}} {V} --selection-share 1", "'selection_share' parameter"),
+        (f"quantile {{values}} {V} --resolution 0", "'resolution' parameter"),
+        (f"quantile {{values}} {V} --resolution 1e-300", "too fine"),
         (f"mean {{values}} {V} --method sample-limit --threshold 0", "'h' parameter"),
         ("linreg {regression} --label-column rating --feature-columns a,zz --label-range 0 1",
          "column 'zz'"),

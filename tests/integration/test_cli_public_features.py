@@ -157,7 +157,7 @@ def test_train_am_ssp_on_movielens_writes_the_item_embeddings_and_budget(data, t
     assert lines[2].split()[:6] == ["am-ssp", "1", "1e-05", str(N_CATALOGUE), "(public)", "61"]
     assert "genres (18), year (12), id (61)" in err
     assert "and the encoder's parameters" in err
-    assert "non-private, for the operator only" in err
+    assert "not private" not in err  # exact counts and timings only with -v
 
 
 @pytest.mark.parametrize(("flag", "saved"), [([], True), (["--biases", "off"], False)])

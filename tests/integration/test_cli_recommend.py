@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 import zipfile
@@ -128,8 +129,18 @@ def test_train_writes_a_model_with_the_declared_budget(data, tmp_path, capsys):
     header, row = err.splitlines()[1:3]
     assert header.split() == ["method", "epsilon", "delta", "items", "trained", "dim", "steps"]
     assert row.split() == ["adadpals", "1", "1e-05", str(N_CATALOGUE), "(public)", "61", "4", "2"]
-    assert "non-private, for the operator only" in err
+    # By default only the release: no exact input counts or timings (logs keep stderr).
+    assert "not private" not in err and "61 users" not in err and " s (" not in err
     assert not list(tmp_path.glob(".*tmp*"))  # the temporary file was renamed
+
+
+def test_train_prints_exact_counts_and_timings_only_with_verbose(data, tmp_path, capsys):
+    argv = [str(data["csv"]), "-o", str(tmp_path / "m.npz"), *EPS_DELTA, *FAST]
+    assert _train(*argv, "--rating-range", "0.5", "5", "-v") == ExitCode.OK
+    err = capsys.readouterr().err
+    (line,) = [ln for ln in err.splitlines() if "users," in ln]
+    assert "not private, for the operator only" in line
+    assert re.search(r"\d+ users, \d+ ratings, \d+ outside the item set; \d+\.\d\d s", line)
 
 
 def test_train_options_reach_the_model(data, tmp_path, capsys):
@@ -252,7 +263,15 @@ def test_evaluate_a_saved_model_prints_rmse(data, model_path, capsys):
     ]
     assert all(0 < float(r[4]) < 5 for r in rows)
     assert all(len(r) == 11 for r in rows)  # 5 buckets and seconds
-    assert "on 400 test ratings" in err
+    assert f"scored {model_path}" in err
+    assert "test ratings" not in err and " s." not in err  # exact counts, timing: -v only
+
+
+def test_evaluate_prints_exact_counts_only_with_verbose(data, model_path, capsys):
+    saved = ["--model", str(model_path), "--history", str(data["history"])]
+    assert _evaluate(*saved, "--test", str(data["test"]), "--metric", "rmse", "-v") == 0
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "test ratings" in ln]
+    assert "not private" in line and "400 test ratings" in line
 
 
 def test_evaluate_a_saved_model_with_both_metrics(data, model_path, capsys):
@@ -454,11 +473,12 @@ def test_train_with_a_public_catalogue_drops_other_items(data, tmp_path, capsys)
     (tmp_path / "few.txt").write_text("3\n17\n")
     out = tmp_path / "m.npz"
     argv = [str(data["parquet"]), "-o", str(out), *EPS_DELTA, *FAST, "--rating-range", "0.5", "5"]
-    assert _train(*argv, "--items", str(tmp_path / "few.txt"), catalogue=False) == ExitCode.OK
+    few = ["--items", str(tmp_path / "few.txt")]
+    assert _train(*argv, *few, "-v", catalogue=False) == ExitCode.OK
     model = RecommenderModel.load(out)
     assert model.item_labels.to_pylist() == [3, 17]  # read as the data's integer ids
     assert model.item_source == "public" and model.budget.epsilon == pytest.approx(1.0, rel=1e-3)
-    assert "outside the item set" in capsys.readouterr().err
+    assert "outside the item set" in capsys.readouterr().err  # an exact count: -v only
 
 
 def test_a_catalogue_that_names_no_rated_item_is_one_error_line(data, tmp_path, capsys):

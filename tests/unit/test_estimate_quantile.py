@@ -109,37 +109,30 @@ def test_output_is_always_inside_bounds(fn, public):
             assert np.all((res.estimate >= 0.0) & (res.estimate <= 10.0))
 
 
-def test_exponential_mechanism_draws_intervals_with_the_stated_probabilities():
+def test_exponential_mechanism_draws_grid_points_with_the_stated_probabilities():
     # Four users, one record each at 2, 2, 6, 8; h = 1 so every weight is 1 and Delta = 1/2.
-    # Intervals [0,2], [2,2] (a tie: probability 0), [2,6], [6,8], [8,10]; for q = 1/2 the
-    # records below an interval's left end are 0, -, 2, 3, 4 against q W = 2, so
-    # P ~ length * exp(eps u / (2 Delta)) = (2 e^-2, 0, 4, 2 e^-1, 2 e^-2) at eps = 1.
+    # A grid point x counts the records <= x: the runs [0,2), [2,6), [6,8), [8,10] of the
+    # public grid count 0, 2, 3, 4 against q W = 2, so at eps = 1 each point of a run has
+    # weight exp(eps u / (2 Delta)) = e^-2, 1, e^-1, e^-2 and the runs (lengths 2, 4, 2, 2)
+    # get (2 e^-2, 4, 2 e^-1, 2 e^-2) up to one grid point.
     values = [2.0, 2.0, 6.0, 8.0]
     users = [1, 2, 3, 4]
     weights = np.array([2 * math.exp(-2), 4.0, 2 * math.exp(-1), 2 * math.exp(-2)])
     expected = weights / weights.sum()
     runs = 8000
-    draws = np.array(
-        [
-            weighted_quantile(
-                values, users, q=0.5, epsilon=1.0, bounds=BOUNDS, h=1.0, seed=r
-            ).estimate
-            for r in range(runs)
-        ]
-    )
-    counts = np.array(
-        [
-            np.sum(draws < 2),
-            np.sum((draws > 2) & (draws < 6)),
-            np.sum((draws > 6) & (draws < 8)),
-            np.sum(draws > 8),
-        ]
-    )
-    assert counts.sum() == runs  # nothing lands exactly on a data point
+    results = [
+        weighted_quantile(values, users, q=0.5, epsilon=1.0, bounds=BOUNDS, h=1.0, seed=r)
+        for r in range(runs)
+    ]
+    draws = np.array([r.estimate for r in results])
+    step = results[0].resolution
+    np.testing.assert_array_equal(np.rint(draws / step) * step, draws)  # on the public grid
+    counts = np.histogram(draws, bins=[0, 2, 6, 8, 10.5])[0]  # half-open but the last
+    assert counts.sum() == runs
     sd = np.sqrt(runs * expected * (1 - expected))
     assert np.all(np.abs(counts - runs * expected) < 5 * sd)
-    # Uniform inside an interval: half of [2, 6] lies below 4.
-    inner = draws[(draws > 2) & (draws < 6)]
+    # Uniform inside a run: half of [2, 6) lies below 4.
+    inner = draws[(draws >= 2) & (draws < 6)]
     assert abs(np.mean(inner < 4) - 0.5) < 5 * 0.5 / math.sqrt(inner.size)
 
 

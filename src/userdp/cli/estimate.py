@@ -40,6 +40,7 @@ from userdp.estimate.regression import LabelPrivateLinearRegression
 from userdp.exceptions import DataError, InvalidParameterError
 
 from .options import (
+    NOT_PRIVATE,
     add_parameter_flags,
     atomic_output,
     check_column_roles,
@@ -86,6 +87,7 @@ _METHODS = ("weighted", "sample-limit")
 #: Library keywords offered as flags (``--kebab-name``), built from the declared tables: their
 #: type, choices, help and default come from the library, which validates the values once.
 _VALUE_FLAGS = ("epsilon", "public_user_sizes", "selection_share", "seed")
+_QUANTILE_FLAGS = (*_VALUE_FLAGS, "resolution")
 _LINREG = LabelPrivateLinearRegression
 _LINREG_FLAGS = ("epsilon", "method", "selection_share", "fit_intercept", "seed")
 _REQUIRED = " Required. The release is pure epsilon-DP (delta = 0)."
@@ -177,7 +179,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         else:
             quantile = name == "quantile"
             table = WEIGHTED_QUANTILE_PARAMETERS if quantile else WEIGHTED_MEAN_PARAMETERS
-            _table_flags(sub, table, weighted_quantile if quantile else weighted_mean, _VALUE_FLAGS)
+            flags = _QUANTILE_FLAGS if quantile else _VALUE_FLAGS
+            _table_flags(sub, table, weighted_quantile if quantile else weighted_mean, flags)
             _add_values(sub, quantile=quantile)
         sub.set_defaults(
             handler=lambda args: run_guarded(f"{PROG} {args.statistic}", run, args), parser=sub
@@ -423,7 +426,7 @@ def _run_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, flo
             extra["noise_variance"] = args.noise_variance
     else:
         fn = weighted_quantile if weighted else sample_limited_quantile
-        extra = {"q": args.quantiles}
+        extra = {"q": args.quantiles, **given_parameters(args, ("resolution",))}
     kwargs = {**given_parameters(args, _VALUE_FLAGS), "bounds": tuple(args.bounds),
               "h": args.threshold, **extra}  # fmt: skip
     # The library's own check of its table, run before the file is read (fn runs it again).
@@ -504,7 +507,9 @@ def run(args: argparse.Namespace) -> int:
         extra = "" if h is None else ", h=" + ",".join(f"{v:.3g}" for v in np.atleast_1d(h))
         print(
             f"{PROG} {args.statistic}: {info['method']}{extra} at epsilon={info['epsilon']:g} "
-            f"(pure DP) in {seconds:.2f} s.",
+            "(pure DP).",
             file=sys.stderr,
         )
+        if args.verbose:
+            print(f"{PROG} {args.statistic}: {NOT_PRIVATE}: {seconds:.2f} s.", file=sys.stderr)
     return 0

@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from userdp.exceptions import InvalidParameterError, UserDPError
 
 __all__ = [
+    "NOT_PRIVATE",
     "PROGRESS_MIN_BYTES",
     "ArgumentParser",
     "ExitCode",
@@ -46,6 +47,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger("userdp")
+
+#: The label of every exact, data-dependent figure (input counts, timings) printed to stderr.
+#: Such figures are printed only with ``-v``: pipelines keep stderr in their logs.
+NOT_PRIVATE = "not private, for the operator only (exact, not part of the release)"
 
 #: Inputs at least this large (in bytes) get a progress bar on an interactive stderr.
 PROGRESS_MIN_BYTES = 50 * 1024 * 1024

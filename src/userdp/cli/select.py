@@ -453,18 +453,19 @@ def _report(
     """The closing summary (released facts only) and, with -v, the non-private diagnostics."""
     if args.quiet:
         return
-    print(_summary(result, seconds), file=sys.stderr)
+    print(_summary(result), file=sys.stderr)
     if args.verbose:
-        print(_diagnostics(result), file=sys.stderr)
+        print(_diagnostics(result) + f" Wall time {seconds:.2f} s.", file=sys.stderr)
 
 
-def _summary(result: SelectionResult | SparkSelectionResult, seconds: float) -> str:
-    """Only what was released: the number of items, the algorithm and the budget spent."""
+def _summary(result: SelectionResult | SparkSelectionResult) -> str:
+    """Only what was released: the number of items, the algorithm and the budget spent (no
+    timing: it depends on the data; ``-v`` adds it to the diagnostics)."""
     budget = result.budget
     n = len(result)
     return (
         f"{PROG}: selected {n} item{'' if n == 1 else 's'} with {result.algorithm} at "
-        f"epsilon={budget.epsilon:g}, delta={budget.delta:g} in {seconds:.2f} s."
+        f"epsilon={budget.epsilon:g}, delta={budget.delta:g}."
     )
 
 

@@ -3,21 +3,36 @@
 Epasto, Mahdian, Mao, Mirrokni and Ren, "Smoothly Bounding User Contributions in Differential
 Privacy", NeurIPS 2020, Section 4 ("Tradeoff weights") and Appendix B. Appendix B is not in our
 copy of the paper, so the mechanism is designed here: a *weighted exponential mechanism*
-(McSherry and Talwar 2007) over the range ``[lower, upper]``.
+(McSherry and Talwar 2007) over a public grid of ``[lower, upper]``.
 
 The mechanism
 -------------
 With record weights ``w_i`` (Lemma 3's ``min(h, s_l) / s_l``, or ``1[i kept]`` for sample
 limiting) the utility of an output ``x`` is
 
-    u(x) = -| W(x) - q W |,   W(x) = sum_{y_i <= x} w_i,   W = sum_i w_i,
+    u(x) = -| W(x) - q W |,   W(x) = sum_{y_i <= x} w_i,   W = sum_i w_i.
 
-which is constant between consecutive sorted values. The output is drawn with density
-proportional to ``exp(epsilon u(x) / (2 Delta))`` on ``[lower, upper]``: an interval is picked
-with probability proportional to ``length * exp(epsilon u / (2 Delta))`` (ties make intervals
-of length 0, which get probability 0), then a point uniformly inside it.
+The outputs are the points of a public grid: the integer multiples ``x_j = j g`` of the
+resolution ``g`` that lie in ``[lower, upper]`` (``g`` given, or by default the largest power
+of two at most ``(upper - lower) / 2^20``, so the points are exact binary fractions). Both the
+grid and the point a given ``j`` maps to are fixed by ``bounds`` and ``g`` alone. Point ``x_j``
+is drawn with probability proportional to ``exp(epsilon u(x_j) / (2 Delta))``: the discrete
+exponential mechanism over a data-independent output set, which is ``epsilon``-DP whenever
+``Delta`` bounds the change of ``u`` at every point. It is the continuous mechanism on
+``[lower, upper]`` discretised at resolution ``g``: a record's value counts from the first grid
+point at or above it.
 
-Sensitivity ``Delta`` (pointwise in ``x``, which is what the continuous mechanism needs):
+Sampling returns only an index. ``u`` is constant on the runs of grid points between
+consecutive record values, so a run is picked by inverse CDF in log space with probability
+proportional to ``(points in the run) * exp(epsilon u / (2 Delta))`` and then a point of the run
+uniformly (an exact integer draw); the output is ``float(j) * g``, a function of ``j``. Float
+caveat: the run probabilities are computed in float64 (relative rounding error about
+``n 2^-52``, a small distortion of the probabilities, not of the outputs) and a run whose
+probability is below about ``2^-53`` of the total may be unreachable; across neighbours this
+is an event of probability about ``n 2^-52``, far below any ``delta`` one would declare, but it
+is not exact pure DP (an exact sampler would be Ilvento 2020's base-2 mechanism).
+
+Sensitivity ``Delta`` (pointwise in ``x``, which is what the mechanism needs):
 
 - add/remove one user (default): the user's weights sum to ``t = min(h, s_l) <= h``; ``W(x)``
   grows by some ``a`` in ``[0, t]`` and ``W`` by ``t``, so ``W(x) - q W`` moves by
@@ -36,6 +51,7 @@ public sizes, where ``Delta = h / n_h``), minimised by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,12 +84,13 @@ from userdp.exceptions import InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.events import ExponentialMechanismDpEvent
 from userdp.privacy.noise import NoiseSource
-from userdp.privacy.recording import is_recording, record
+from userdp.privacy.recording import is_recording, record, released
 
 __all__ = [
     "SAMPLE_LIMITED_QUANTILE_PARAMETERS",
     "WEIGHTED_QUANTILE_PARAMETERS",
     "QuantileResult",
+    "default_resolution",
     "sample_limited_quantile",
     "weighted_quantile",
 ]
@@ -93,7 +110,7 @@ class QuantileResult(Release):
     dp_event : dp_accounting.DpEvent
         Every release, as one ``ComposedDpEvent``.
     estimate : float or ndarray
-        The private quantiles, inside ``bounds``.
+        The private quantiles: points of the public grid inside ``bounds``.
     q : tuple of float
     method : {"weighted", "sample-limit"}
     h : float or ndarray
@@ -104,6 +121,9 @@ class QuantileResult(Release):
     selection_epsilon : float
         The part spent on the size histogram that chose ``h`` (0 when none was needed).
     public_user_sizes : bool
+    resolution : float
+        The spacing ``g`` of the public output grid: every estimate is ``j * g`` for an
+        integer ``j`` (fixed by ``bounds`` and the ``resolution`` parameter, never by the data).
     epsilon : float
         ``budget.epsilon`` (a property).
     """
@@ -115,6 +135,7 @@ class QuantileResult(Release):
     sensitivity: float | np.ndarray
     selection_epsilon: float
     public_user_sizes: bool
+    resolution: float
 
     def summary(self) -> str:
         """One line: quantiles, method, thresholds and budget."""
@@ -130,56 +151,117 @@ class QuantileResult(Release):
         )
 
 
-_AUDIT_GRID = 1025  # points of [lower, upper] at which the utility is recorded for auditing
+_AUDIT_GRID = 1025  # grid points at which the utility is recorded for auditing
+_DEFAULT_CELLS = 20  # default resolution: the largest power of two <= (upper - lower) / 2^20
+_MAX_INDEX = 2**52  # grid indices j must be exact in float64 (|j| <= 2^52)
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """The public output grid: the points ``float(j) * step`` for ``first <= j <= last``."""
+
+    step: float
+    first: int
+    last: int
+
+    @property
+    def size(self) -> int:
+        return self.last - self.first + 1
+
+    def point(self, j: int | np.ndarray) -> float | np.ndarray:
+        """Grid point(s) of index ``j`` (a function of ``j`` and the public step only)."""
+        return np.asarray(j, dtype=np.float64) * self.step
+
+    def codes(self, values: np.ndarray) -> np.ndarray:
+        """For each value, ``j - first`` of the first grid point at or above it (``size`` if
+        none): a record counts in ``W(x_j)`` iff its code is ``<= j - first``."""
+        c = np.ceil(values / self.step)  # within one of the exact answer; corrected below
+        c -= (c - 1.0) * self.step >= values
+        c += c * self.step < values
+        return np.clip(c - self.first, 0, self.size).astype(np.int64)
+
+
+def default_resolution(bounds: tuple[float, float]) -> float:
+    """The largest power of two at most ``(upper - lower) / 2^20`` (the default grid step).
+
+    Examples
+    --------
+    >>> default_resolution((0.0, 10.0)) == 2.0**-17
+    True
+    """
+    _, e = math.frexp((float(bounds[1]) - float(bounds[0])) * 2.0**-_DEFAULT_CELLS)
+    return math.ldexp(1.0, e - 1)
+
+
+def _make_grid(bounds: tuple[float, float], resolution: float | None, caller: str) -> _Grid:
+    """The grid of ``bounds`` at ``resolution`` (public values only); refuses unusable ones."""
+    lo, hi = float(bounds[0]), float(bounds[1])
+    step = default_resolution((lo, hi)) if resolution is None else float(resolution)
+    if max(abs(lo), abs(hi)) / step > _MAX_INDEX:
+        raise InvalidParameterError(
+            f"The 'resolution' parameter of {caller} is too fine for bounds {(lo, hi)!r}: the "
+            f"output grid's indices must stay below 2^52 in magnitude. Got {step!r} instead."
+        )
+    first, last = math.ceil(lo / step), math.floor(hi / step)
+    first += first * step < lo  # exact float comparisons: the grid lies inside the bounds
+    last -= last * step > hi
+    if first > last:
+        raise InvalidParameterError(
+            f"The 'resolution' parameter of {caller} must leave at least one multiple of it "
+            f"inside bounds {(lo, hi)!r}. Got {step!r} instead."
+        )
+    return _Grid(step, first, last)
 
 
 # -- the mechanism (noise-free kernel + one draw) ------------------------------------------------
-def _quantile_utility(
-    x: np.ndarray, sorted_values: np.ndarray, sorted_weights: np.ndarray, q: float
+def _grid_utility(
+    at: np.ndarray, sorted_codes: np.ndarray, cum: np.ndarray, q: float
 ) -> np.ndarray:
-    """``u(x) = -|sum_{y_i <= x} w_i - q sum_i w_i|`` at each ``x`` (values sorted ascending).
+    """``u(x_j) = -|sum_{code_i <= j} w_i - q sum_i w_i|`` at grid offsets ``at`` (codes
+    sorted, ``cum`` the cumulative weights in that order, starting at 0).
 
     Adding or removing a user whose weights sum to ``t <= h`` moves ``u`` by at most
-    ``max(q, 1 - q) h`` at every ``x``; with normalised weights and a replaced user, by at
+    ``max(q, 1 - q) h`` at every point; with normalised weights and a replaced user, by at
     most that user's weight (see the module docstring).
     """
-    cum = np.concatenate([[0.0], np.cumsum(sorted_weights)])
-    below = np.searchsorted(sorted_values, x, side="right")  # records <= x
+    below = np.searchsorted(sorted_codes, at, side="right")  # records counted at x_j
     return -np.abs(cum[below] - q * cum[-1])
 
 
 def _exponential_mechanism(
-    sorted_values: np.ndarray,
+    sorted_codes: np.ndarray,
     sorted_weights: np.ndarray,
     q: float,
     *,
     epsilon: float,
     sensitivity: float,
-    bounds: tuple[float, float],
+    grid: _Grid,
     noise: NoiseSource,
     neighbours: str = "add-remove",
 ) -> float:
-    """One draw of density ``exp(epsilon u(x) / (2 sensitivity))`` on ``bounds``.
+    """One draw from ``P(x_j) ~ exp(epsilon u(x_j) / (2 sensitivity))`` over the grid.
 
-    Intervals ``[e_k, e_{k+1}]`` of ``e = (lower, y_(1), ..., y_(n), upper)`` have constant
-    utility ``u(e_k)``; one is picked by inverse CDF in log space with probability
-    proportional to ``length_k exp(epsilon u_k / (2 sensitivity))``, then a uniform point in it.
+    The runs of grid offsets ``[s_k, s_{k+1})`` cut at the records' codes have constant
+    utility ``u(s_k)``; one is picked by inverse CDF in log space with probability proportional
+    to ``(s_{k+1} - s_k) exp(epsilon u_k / (2 sensitivity))``, then an offset uniformly inside
+    it. Only the index is drawn; the output is the grid point it names.
     """
-    lo, hi = bounds
-    edges = np.concatenate([[lo], sorted_values, [hi]])
-    lengths = np.diff(edges)
-    u = _quantile_utility(edges[:-1], sorted_values, sorted_weights, q)
-    with np.errstate(divide="ignore"):
-        logp = np.log(lengths) + (epsilon / (2.0 * sensitivity)) * u  # log 0 = -inf: ties
-    if is_recording():  # for the auditor: u on a public grid (the bound holds pointwise)
-        grid = np.linspace(lo, hi, _AUDIT_GRID)
-        record("quantile.utility", _quantile_utility(grid, sorted_values, sorted_weights, q),
-               linf=sensitivity, index=grid, neighbours=neighbours,
-               rng_state=noise.fingerprint())  # fmt: skip
+    size = grid.size
+    cum = np.concatenate([[0.0], np.cumsum(sorted_weights)])
+    starts = np.unique(np.concatenate([[0], sorted_codes[sorted_codes < size]]))
+    counts = np.diff(np.append(starts, size))
+    u = _grid_utility(starts, sorted_codes, cum, q)
+    logp = np.log(counts) + (epsilon / (2.0 * sensitivity)) * u
+    if is_recording():  # for the auditor: u at public grid points, and the grid itself
+        at = np.unique(np.round(np.linspace(0, size - 1, min(size, _AUDIT_GRID))).astype(np.int64))
+        record("quantile.utility", _grid_utility(at, sorted_codes, cum, q), linf=sensitivity,
+               index=grid.point(grid.first + at), neighbours=neighbours,
+               rng_state=noise.fingerprint(), grid=grid.step)  # fmt: skip
     cdf = np.cumsum(np.exp(logp - logp.max()))
-    draw = noise.uniform(2)
-    k = min(int(np.searchsorted(cdf, draw[0] * cdf[-1], side="right")), lengths.size - 1)
-    return float(min(edges[k] + draw[1] * lengths[k], hi))
+    draw = noise.uniform(1)[0] * cdf[-1]
+    k = min(int(np.searchsorted(cdf, draw, side="right")), counts.size - 1)
+    j = grid.first + int(starts[k]) + int(noise.integers(int(counts[k]), 1)[0])
+    return float(released("quantile.utility", np.array([grid.point(j)]))[0])
 
 
 # -- parameters, plan and driver ------------------------------------------------------------------
@@ -204,12 +286,19 @@ def _levels(q: Any) -> list[Any]:
     return list(q) if isinstance(q, Sequence) else [q]
 
 
+RESOLUTION: dict[str, Any] = {
+    "low": 0.0, "low_open": True, "high": math.inf, "high_open": True, "none": True,
+    "metavar": "G",
+    "help": "Spacing of the public output grid: every quantile released is a multiple of it "
+    "inside the bounds. Default: the largest power of two at most (upper - lower) / 2^20.",
+}  # fmt: skip
 _PARAMETERS: dict[str, dict[str, Any]] = {
     "q": {"check": _check_q, "cli": False},
     "epsilon": EPSILON,
     "bounds": {"check": bounds_rule, "cli": False},
     "public_user_sizes": PUBLIC_USER_SIZES,
     "selection_share": SELECTION_SHARE,
+    "resolution": RESOLUTION,
     "seed": SEED,
     "accountant": ACCOUNTANT,
 }
@@ -265,10 +354,12 @@ def _run(
     plan = _plan(float(params["epsilon"]), float(params["selection_share"]), len(qs),
                  public=public, h_given=h is not None)  # fmt: skip
     ledger = Ledger(params["accountant"], plan.events())  # refuses before any work
+    grid = _make_grid(params["bounds"], params["resolution"], caller)  # public values only
     records = read_records(values, users, params["bounds"], caller)
-    codes, sizes, y = records.codes, records.sizes, records.values
-    order = np.argsort(y)  # the order among ties does not matter (zero-length intervals)
-    sorted_y = y[order]
+    codes, sizes = records.codes, records.sizes
+    cells = grid.codes(records.values)
+    order = np.argsort(cells, kind="stable")  # the order among equal codes does not matter
+    sorted_cells = cells[order]
     noise = NoiseSource(params["seed"])
     acc = ledger.local
 
@@ -293,12 +384,12 @@ def _run(
             delta = spread * float(hj)
         acc.compose(ExponentialMechanismDpEvent(eps_q))
         x = _exponential_mechanism(
-            sorted_y,
+            sorted_cells,
             w[order],
             qj,
             epsilon=eps_q,
             sensitivity=delta,
-            bounds=records.bounds,
+            grid=grid,
             noise=noise,
             neighbours="replace-values" if public else "add-remove",
         )
@@ -320,6 +411,7 @@ def _run(
         sensitivity=shape(deltas),
         selection_epsilon=plan.histogram,
         public_user_sizes=public,
+        resolution=grid.step,
     )
 
 
@@ -333,6 +425,7 @@ def weighted_quantile(
     public_user_sizes: bool = False,
     h: float | None = None,
     selection_share: float = 0.1,
+    resolution: float | None = None,
     seed: int | None = None,
     accountant: PrivacyAccountant | None = None,
 ) -> QuantileResult:
@@ -363,6 +456,12 @@ def weighted_quantile(
     selection_share : float, default=0.1
         Fraction of ``epsilon``, in (0, 1), spent on a private size histogram to choose ``h``
         when sizes are private and ``h`` is None (nothing is spent otherwise).
+    resolution : float or None, default=None
+        Spacing ``g > 0`` of the public output grid: every output is ``j * g`` for an integer
+        ``j`` with ``lower <= j * g <= upper`` (at least one must exist). None: the largest
+        power of two at most ``(upper - lower) / 2^20`` (:func:`default_resolution`). A record
+        counts from the first grid point at or above its value, so the result is the
+        continuous mechanism's up to one grid step.
     seed : int or None, default=None
         Seeds the noise. None (the default) uses OS entropy; a fixed seed is for tests and
         reproducible benchmarks only.
@@ -394,7 +493,9 @@ def weighted_quantile(
     ``Delta = max(q, 1 - q) h`` under adding or removing a user, or ``max_l sum_{S_l} c_i``
     under replacing one user's values when sizes are public. The size histogram (private
     sizes, ``h`` None) has l1 sensitivity 1 (a ``LaplaceDpEvent``). ``h`` is a function of
-    public or released values.
+    public or released values. Each output is drawn as an index into the public grid (the
+    discrete exponential mechanism over a data-independent set, so its float bits carry
+    nothing); the float64 probabilities leave the caveat stated in the module docstring.
 
     Examples
     --------
@@ -413,6 +514,7 @@ def weighted_quantile(
         public_user_sizes=public_user_sizes,
         h=h,
         selection_share=selection_share,
+        resolution=resolution,
         seed=seed,
         accountant=accountant,
     )
@@ -429,6 +531,7 @@ def sample_limited_quantile(
     public_user_sizes: bool = False,
     h: int | None = None,
     selection_share: float = 0.1,
+    resolution: float | None = None,
     seed: int | None = None,
     accountant: PrivacyAccountant | None = None,
 ) -> QuantileResult:
@@ -440,7 +543,8 @@ def sample_limited_quantile(
 
     Parameters
     ----------
-    values, users, q, epsilon, bounds, public_user_sizes, selection_share, seed, accountant
+    values, users, q, epsilon, bounds, public_user_sizes, selection_share, resolution, seed, \
+accountant
         As :func:`weighted_quantile`.
     h : int or None, default=None
         Integer threshold >= 1 used for every quantile; None: chosen per quantile by
@@ -481,6 +585,7 @@ def sample_limited_quantile(
         public_user_sizes=public_user_sizes,
         h=h,
         selection_share=selection_share,
+        resolution=resolution,
         seed=seed,
         accountant=accountant,
     )

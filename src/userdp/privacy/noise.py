@@ -1,8 +1,21 @@
 """The one place userdp draws randomness from, and safe (grid-snapped) Gaussian/Laplace noise.
 
-By default a generator is seeded from the operating system's CSPRNG (``secrets``). A fixed
-``seed`` exists only for tests and reproducible benchmarks: a released output generated with a
-known seed offers no privacy against anyone who knows the seed.
+Cryptographic noise by default
+------------------------------
+Without a seed, every noise bit comes from a cryptographically secure generator: AES-128 in
+counter mode (``randomgen.AESCounter``, AES-NI where the CPU has it) keyed with 128 bits of OS
+entropy (``secrets``), one key per stream derived with keyed BLAKE2b. A statistic whose true
+value is 0 (an item nobody rated) exposes its noise almost bit for bit; with a
+non-cryptographic generator such as PCG64DXSM, outputs like these can reveal the generator's
+state, hence the noise added to everything else. Recovering AES-CTR's key from its output is
+as hard as breaking AES.
+
+A fixed ``seed`` exists only for tests and reproducible benchmarks and keeps NumPy's
+PCG64DXSM, seeded through ``SeedSequence`` exactly as before, so seeded results are
+reproducible bit for bit across versions: a released output generated with a known seed
+offers no privacy against anyone who knows the seed anyway. Which generator a stream uses is
+fixed by its entropy (:func:`spawn_generator`): unseeded sources hold entropy ``>= 2^128``
+(a marker bit above the 128 random bits), explicit seeds are below it.
 
 Safe noise
 ----------
@@ -32,7 +45,7 @@ What this covers and what it does not:
 * Covered: the value of every numeric release made through these helpers (means, counts,
   coefficients, Gram/moment stacks, weights before a threshold): its low bits carry no
   information about the exact statistic beyond what the ideal mechanism reveals.
-* The noise ``Z`` itself is NumPy's float sampler (``normal``/``laplace`` on PCG64DXSM), not an
+* The noise ``Z`` itself is NumPy's float sampler (``normal``/``laplace`` on the bits above), not an
   exact discrete sampler; it is data-independent and is only used at resolution ``g``, which is
   about 2^17 of its own ulps or more (41M values, noise multiplier 100, |Z| up to 10 sigma), so
   its residual deviation from the ideal rounded distribution is a data-independent error of
@@ -49,14 +62,18 @@ What this covers and what it does not:
   :class:`userdp.partition.rounds.Round`), so each decision is a function of the snapped
   mechanism's output, and ``rho`` covers the snapping
   (:func:`~userdp.privacy.calibrate.partition_threshold` with ``grid``). GreedyUpdate's
-  Laplace weights are the exception (textbook float noise, see its docstring). Decisions made with
-  exponential-mechanism scores (quantiles) sample from float probabilities: not covered by the
-  grid argument (Ilvento 2020); their utility vectors are recorded for the auditor.
+  Laplace weights are the exception (textbook float noise, see its docstring).
+* Exponential-mechanism releases (quantiles) draw an index into a public grid
+  (:mod:`userdp.estimate.quantile`): the output is a grid point, a function of the index and
+  public parameters. The selection probabilities are float64 (exact up to rounding; a run of
+  points below about ``2^-53`` of the mass may be unreachable), not an exact sampler such as
+  Ilvento 2020's base-2 mechanism. Their utility vectors and grids are recorded for the auditor.
 * Timing side channels are not addressed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import secrets
 
@@ -69,6 +86,7 @@ from userdp.privacy.calibrate import grid_noise_scale, grid_spacing
 from userdp.privacy.recording import is_recording, record, released
 
 __all__ = [
+    "SECRET_ENTROPY",
     "NoiseSource",
     "add_on_grid",
     "gaussian_on_grid",
@@ -79,13 +97,39 @@ __all__ = [
 
 _SALT_KEY = 0x5A17
 _STREAM_KEY = 0x57EA
+#: Entropy at or above this marks a secret (unseeded) source: its streams use the CSPRNG.
+SECRET_ENTROPY = 1 << 128
+
+
+def _derive(entropy: int, key: tuple[int, ...], size: int = 16) -> bytes:
+    """``size`` bytes of BLAKE2b keyed with ``entropy``, for stream (or salt) ``key``: a PRF,
+    so keys of different streams are independent and reveal nothing about ``entropy``."""
+    mac = hashlib.blake2b(
+        repr(tuple(int(k) for k in key)).encode(),
+        digest_size=size,
+        key=entropy.to_bytes((entropy.bit_length() + 7) // 8 or 1, "little"),
+        person=b"userdp-noise",
+    )
+    return mac.digest()
+
+
+def _secret_generator(entropy: int, key: tuple[int, ...]) -> np.random.Generator:
+    """AES-128-CTR generator (randomgen's ``AESCounter``) keyed by ``_derive(entropy, key)``."""
+    from randomgen import AESCounter  # imported here: seeded runs do not need it
+
+    return np.random.Generator(AESCounter(key=int.from_bytes(_derive(entropy, key), "little")))
 
 
 def spawn_generator(entropy: int, key: tuple[int, ...]) -> np.random.Generator:
-    """PCG64DXSM generator for sub-stream ``key`` of the 128-bit ``entropy``.
+    """Generator for sub-stream ``key`` of ``entropy``.
 
-    A plain function of picklable arguments, so Spark executors can call it.
+    AES-128-CTR keyed from ``entropy`` and ``key`` when ``entropy >= SECRET_ENTROPY`` (an
+    unseeded :class:`NoiseSource`); otherwise (an explicit seed, for tests) PCG64DXSM seeded by
+    ``SeedSequence(entropy, spawn_key=(_STREAM_KEY, *key))``. A plain function of picklable
+    arguments, so Spark executors can call it and draw what the local engine draws.
     """
+    if entropy >= SECRET_ENTROPY:
+        return _secret_generator(entropy, (_STREAM_KEY, *key))
     seq = np.random.SeedSequence(entropy, spawn_key=(_STREAM_KEY, *key))
     return np.random.Generator(np.random.PCG64DXSM(seq))
 
@@ -226,42 +270,70 @@ def laplace_on_grid(
     return _release_on_grid(rng, x, g, grid_noise_scale(b, d, x.size, "l1", g) / g, "laplace")
 
 
+def _declared_grid(
+    value: ArrayLike, bound: float, norm: str, size: int | None = None
+) -> float | None:
+    """The grid a safe release of ``value`` lands on, for the recorder (None when not
+    recording or when the bound is unusable: the release itself then refuses it)."""
+    if not is_recording():
+        return None
+    try:
+        return grid_spacing(bound, np.size(value) if size is None else size, norm)
+    except (InvalidParameterError, TypeError, ValueError):
+        return None
+
+
+def _frozen(state: object) -> object:
+    """A hashable copy of a bit generator's state dict (arrays as bytes)."""
+    if isinstance(state, dict):
+        return tuple((k, _frozen(v)) for k, v in sorted(state.items()))
+    if isinstance(state, np.ndarray):
+        return state.tobytes()
+    return state
+
+
 def _fingerprint(rng: np.random.Generator) -> int | None:
     """Hash of ``rng``'s state while a recorder is active (None otherwise)."""
     if not is_recording():
         return None
-    full = rng.bit_generator.state  # includes the buffered 32-bit half, if any
-    inner = full["state"]
-    return hash((inner["state"], inner["inc"], full.get("has_uint32"), full.get("uinteger")))
+    # The whole state, including the buffered 32-bit half, for any bit generator.
+    return hash(_frozen(rng.bit_generator.state))
 
 
 class NoiseSource:
-    """Gaussian/Laplace noise and random keys from one PCG64DXSM stream.
+    """Gaussian/Laplace noise and random keys from one stream: a CSPRNG unless seeded.
 
     Parameters
     ----------
     seed : int or None, default=None
-        ``None`` (the default) seeds from 128 bits of OS entropy. An explicit integer makes the
-        stream reproducible: for tests and reproducible benchmarks only.
+        ``None`` (the default): AES-128-CTR keyed from 128 bits of OS entropy (see the module
+        docstring). An explicit integer makes the stream reproducible (PCG64DXSM, for seeds
+        below ``2^128``): for tests and reproducible benchmarks only.
     """
 
     def __init__(self, seed: int | None = None) -> None:
         if seed is None:
-            entropy = secrets.randbits(128)
+            entropy = SECRET_ENTROPY | secrets.randbits(128)
             self.seeded = False
         else:
             entropy = check_int(seed, "seed", "NoiseSource", low=0)
             self.seeded = True
         self.entropy: int = entropy
-        self._rng = np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(entropy)))
+        if entropy >= SECRET_ENTROPY:
+            self._rng = _secret_generator(entropy, ())
+        else:
+            self._rng = np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(entropy)))
 
     @property
     def salt(self) -> int:
         """A secret signed 64-bit key for keyed hashing (degree capping), fixed per source.
 
         Derived from the entropy on its own spawn key, so it is independent of the noise
-        streams; the local and Spark engines derive the same salt from the same seed.
+        streams (keyed BLAKE2b for an unseeded source); the local and Spark engines derive the
+        same salt from the same seed.
         """
+        if self.entropy >= SECRET_ENTROPY:
+            return int.from_bytes(_derive(self.entropy, (_SALT_KEY,), 8), "little", signed=True)
         (bits,) = np.random.SeedSequence(self.entropy, spawn_key=(_SALT_KEY,)).generate_state(
             1, np.uint64
         )
@@ -271,7 +343,8 @@ class NoiseSource:
         """An independent generator for sub-stream ``key`` (for example (round, bucket)).
 
         Lets distributed workers draw their share of the noise from the secret entropy without
-        one sequential stream: ``SeedSequence(entropy, spawn_key=key)`` seeds PCG64DXSM.
+        one sequential stream (:func:`spawn_generator`: AES-CTR with a derived key, or
+        PCG64DXSM from ``SeedSequence(entropy, spawn_key=key)`` when seeded).
         """
         return spawn_generator(self.entropy, key)
 
@@ -301,7 +374,8 @@ class NoiseSource:
         """
         rng = self._rng if stream is None else self.stream(*stream)
         record(statistic, value, l2=l2, linf=linf, index=index, neighbours=neighbours,
-               rng_state=_fingerprint(rng))  # fmt: skip
+               rng_state=_fingerprint(rng),
+               grid=_declared_grid(value, l2, "l2", size))  # fmt: skip
         return released(statistic, gaussian_on_grid(rng, value, sigma, l2=l2, size=size))
 
     def add_laplace(
@@ -318,7 +392,7 @@ class NoiseSource:
         """Record ``value``, then release it with safe Laplace noise of scale ``scale``
         (:func:`laplace_on_grid`); ``l1`` is the declared l1 sensitivity."""
         record(statistic, value, l1=l1, linf=linf, index=index, neighbours=neighbours,
-               rng_state=self.fingerprint())  # fmt: skip
+               rng_state=self.fingerprint(), grid=_declared_grid(value, l1, "l1"))  # fmt: skip
         return released(statistic, laplace_on_grid(self._rng, value, scale, l1=l1))
 
     def fingerprint(self) -> int | None:
@@ -345,3 +419,7 @@ class NoiseSource:
     def uniform(self, size: int) -> np.ndarray:
         """``size`` uniform floats in [0, 1)."""
         return self._rng.random(size)
+
+    def integers(self, high: int, size: int) -> np.ndarray:
+        """``size`` uniform integers in ``[0, high)`` as int64 (exact, unbiased)."""
+        return self._rng.integers(0, high, size, dtype=np.int64)

@@ -70,6 +70,12 @@ class Release:
         before this release was consumed identically, which the auditor needs for replay.
     output : ndarray or None
         The released (noised) value, set by the noise helpers after noising.
+    grid : float or None
+        The spacing of the public grid the output lies on, where the mechanism declares one:
+        every entry of ``output`` equals ``float(k) * grid`` for an integer ``k``. It is fixed
+        by public parameters (sensitivity, size, bounds), so it must be the same on
+        neighbouring datasets; an output off its grid, or a grid that moves with the data,
+        leaks through float bits. None: no grid declared.
     """
 
     statistic: str
@@ -81,6 +87,7 @@ class Release:
     neighbours: str = "add-remove"
     rng_state: int | None = None
     output: np.ndarray | None = None
+    grid: float | None = None
 
 
 class _Recorder:
@@ -113,6 +120,7 @@ def record(
     index: ArrayLike | None = None,
     neighbours: str = "add-remove",
     rng_state: int | None = None,
+    grid: float | None = None,
 ) -> None:
     """Declare the exact pre-noise ``value`` of ``statistic`` and its sensitivity.
 
@@ -132,6 +140,8 @@ def record(
         The neighbouring relation the sensitivity is stated for.
     rng_state : int or None, default=None
         Fingerprint of the generator state (the noise helpers pass it).
+    grid : float or None, default=None
+        Spacing of the public grid the released output will lie on (see :class:`Release`).
     """
     sink = _ACTIVE.get()
     if sink is None:
@@ -157,6 +167,7 @@ def record(
             index=labels,
             neighbours=neighbours,
             rng_state=rng_state,
+            grid=None if grid is None else float(grid),
         )
     )
 

@@ -25,7 +25,7 @@ from userdp.privacy.budget import PrivacyBudget
 from userdp.recommend.als import SPARK_METHODS
 from userdp.recommend.items import ItemSet
 
-from ..options import atomic_output, start_spark
+from ..options import NOT_PRIVATE, atomic_output, start_spark
 from ._data import _read_catalogue, encoder, fit, item_families, movielens_spec, rating_range
 from ._options import PROG, PUBLIC_METHODS, format_table
 
@@ -114,12 +114,16 @@ def run_spark(
         seconds = time.perf_counter() - start
         print(
             f"{PROG} train: wrote {output} with the Spark engine (rating range {lo:g}..{hi:g}, "
-            f"center {model.center:.4g}).\n{format_table(header, [row], indent='  ')}\n"
-            f"{PROG} train: non-private, for the operator only (not part of the release, never "
-            f"saved): {fitted.diagnostics_['ratings_outside_item_set']} ratings outside the "
-            f"item set; {seconds:.2f} s ({fitted.diagnostics_['fit_seconds']:.2f} s training).",
+            f"center {model.center:.4g}).\n{format_table(header, [row], indent='  ')}",
             file=sys.stderr,
         )
+        if args.verbose:  # exact figures only on request: logs keep stderr
+            print(
+                f"{PROG} train: {NOT_PRIVATE}: "
+                f"{fitted.diagnostics_['ratings_outside_item_set']} ratings outside the item "
+                f"set; {seconds:.2f} s ({fitted.diagnostics_['fit_seconds']:.2f} s training).",
+                file=sys.stderr,
+            )
     return 0
 
 

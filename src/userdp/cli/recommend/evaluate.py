@@ -37,6 +37,7 @@ from userdp.recommend.protocols import (
 )
 
 from ..options import (
+    NOT_PRIVATE,
     Progress,
     atomic_output,
     check_output_path,
@@ -257,7 +258,10 @@ def run(args: argparse.Namespace) -> int:
         logger.info("Wrote %d rows to %s.", len(rows), output)
     if not args.quiet:
         seconds = time.perf_counter() - start
-        print(f"{PROG} evaluate: {summary} in {seconds:.2f} s.", file=sys.stderr)
+        what, counts = summary
+        print(f"{PROG} evaluate: {what}.", file=sys.stderr)
+        if args.verbose:  # exact counts and timings only on request: logs keep stderr
+            print(f"{PROG} evaluate: {NOT_PRIVATE}: {counts}; {seconds:.2f} s.", file=sys.stderr)
         print(
             f"{PROG} evaluate: note: global-mean and popularity use exact training statistics: "
             "non-private references, not releases.",
@@ -289,7 +293,7 @@ def _write_results(rows: Sequence[_Row], path: Path, suffix: str) -> None:
             writer.writerows(records)
 
 
-def _evaluate_saved(args: argparse.Namespace) -> tuple[list[_Row], str]:
+def _evaluate_saved(args: argparse.Namespace) -> tuple[list[_Row], tuple[str, str]]:
     """``--model --history --test``: score one saved model."""
     wrong = [
         flag
@@ -339,8 +343,8 @@ def _evaluate_saved(args: argparse.Namespace) -> tuple[list[_Row], str]:
     ]
     rows += _baselines(task)
     summary = (
-        f"scored {args.model} ({model.method}) on {targets.n_ratings} test ratings of "
-        f"{len(np.unique(targets.users))} users"
+        f"scored {args.model} ({model.method})",
+        f"{targets.n_ratings} test ratings of {len(np.unique(targets.users))} users",
     )
     return rows, summary
 
@@ -390,7 +394,7 @@ def _aligned(history: pa.Table, test: pa.Table) -> tuple[Ratings, Ratings]:
     return parts[0], parts[1]
 
 
-def _evaluate_protocol(args: argparse.Namespace) -> tuple[list[_Row], str]:
+def _evaluate_protocol(args: argparse.Namespace) -> tuple[list[_Row], tuple[str, str]]:
     """INPUT ``--protocol``: split, train every (method, epsilon), score on the test part."""
     if args.input is None or args.protocol is None:
         raise InvalidParameterError(
@@ -451,11 +455,9 @@ def _evaluate_protocol(args: argparse.Namespace) -> tuple[list[_Row], str]:
     finally:
         progress.close()
     rows += _baselines(task)
-    summary = (
-        f"{len(runs)} run{'s' if len(runs) != 1 else ''} on the {args.protocol} split of "
-        f"{args.input} ({train.n_ratings} training ratings, {task.targets.n_ratings} test "
-        f"ratings of {len(np.unique(task.targets.users))} users)"
-    )
+    what = f"{len(runs)} run{'s' if len(runs) != 1 else ''} on the {args.protocol} split of "
+    counts = f"{train.n_ratings} training ratings, {task.targets.n_ratings} test ratings of "
+    summary = (what + str(args.input), counts + f"{len(np.unique(task.targets.users))} users")
     return rows, summary
 
 

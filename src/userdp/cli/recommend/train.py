@@ -16,7 +16,13 @@ from userdp.privacy.budget import PrivacyBudget
 from userdp.recommend import RecommenderModel
 from userdp.recommend.protocols import compact_users
 
-from ..options import atomic_output, check_output_path, common_options, run_guarded
+from ..options import (
+    NOT_PRIVATE,
+    atomic_output,
+    check_output_path,
+    common_options,
+    run_guarded,
+)
 from . import _options
 from ._data import (
     check_public,
@@ -193,7 +199,10 @@ def run(args: argparse.Namespace) -> int:
     logger.info("Wrote the model to %s.", output)
     if not args.quiet:
         seconds = time.perf_counter() - start
-        print(_summary(model, fitted, ratings, output, seconds, coder), file=sys.stderr)
+        print(
+            _summary(model, fitted, ratings, output, seconds, coder, verbose=args.verbose > 0),
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -204,9 +213,12 @@ def _summary(
     output: Path,
     seconds: float,
     encoder: Any = None,
+    *,
+    verbose: bool = False,
 ) -> str:
-    """The release (released values and declared parameters), then the operator's exact,
-    non-private figures on their own labelled line."""
+    """The release (released values, declared parameters and where it went); with ``-v`` the
+    operator's exact figures (input counts, timings: not private) on their own labelled line.
+    Logs keep stderr, so nothing data-dependent is printed by default."""
     prog = f"{PROG} train"
     b = model.budget
     row = [
@@ -231,10 +243,11 @@ def _summary(
             + (", item biases" if model.item_biases is not None else "")
             + " and the encoder's parameters."
         )
-    diag = fitted.diagnostics_
-    lines.append(
-        f"{prog}: non-private, for the operator only (not part of the release, never saved): "
-        f"{r.n_users} users, {r.n_ratings} ratings, {diag['ratings_outside_item_set']} "
-        f"outside the item set; {seconds:.2f} s ({diag['fit_seconds']:.2f} s training)."
-    )
+    if verbose:
+        diag = fitted.diagnostics_
+        lines.append(
+            f"{prog}: {NOT_PRIVATE}: {r.n_users} users, {r.n_ratings} ratings, "
+            f"{diag['ratings_outside_item_set']} outside the item set; {seconds:.2f} s "
+            f"({diag['fit_seconds']:.2f} s training)."
+        )
     return "\n".join(lines)

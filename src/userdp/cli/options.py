@@ -427,7 +427,7 @@ def start_spark(master: str | None, *, verbose: int = 0) -> Any:
 
     config = {"spark.ui.showConsoleProgress": "false"}
     if verbose >= 2:
-        return spark_session(master, config=config)
+        return spark_session(master, config=config, quiet=False)
     sys.stderr.flush()
     saved = os.dup(2)
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -471,6 +471,11 @@ def run_guarded(prog: str, command: Callable[[argparse.Namespace], int], args: A
             return command(args)
     except BrokenPipeError:
         raise
+    except (MemoryError, OverflowError) as err:
+        if args.debug:
+            raise
+        print(f"{prog}: error: {_too_large(err)}", file=sys.stderr)
+        return ExitCode.USAGE
     except (UserDPError, OSError) as err:
         if args.debug:
             raise
@@ -490,6 +495,25 @@ def run_guarded(prog: str, command: Callable[[argparse.Namespace], int], args: A
         return ExitCode.FAILURE
 
 
+def _too_large(err: BaseException) -> str:
+    """One line for a parameter that asks for more memory or range than there is.
+
+    Sizes the user types (a dimension, a number of rounds or users) are checked against the
+    data where they can be; this is the net for the rest: exit 2 like any other bad input.
+    """
+    if isinstance(err, MemoryError):
+        detail = str(err).split(" for an array", 1)[0]  # NumPy: "Unable to allocate 7.28 TiB"
+        detail = f" ({one_line(detail)})" if detail else ""
+        return (
+            f"not enough memory{detail}: a size given on the command line (e.g. --users, "
+            "--dim, --rounds) is too large for this machine; use a smaller value."
+        )
+    return (
+        "a number given on the command line (e.g. --rounds, --users) is too large to compute "
+        "with in floating point; use a smaller value."
+    )
+
+
 def _describe(err: BaseException) -> str:
     if isinstance(err, OSError) and err.strerror:
         where = f"{err.filename!s}: " if err.filename else ""
@@ -506,7 +530,9 @@ def _describe(err: BaseException) -> str:
         useful = [ln for ln in lines if ln and not ln.startswith("An error occurred while")]
         text = useful[0] if useful else ""
     else:
-        text = str(err)
+        from userdp.data.io import safe_message
+
+        text = safe_message(err)  # an Arrow error may quote a row of the data
     text = one_line(text) if text.strip() else type(err).__name__
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 

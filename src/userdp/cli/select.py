@@ -23,6 +23,7 @@ from userdp.exceptions import InvalidParameterError
 from userdp.partition import SelectionResult, SparkSelectionResult
 from userdp.partition.api import ALGORITHMS, select_partitions
 from userdp.partition.rounds import COMPOSITIONS
+from userdp.privacy.budget import format_delta
 
 from .options import (
     Progress,
@@ -292,6 +293,23 @@ def _text_lines(items: pa.Array) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
+#: Suffixes of formats that --output does not write (it would write text under their name).
+_FOREIGN_SUFFIXES = frozenset(
+    ".xlsx .xls .xlsm .ods .feather .arrow .ipc .avro .orc .pq .npy .npz .pkl .pickle .h5 "
+    ".hdf5 .db .sqlite .zip .gz .bz2 .zst .xz .lz4 .jsonl .ndjson".split()
+)
+
+
+def _check_output_suffix(name: str) -> None:
+    """Refuse an --output name promising a format that is not written (text as ``.xlsx``)."""
+    suffix = Path(name).suffix.lower()
+    if suffix in _FOREIGN_SUFFIXES:
+        raise InvalidParameterError(
+            f"--output {name!r}: userdp select does not write {suffix} files; use .parquet, "
+            ".json, or a text name (.txt, .csv: one item per line)."
+        )
+
+
 def _write(items: pa.Array, path: Path, suffix: str) -> None:
     """Write ``items`` to ``path`` in the format of the final name's ``suffix``."""
     suffix = suffix.lower()
@@ -312,6 +330,7 @@ def run(args: argparse.Namespace) -> int:
     options = _check_parameters(args)
     output = None
     if args.output is not None and args.output != "-":
+        _check_output_suffix(args.output)
         directory = args.engine == "spark" and Path(args.output).suffix.lower() == ".parquet"
         output = check_output_path(args.output, overwrite=args.overwrite, directory=directory)
     if not args.header and args.format in ("parquet", "jsonl"):
@@ -464,7 +483,7 @@ def _summary(result: SelectionResult | SparkSelectionResult, seconds: float) -> 
     n = len(result)
     return (
         f"{PROG}: selected {n} item{'' if n == 1 else 's'} with {result.algorithm} at "
-        f"epsilon={budget.epsilon:g}, delta={budget.delta:g} in {seconds:.2f} s."
+        f"epsilon={budget.epsilon:g}, delta={format_delta(budget.delta)} in {seconds:.2f} s."
     )
 
 

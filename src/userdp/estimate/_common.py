@@ -40,7 +40,7 @@ from userdp.estimate.weighting import (
 )
 from userdp.exceptions import InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
-from userdp.privacy.budget import PrivacyBudget
+from userdp.privacy.budget import PrivacyBudget, format_delta
 from userdp.privacy.calibrate import laplace_scale
 from userdp.privacy.noise import NoiseSource
 
@@ -280,4 +280,4 @@ class Release:
 
 def budget_text(budget: PrivacyBudget) -> str:
     """``epsilon=..., delta=...`` for a ``summary()`` line."""
-    return f"epsilon={budget.epsilon:g}, delta={budget.delta:g}"
+    return f"epsilon={budget.epsilon:g}, delta={format_delta(budget.delta)}"

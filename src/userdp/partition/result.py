@@ -10,6 +10,7 @@ import dp_accounting
 import pyarrow as pa
 
 from userdp.privacy import PrivacyBudget
+from userdp.privacy.budget import format_delta
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -107,7 +108,7 @@ def _summary(algorithm: str, n: int, budget: PrivacyBudget) -> str:
     # Only the release and its cost: the exact input counts are in ``diagnostics``.
     return (
         f"{algorithm}: selected {n} item{'' if n == 1 else 's'} at "
-        f"epsilon={budget.epsilon:g}, delta={budget.delta:g}"
+        f"epsilon={budget.epsilon:g}, delta={format_delta(budget.delta)}"
     )
 
 

@@ -428,6 +428,7 @@ def start_spark(master: str | None, *, verbose: int = 0) -> Any:
     config = {"spark.ui.showConsoleProgress": "false"}
     if verbose >= 2:
         return spark_session(master, config=config, quiet=False)
+    _plain_interrupts()
     sys.stderr.flush()
     saved = os.dup(2)
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -439,7 +440,29 @@ def start_spark(master: str | None, *, verbose: int = 0) -> Any:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+    _plain_interrupts()
     return session
+
+
+def _plain_interrupts() -> None:
+    """Ctrl-C during a Spark job: one line, not 49 lines of py4j tracebacks.
+
+    PySpark installs a SIGINT handler that calls ``cancelAllJobs`` through py4j while the main
+    thread is itself inside a py4j call; the re-entrant call fails and py4j logs each failure
+    with ``logging.exception`` on the root logger (which, without handlers, configures itself
+    to print on stderr). Python's default handler raises ``KeyboardInterrupt`` at once instead
+    (the JVM ignores SIGINT and goes down with the process); :func:`userdp.cli.console_main`
+    prints the one line. py4j's root-logger records are dropped when the root logger has no
+    handler of its own.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
 
 
 #: Exceptions raised by Spark (through py4j) on bad input: exit 2 with their first line.
@@ -529,10 +552,12 @@ def _describe(err: BaseException) -> str:
         lines = [ln.strip().lstrip(": ").strip() for ln in str(err).splitlines()]
         useful = [ln for ln in lines if ln and not ln.startswith("An error occurred while")]
         text = useful[0] if useful else ""
-    else:
+    elif type(err).__module__.startswith("pyarrow"):
         from userdp.data.io import safe_message
 
-        text = safe_message(err)  # an Arrow error may quote a row of the data
+        text = safe_message(err)  # an Arrow error may quote a row or value of the data
+    else:
+        text = str(err)
     text = one_line(text) if text.strip() else type(err).__name__
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 

@@ -547,3 +547,19 @@ def test_items_catalogue_from_stdin_or_csv(tmp_path, capsys):
     huge = [*base[:-7], "--dim", "100000", "--items", str(stdin), "-o", str(tmp_path / "c.npz")]
     line = _fails_cleanly(huge, capsys, "userdp recommend train")
     assert "not enough memory" in line and not (tmp_path / "c.npz").exists()
+
+
+# -- what the output says ----------------------------------------------------------------------
+def test_evaluate_says_when_a_model_does_not_beat_the_references():
+    from userdp.cli.recommend.evaluate import _no_better_than_baselines, _Row
+
+    rows = [
+        _Row("adadpals", 1.0, 1e-5, "rmse", 0.98, [], 1.0),
+        _Row("als", None, None, "rmse", 0.90, [], 1.0),
+        _Row("adadpals", 1.0, 1e-5, "recall", 0.10, [], 1.0),
+        _Row("global-mean", None, None, "rmse", 0.96, [], 0.0),
+        _Row("popularity", None, None, "recall", 0.05, [], 0.0),
+    ]
+    notes = _no_better_than_baselines(rows)
+    assert len(notes) == 1
+    assert notes[0].startswith("adadpals at epsilon=1 does no better than the global-mean")

@@ -76,14 +76,11 @@ def test_ctrl_c_during_a_spark_job_is_one_line(tmp_path):
     assert rest.rstrip().endswith("userdp: interrupted")
 
 
-def test_spark_refuses_a_row_with_extra_fields_like_the_local_engine(tmp_path):
-    pytest.importorskip("pyspark")
+def test_spark_refuses_a_row_with_extra_fields_like_the_local_engine(spark, tmp_path, capsys):
     p = tmp_path / "pairs.csv"
     p.write_text("user,item\n" + "".join(f"u{u},a\n" for u in range(50)) + "u1,b,secret-x\n")
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    for engine in (["--engine", "local"], ["--spark-master", "local[1]"]):
-        cmd = [sys.executable, "-m", "userdp", "select", str(p), *FLAGS, *engine]
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-        assert done.returncode == ExitCode.USAGE, done.stderr[-2000:]
-        assert done.stdout == "" and len(done.stderr.splitlines()) == 1
-        assert "secret-x" not in done.stderr
+    for engine in ("local", "spark"):
+        assert main(["select", str(p), *FLAGS, "--engine", engine]) == ExitCode.USAGE
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.splitlines()) == 1, err
+        assert "secret-x" not in err

@@ -214,6 +214,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="Replace OUT if it exists. Default: refuse to overwrite an existing file.",
     )
+    out.add_argument(
+        "--json",
+        action="store_true",
+        help="Print the release as one JSON object on stdout: algorithm, epsilon, delta, unit "
+        "and items (with --output, the items go to OUT and the object names it instead).",
+    )
     parser.set_defaults(handler=lambda args: run_guarded(PROG, run, args), parser=parser)
     return parser
 
@@ -366,9 +372,11 @@ def run(args: argparse.Namespace) -> int:
             logger.debug("Parameters: %s", dict(result.parameters))
         items = result.to_arrow()
         with progress.stage("write"):
-            if output is None:
+            if output is None and not args.json:
                 sys.stdout.write(_text_lines(items))
                 sys.stdout.flush()
+            elif output is None:
+                pass  # the JSON object below holds the items
             else:
                 with atomic_output(output, overwrite=args.overwrite) as tmp:
                     _write(items, tmp, output.suffix)
@@ -376,8 +384,22 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
 
+    _print_json(args, result, output)
     _report(args, result, time.perf_counter() - start)
     return 0
+
+
+def _print_json(
+    args: argparse.Namespace, result: SelectionResult | SparkSelectionResult, output: Path | None
+) -> None:
+    """``--json``: the release (:meth:`SelectionResult.to_dict`) as one object on stdout."""
+    if not args.json:
+        return
+    record = result.to_dict()
+    if output is not None:
+        del record["items"]
+        record |= {"n_items": len(result), "output": str(output)}
+    print(json.dumps(record, ensure_ascii=False, default=str))
 
 
 def _run_spark(
@@ -410,7 +432,9 @@ def _run_spark(
                 **options,
             )
         with progress.stage("write"):
-            _write_spark(result, output, overwrite=args.overwrite)
+            if output is not None or not args.json:
+                _write_spark(result, output, overwrite=args.overwrite)
+            _print_json(args, result, output)
         result.dataframe.unpersist()
     finally:
         progress.close()

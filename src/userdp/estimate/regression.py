@@ -84,6 +84,7 @@ from userdp.estimate._sample_limit import (
     best_limit_h_regression,
     sample_limit_design,
 )
+from userdp.estimate._scoring import r2_score, sklearn_tags
 from userdp.estimate.weighting import check_bounds, check_features
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
 from userdp.privacy.accountant import PrivacyAccountant
@@ -618,3 +619,18 @@ class LabelPrivateLinearRegression(ParamsMixin):
                 f"{self.n_features_in_}."
             )
         return x @ self.coef_ + self.intercept_
+
+    _estimator_type = "regressor"  # scikit-learn < 1.6
+
+    def __sklearn_tags__(self) -> object:
+        """scikit-learn >= 1.6: a regressor (imports scikit-learn only when it asks)."""
+        return sklearn_tags("regressor")
+
+    def score(self, X: object, y: object, sample_weight: object = None) -> float:
+        """Coefficient of determination R^2 of :meth:`predict` on ``X``, ``y`` (scikit-learn's
+        ``RegressorMixin.score``), so ``cross_val_score`` and ``Pipeline.score`` work.
+
+        Not a private release: it is computed exactly on the ``X`` and ``y`` given (a held-out
+        set of the caller's), like any evaluation.
+        """
+        return r2_score(y, self.predict(X), sample_weight, f"{_CALLER}.score")

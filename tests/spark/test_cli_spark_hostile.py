@@ -84,3 +84,16 @@ def test_spark_refuses_a_row_with_extra_fields_like_the_local_engine(spark, tmp_
         out, err = capsys.readouterr()
         assert out == "" and len(err.splitlines()) == 1, err
         assert "secret-x" not in err
+
+
+def test_spark_session_from_python_prints_nothing(tmp_path):
+    """spark_session() printed up to 10 KB of JVM notes, log4j lines and progress bars."""
+    pytest.importorskip("pyspark")
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    code = ("from userdp.spark import spark_session; s = spark_session('local[1]'); "
+            "print(s.range(100000).selectExpr('sum(id)').collect()[0][0]); s.stop()")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=600, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == str(sum(range(100000)))
+    assert done.stderr == ""

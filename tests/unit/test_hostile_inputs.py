@@ -228,7 +228,7 @@ def test_threshold_of_a_large_cap_equals_the_dense_maximum(cap, h_scale, monkeyp
     assert calibrate.partition_threshold(sigma, 1e-5, cap, h_scale) == sparse
 
 
-def test_threshold_of_a_huge_cap_is_quick_and_monotone(monkeypatch):
+def test_threshold_of_a_huge_cap_needs_no_array_and_grows(monkeypatch):
     from userdp.privacy import calibrate
 
     def no_big_arange(*args, **kwargs):
@@ -237,9 +237,7 @@ def test_threshold_of_a_huge_cap_is_quick_and_monotone(monkeypatch):
     sigma = gaussian_sigma(1.0, 5e-6)
     small = calibrate.partition_threshold(sigma, 1e-5, 10**6)
     monkeypatch.setattr(calibrate.np, "arange", no_big_arange)
-    start = time.perf_counter()
     values = [calibrate.partition_threshold(sigma, 1e-5, c) for c in (10**9, 10**12, 2**62)]
-    assert time.perf_counter() - start < 5
     assert small < values[0] < values[1] < values[2] < 50
 
 

@@ -7,13 +7,14 @@ Python, so no environment variable has to be set by hand.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from userdp.exceptions import UserDPError
@@ -128,7 +129,7 @@ def local_settings(master: str, memory: int | None = None) -> dict[str, str]:
 
 
 def spark_session(
-    master: str | None = None, config: Mapping[str, Any] | None = None
+    master: str | None = None, config: Mapping[str, Any] | None = None, *, quiet: bool = True
 ) -> SparkSession:
     """The active SparkSession, or a new one configured to start on a fresh machine.
 
@@ -140,6 +141,11 @@ def spark_session(
     config : mapping or None, default=None
         Extra settings for a new session, e.g. ``{"spark.executor.memory": "8g"}``; they
         override userdp's.
+    quiet : bool, default=True
+        Start the JVM with its stderr pointed at ``os.devnull`` (its start-up notes, log4j
+        lines and stage progress bars otherwise fill the console or notebook), with progress
+        bars off and Spark's log level at ERROR. Errors still reach Python as exceptions.
+        ``quiet=False`` keeps Spark's console output, for debugging.
 
     Notes
     -----
@@ -168,6 +174,7 @@ def spark_session(
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false" if quiet else "true",
         # The driver keeps every SQL plan for the UI; userdp runs many jobs with large adaptive
         # plans, so keep few (a long test or notebook session otherwise fills the heap).
         "spark.sql.ui.retainedExecutions": "20",
@@ -184,8 +191,35 @@ def spark_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:
-        session = builder.getOrCreate()
+        with _jvm_stderr_silenced(quiet):
+            session = builder.getOrCreate()
     except Exception as err:  # Py4J / JVM start-up failures carry no common type
         raise SparkUnavailableError(f"Spark failed to start ({master}): {err}") from err
-    session.sparkContext.setLogLevel("WARN")
+    session.sparkContext.setLogLevel("ERROR" if quiet else "WARN")
     return session
+
+
+@contextlib.contextmanager
+def _jvm_stderr_silenced(quiet: bool) -> Iterator[None]:
+    """Point file descriptor 2 at ``os.devnull`` while the JVM launches (it inherits it).
+
+    Python's own ``sys.stderr`` is restored as soon as the JVM is up; only the JVM's console
+    (start-up notes, log4j, progress bars) stays silenced for the session's life.
+    """
+    if not quiet:
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (some notebooks): nothing to silence
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)

@@ -6,6 +6,7 @@ exit 2, nothing written to the output, and no cell value of the data in the mess
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import stat
@@ -433,3 +434,132 @@ def test_recommend_unparsable_rating_names_row_not_value(tmp_path, capsys):
 def test_generate_dash_writes_csv_to_stdout(capsys):
     assert main(["generate", "zipf", "-", "--users", "10", "--seed", "1", "-q"]) == 0
     assert capsys.readouterr().out.startswith("user,item\n")
+
+
+# -- sizes typed by the user, files that are not what they say ------------------------------------
+def test_a_huge_cap_costs_no_memory(files, capsys):
+    """The threshold's maximum over t = 1..cap is found without an array of cap values."""
+    argv = ["select", str(files["pairs"]), *EPS_DELTA, "--seed", "1", "-q"]
+    assert main([*argv, "--max-items-per-user", str(10**12)]) == 0
+    assert capsys.readouterr().out == "a\nthe\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "prog", "words"),
+    [
+        (["select", "{pairs}", *EPS_DELTA, "--rounds", "100000"], "userdp select", "too large"),
+        (["generate", "zipf", "{dir}/g.csv", "--users", str(10**12)], "userdp generate",
+         "not enough memory"),
+    ],
+)  # fmt: skip
+def test_too_large_sizes_are_usage_errors(argv, prog, words, files, capsys):
+    argv = [a.format(**{k: str(v) for k, v in files.items()}) for a in argv]
+    line = _fails_cleanly(argv, capsys, prog)
+    assert words in line
+    assert not (files["dir"] / "g.csv").exists()
+
+
+def test_duplicated_header_is_one_line(tmp_path, capsys):
+    p = tmp_path / "dup.csv"
+    p.write_text("user,item,item\nu1,a,b\n")
+    line = _fails_cleanly(["select", str(p), *EPS_DELTA], capsys, "userdp select")
+    assert "'item' appears 2 times" in line
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe,\x80\n" * 20, "not UTF-8"),
+        (gzip.compress(b"user,item\nu1,a\n"), "like a .gz file"),
+        (b"user,item\n" + b"u,a\x00b\n" * 3, "NUL bytes"),
+    ],
+)
+def test_binary_or_misnamed_compressed_csv_is_one_line(content, words, tmp_path, capfd):
+    p = tmp_path / "pairs.csv"
+    p.write_bytes(content)
+    assert main(["select", str(p), *EPS_DELTA]) == ExitCode.USAGE
+    out, err = capfd.readouterr()  # capfd: Arrow's ignored-exception report went to fd 2
+    assert out == ""
+    assert words in _one_error_line(err, "userdp select")
+
+
+def test_undecodable_bad_row_prints_no_ignored_exception(tmp_path, capfd):
+    p = tmp_path / "pairs.csv"
+    p.write_bytes(b"user,item\n" + b"u,a\n" * 2000 + b"x,\xff\xfe,z\n")
+    assert main(["select", str(p), *EPS_DELTA]) == ExitCode.USAGE
+    _, err = capfd.readouterr()
+    assert "Exception ignored" not in err
+    _one_error_line(err, "userdp select")
+
+
+def test_unterminated_quote_does_not_swallow_rows(tmp_path, capsys):
+    p = tmp_path / "pairs.csv"
+    p.write_text('user,item\nu1,"abc\nu2,x\nu3,y\n')
+    line = _fails_cleanly(["select", str(p), *EPS_DELTA], capsys, "userdp select")
+    assert "line 2" in line and "unterminated quote" in line and "x" not in line.split(":")[-1]
+
+
+def test_audit_input_errors_hold_no_cell_value(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"user,item\n7,{SECRET},extra\n")
+    line = _fails_cleanly(["audit", "--input", str(bad)], capsys, "userdp audit")
+    assert SECRET not in line and "line 2" in line
+    values = tmp_path / "values.csv"
+    values.write_text(f"user,item,value\n7,a,{SECRET}\n")
+    line = _fails_cleanly(["audit", "--input", str(values)], capsys, "userdp audit")
+    assert SECRET not in line and "'value'" in line
+
+
+def test_select_refuses_an_output_format_it_does_not_write(files, tmp_path, capsys):
+    out = tmp_path / "out.xlsx"
+    argv = ["select", str(files["pairs"]), *EPS_DELTA, "-o", str(out)]
+    assert ".xlsx" in _fails_cleanly(argv, capsys, "userdp select")
+    assert not out.exists()
+
+
+def test_huge_epsilon_prints_no_numpy_warning(files, capsys):
+    assert main(["select", str(files["pairs"]), "--epsilon", "1e20", "--delta", "1e-5"]) == 0
+    err = capsys.readouterr().err
+    assert "divide by zero" not in err and "RuntimeWarning" not in err
+
+
+def test_delta_near_one_is_not_reported_as_one(files, capsys):
+    assert main(["select", str(files["pairs"]), "--epsilon", "1", "--delta", "0.9999999"]) == 0
+    err = capsys.readouterr().err
+    assert "delta=0.9999999" in err and "delta=1 " not in err
+
+
+def test_items_catalogue_from_stdin_or_csv(tmp_path, capsys):
+    ratings = tmp_path / "r.csv"
+    ratings.write_text(
+        "user,item,rating\n" + "".join(f"u{u},i{i},{1 + (u + i) % 5}\n" for u in range(40)
+                                       for i in range(6))
+    )  # fmt: skip
+    base = ["recommend", "train", str(ratings), *EPS_DELTA, "--rating-range", "1", "5",
+            "--dim", "2", "--steps", "1", "--seed", "0", "-q"]  # fmt: skip
+    catalogue = tmp_path / "items.csv"
+    catalogue.write_text("item\ni0\ni1\ni2\n")
+    assert main([*base, "--items", str(catalogue), "-o", str(tmp_path / "a.npz")]) == 0
+    stdin = tmp_path / "stdin"  # a name without a table suffix reads one id per line
+    stdin.write_text("i0\ni1\ni2\n")
+    assert main([*base, "--items", str(stdin), "-o", str(tmp_path / "b.npz")]) == 0
+    capsys.readouterr()
+    huge = [*base[:-7], "--dim", "100000", "--items", str(stdin), "-o", str(tmp_path / "c.npz")]
+    line = _fails_cleanly(huge, capsys, "userdp recommend train")
+    assert "not enough memory" in line and not (tmp_path / "c.npz").exists()
+
+
+# -- what the output says ----------------------------------------------------------------------
+def test_evaluate_says_when_a_model_does_not_beat_the_references():
+    from userdp.cli.recommend.evaluate import _no_better_than_baselines, _Row
+
+    rows = [
+        _Row("adadpals", 1.0, 1e-5, "rmse", 0.98, [], 1.0),
+        _Row("als", None, None, "rmse", 0.90, [], 1.0),
+        _Row("adadpals", 1.0, 1e-5, "recall", 0.10, [], 1.0),
+        _Row("global-mean", None, None, "rmse", 0.96, [], 0.0),
+        _Row("popularity", None, None, "recall", 0.05, [], 0.0),
+    ]
+    notes = _no_better_than_baselines(rows)
+    assert len(notes) == 1
+    assert notes[0].startswith("adadpals at epsilon=1 does no better than the global-mean")

@@ -169,13 +169,17 @@ def test_bytes_array_seed_matches_reference(pairs):
     assert xxhash64_bytes(arr, seeds).tolist() == [ref_xxh64(v, s) for v, s in pairs]
 
 
+@pytest.mark.parametrize("c_min", [None, 0, 1 << 62])
 @pytest.mark.parametrize("block", [None, 7])
-def test_bytes_every_length_in_one_batch(block, monkeypatch):
+def test_bytes_every_length_in_one_batch(block, c_min, monkeypatch):
     # Every length 0..300 plus long strings, shuffled: exercises the stripe prefixes and all
     # 32 tail classes together, with words straddling unaligned data positions; a tiny block
     # size also exercises the blocking over strings.
+    # c_min: every string through the C package (0), none (huge), or the long ones (default).
     if block is not None:
         monkeypatch.setattr(_hashing, "_BYTES_BLOCK", block)
+    if c_min is not None:
+        monkeypatch.setattr(_hashing, "_C_MIN_BYTES", c_min)
     rng = np.random.default_rng(2)
     lengths = np.concatenate([np.arange(301), [1000, 4099, 64, 64, 0]])
     rng.shuffle(lengths)
@@ -365,6 +369,27 @@ def test_spark_strings(spark):
 
     values = random_texts(np.random.default_rng(12), 300)
     check_against_spark(spark, values, pa.string(), T.StringType())
+
+
+@spark_test
+def test_spark_long_strings(spark):
+    """Ids beyond the C package's threshold (and one of 1 MB) hash as Spark hashes them."""
+    from pyspark.sql import types as T
+
+    rng = np.random.default_rng(14)
+    lengths = [*rng.integers(400, 3000, size=40).tolist(), _hashing._C_MIN_BYTES, 1 << 20]
+    values = ["".join(rng.choice(list("ab日😀"), size=int(k)).tolist()) for k in lengths]
+    check_against_spark(spark, [*values, None, "short"], pa.string(), T.StringType())
+
+
+def test_one_huge_id_goes_to_the_c_package():
+    """A 50 MB id (the NumPy kernel looped over its 1.6M stripes in Python: minutes)."""
+    import xxhash
+
+    value = b"x" * 50_000_000
+    want = xxhash.xxh64_intdigest(value, SPARK_SEED)
+    got = spark_xxhash64(pa.array([value], pa.binary()))
+    assert got.tolist() == [want - (1 << 64) if want >> 63 else want]
 
 
 @spark_test

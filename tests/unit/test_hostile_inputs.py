@@ -214,3 +214,42 @@ def test_reader_conversion_errors_hide_the_value():
     err = pa.ArrowInvalid("CSV parse error: Row #3: Expected 2 columns, got 3: u2,b,secret")
     assert "secret" not in safe_message(err)
     assert "Row #3: Expected 2 columns, got 3" in safe_message(err)
+
+
+# -- memory bounded by the data, not by typed parameters ------------------------------------------
+@pytest.mark.parametrize("h_scale", [0.5, 1.0, 30.0, 1000.0])
+@pytest.mark.parametrize("cap", [(1 << 20) + 1, 3_000_017])
+def test_threshold_of_a_large_cap_equals_the_dense_maximum(cap, h_scale, monkeypatch):
+    from userdp.privacy import calibrate
+
+    sigma = gaussian_sigma(1.0, 5e-6)
+    sparse = calibrate.partition_threshold(sigma, 1e-5, cap, h_scale)
+    monkeypatch.setattr(calibrate, "_DENSE_THRESHOLD_CAP", 1 << 30)
+    assert calibrate.partition_threshold(sigma, 1e-5, cap, h_scale) == sparse
+
+
+def test_threshold_of_a_huge_cap_needs_no_array_and_grows(monkeypatch):
+    from userdp.privacy import calibrate
+
+    def no_big_arange(*args, **kwargs):
+        raise AssertionError("np.arange called for a huge cap")
+
+    sigma = gaussian_sigma(1.0, 5e-6)
+    small = calibrate.partition_threshold(sigma, 1e-5, 10**6)
+    monkeypatch.setattr(calibrate.np, "arange", no_big_arange)
+    values = [calibrate.partition_threshold(sigma, 1e-5, c) for c in (10**9, 10**12, 2**62)]
+    assert small < values[0] < values[1] < values[2] < 50
+
+
+def test_duplicated_column_names_are_a_data_error():
+    columns = [pa.array(["u"]), pa.array(["a"]), pa.array(["b"])]
+    t = pa.table(columns, names=["user", "item", "item"])
+    with pytest.raises(DataError, match="'item' appears 2 times"):
+        Contributions.from_table(t)
+
+
+def test_unterminated_quote_is_a_data_error(tmp_path):
+    p = tmp_path / "pairs.csv"
+    p.write_text('user,item\nu1,"abc\nu2,x\n')
+    with pytest.raises(DataError, match=r"line 2.*unterminated quote"):
+        read(p)

@@ -130,14 +130,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _read_input(path: str, value_range: tuple[float, float]) -> Any:
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
-
     from userdp.audit import Table
+    from userdp.data.io import read_table, to_float64
 
-    p = Path(path)
-    suffixes = [s.lower() for s in p.suffixes]
-    table = pq.read_table(p) if suffixes[-1:] in ([".parquet"], [".pq"]) else pacsv.read_csv(p)
+    table = read_table(Path(path))  # its errors name lines and columns, never a cell value
     missing = [c for c in ("user", "item") if c not in table.column_names]
     if missing:
         raise DataError(f"{path}: missing column(s) {', '.join(map(repr, missing))}; found "
@@ -148,8 +144,8 @@ def _read_input(path: str, value_range: tuple[float, float]) -> Any:
     _, item = np.unique(table.column("item").to_numpy(zero_copy_only=False), return_inverse=True)
     value = None
     if "value" in table.column_names:
-        value = np.clip(table.column("value").to_numpy(zero_copy_only=False).astype(np.float64),
-                        *value_range)  # fmt: skip
+        numbers = to_float64(table.column("value"), "value", str(path))
+        value = np.clip(numbers.to_numpy(zero_copy_only=False), *value_range)
     lo, hi = value_range
     if not lo < hi:
         raise InvalidParameterError(f"--value-range must have LO < HI; got {lo!r} {hi!r}.")

@@ -12,6 +12,7 @@ import csv
 import inspect
 import json
 import logging
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -443,6 +444,10 @@ def _run_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, flo
     h = np.atleast_1d(np.asarray(result.h, dtype=np.float64)).tolist()
     info = {"method": args.method, "h": h[0] if len(h) == 1 else h}
     info |= {"epsilon": float(result.budget.epsilon), "delta": float(result.budget.delta)}
+    noise = result.noise()
+    if noise is not None:  # the mean's noise (quantiles are drawn, not noised)
+        info |= {"noise_sd": noise["noise_sd"], "interval95": list(noise["interval95"]),
+                 "noise": noise["noise"]}  # fmt: skip
     return info, estimates
 
 
@@ -470,6 +475,10 @@ def _run_linreg(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, flo
         estimates = {"intercept": float(model.intercept_), **estimates}
     info = {"method": model.method, "epsilon": float(model.budget_.epsilon),
             "delta": float(model.budget_.delta)}  # fmt: skip
+    # Laplace(b) on every coefficient: sd sqrt(2) b, 95% of the noise within b ln 20
+    b = float(model.noise_scale_)
+    info |= {"noise_sd": math.sqrt(2.0) * b, "interval95_half_width": b * math.log(20.0),
+             "noise": "laplace"}  # fmt: skip
     return info, estimates
 
 

@@ -432,7 +432,8 @@ def start_spark(master: str | None, *, verbose: int = 0) -> Any:
 
     config = {"spark.ui.showConsoleProgress": "false"}
     if verbose >= 2:
-        return spark_session(master, config=config)
+        return spark_session(master, config=config, quiet=False)
+    _plain_interrupts()
     sys.stderr.flush()
     saved = os.dup(2)
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -444,7 +445,29 @@ def start_spark(master: str | None, *, verbose: int = 0) -> Any:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+    _plain_interrupts()
     return session
+
+
+def _plain_interrupts() -> None:
+    """Ctrl-C during a Spark job: one line, not 49 lines of py4j tracebacks.
+
+    PySpark installs a SIGINT handler that calls ``cancelAllJobs`` through py4j while the main
+    thread is itself inside a py4j call; the re-entrant call fails and py4j logs each failure
+    with ``logging.exception`` on the root logger (which, without handlers, configures itself
+    to print on stderr). Python's default handler raises ``KeyboardInterrupt`` at once instead
+    (the JVM ignores SIGINT and goes down with the process); :func:`userdp.cli.console_main`
+    prints the one line. py4j's root-logger records are dropped when the root logger has no
+    handler of its own.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
 
 
 #: Exceptions raised by Spark (through py4j) on bad input: exit 2 with their first line.
@@ -476,6 +499,11 @@ def run_guarded(prog: str, command: Callable[[argparse.Namespace], int], args: A
             return command(args)
     except BrokenPipeError:
         raise
+    except (MemoryError, OverflowError) as err:
+        if args.debug:
+            raise
+        print(f"{prog}: error: {_too_large(err)}", file=sys.stderr)
+        return ExitCode.USAGE
     except (UserDPError, OSError) as err:
         if args.debug:
             raise
@@ -495,6 +523,25 @@ def run_guarded(prog: str, command: Callable[[argparse.Namespace], int], args: A
         return ExitCode.FAILURE
 
 
+def _too_large(err: BaseException) -> str:
+    """One line for a parameter that asks for more memory or range than there is.
+
+    Sizes the user types (a dimension, a number of rounds or users) are checked against the
+    data where they can be; this is the net for the rest: exit 2 like any other bad input.
+    """
+    if isinstance(err, MemoryError):
+        detail = str(err).split(" for an array", 1)[0]  # NumPy: "Unable to allocate 7.28 TiB"
+        detail = f" ({one_line(detail)})" if detail else ""
+        return (
+            f"not enough memory{detail}: a size given on the command line (e.g. --users, "
+            "--dim, --rounds) is too large for this machine; use a smaller value."
+        )
+    return (
+        "a number given on the command line (e.g. --rounds, --users) is too large to compute "
+        "with in floating point; use a smaller value."
+    )
+
+
 def _describe(err: BaseException) -> str:
     if isinstance(err, OSError) and err.strerror:
         where = f"{err.filename!s}: " if err.filename else ""
@@ -510,6 +557,10 @@ def _describe(err: BaseException) -> str:
         lines = [ln.strip().lstrip(": ").strip() for ln in str(err).splitlines()]
         useful = [ln for ln in lines if ln and not ln.startswith("An error occurred while")]
         text = useful[0] if useful else ""
+    elif type(err).__module__.startswith("pyarrow"):
+        from userdp.data.io import safe_message
+
+        text = safe_message(err)  # an Arrow error may quote a row or value of the data
     else:
         text = str(err)
     text = one_line(text) if text.strip() else type(err).__name__

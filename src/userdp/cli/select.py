@@ -23,6 +23,7 @@ from userdp.exceptions import InvalidParameterError
 from userdp.partition import SelectionResult, SparkSelectionResult
 from userdp.partition.api import ALGORITHMS, select_partitions
 from userdp.partition.rounds import COMPOSITIONS
+from userdp.privacy.budget import format_delta
 
 from .options import (
     Progress,
@@ -213,6 +214,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="Replace OUT if it exists. Default: refuse to overwrite an existing file.",
     )
+    out.add_argument(
+        "--json",
+        action="store_true",
+        help="Print the release as one JSON object on stdout: algorithm, epsilon, delta, unit "
+        "and items (with --output, the items go to OUT and the object names it instead).",
+    )
     parser.set_defaults(handler=lambda args: run_guarded(PROG, run, args), parser=parser)
     return parser
 
@@ -292,6 +299,23 @@ def _text_lines(items: pa.Array) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
+#: Suffixes of formats that --output does not write (it would write text under their name).
+_FOREIGN_SUFFIXES = frozenset(
+    ".xlsx .xls .xlsm .ods .feather .arrow .ipc .avro .orc .pq .npy .npz .pkl .pickle .h5 "
+    ".hdf5 .db .sqlite .zip .gz .bz2 .zst .xz .lz4 .jsonl .ndjson".split()
+)
+
+
+def _check_output_suffix(name: str) -> None:
+    """Refuse an --output name promising a format that is not written (text as ``.xlsx``)."""
+    suffix = Path(name).suffix.lower()
+    if suffix in _FOREIGN_SUFFIXES:
+        raise InvalidParameterError(
+            f"--output {name!r}: userdp select does not write {suffix} files; use .parquet, "
+            ".json, or a text name (.txt, .csv: one item per line)."
+        )
+
+
 def _write(items: pa.Array, path: Path, suffix: str) -> None:
     """Write ``items`` to ``path`` in the format of the final name's ``suffix``."""
     suffix = suffix.lower()
@@ -312,6 +336,7 @@ def run(args: argparse.Namespace) -> int:
     options = _check_parameters(args)
     output = None
     if args.output is not None and args.output != "-":
+        _check_output_suffix(args.output)
         directory = args.engine == "spark" and Path(args.output).suffix.lower() == ".parquet"
         output = check_output_path(args.output, overwrite=args.overwrite, directory=directory)
     if not args.header and args.format in ("parquet", "jsonl"):
@@ -347,9 +372,11 @@ def run(args: argparse.Namespace) -> int:
             logger.debug("Parameters: %s", dict(result.parameters))
         items = result.to_arrow()
         with progress.stage("write"):
-            if output is None:
+            if output is None and not args.json:
                 sys.stdout.write(_text_lines(items))
                 sys.stdout.flush()
+            elif output is None:
+                pass  # the JSON object below holds the items
             else:
                 with atomic_output(output, overwrite=args.overwrite) as tmp:
                     _write(items, tmp, output.suffix)
@@ -357,8 +384,22 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
 
+    _print_json(args, result, output)
     _report(args, result, time.perf_counter() - start)
     return 0
+
+
+def _print_json(
+    args: argparse.Namespace, result: SelectionResult | SparkSelectionResult, output: Path | None
+) -> None:
+    """``--json``: the release (:meth:`SelectionResult.to_dict`) as one object on stdout."""
+    if not args.json:
+        return
+    record = result.to_dict()
+    if output is not None:
+        del record["items"]
+        record |= {"n_items": len(result), "output": str(output)}
+    print(json.dumps(record, ensure_ascii=False, default=str))
 
 
 def _run_spark(
@@ -391,7 +432,9 @@ def _run_spark(
                 **options,
             )
         with progress.stage("write"):
-            _write_spark(result, output, overwrite=args.overwrite)
+            if output is not None or not args.json:
+                _write_spark(result, output, overwrite=args.overwrite)
+            _print_json(args, result, output)
         result.dataframe.unpersist()
     finally:
         progress.close()
@@ -465,7 +508,7 @@ def _summary(result: SelectionResult | SparkSelectionResult) -> str:
     n = len(result)
     return (
         f"{PROG}: selected {n} item{'' if n == 1 else 's'} with {result.algorithm} at "
-        f"epsilon={budget.epsilon:g}, delta={budget.delta:g}."
+        f"epsilon={budget.epsilon:g}, delta={format_delta(budget.delta)}."
     )
 
 

@@ -221,6 +221,11 @@ class Contributions:
                     f"Column {col!r} not found; the input has columns {names!r}. Name the "
                     f"columns with {keywords} (CLI: {flags})."
                 )
+            if names.count(col) > 1:
+                raise DataError(
+                    f"Column {col!r} appears {names.count(col)} times in the input's header; "
+                    "rename the copies so that each name is one column."
+                )
         return cls._from_columns(*(to_arrow(get(col), col) for col in columns.values()))
 
     # -- shape ----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from userdp.data._arrow_types import plain_arrow
 from userdp.exceptions import DataError, InvalidParameterError
 
 __all__ = ["ORDERS", "check_codes", "encode_ids", "to_arrow"]
@@ -94,8 +95,7 @@ def to_arrow(values: Any, column: str) -> pa.ChunkedArray:
             f"Column {column!r} cannot be read as one typed column of ids ({type(err).__name__}; "
             "rerun with --debug for details)."
         ) from err
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.cast(arr.type.value_type)
+    arr = plain_arrow(arr)  # dictionaries decoded; Polars' string views as large strings
     if pa.types.is_nested(arr.type):
         raise DataError(
             f"Column {column!r} holds {arr.type} values; ids must be scalars (strings or "

@@ -14,12 +14,14 @@ value may be private. The underlying error (with the value) stays chained for ``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import stat
+import sys
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -168,13 +170,27 @@ def read_table(
     try:
         if fmt == "parquet":
             schema = pq.read_schema(path) if os.path.isfile(path) else None
+            _check_unique(schema.names if schema is not None else [], columns, path)
             wanted = list(columns) if schema is None or set(columns) <= set(schema.names) else None
-            return pq.read_table(path, columns=wanted)
-        if fmt == "jsonl":
-            return _read_json(path)
-        return _read_csv(path, columns, fmt, header, delimiter)
+            table = pq.read_table(path, columns=wanted)
+        elif fmt == "jsonl":
+            table = _read_json(path)
+        else:
+            table = _read_csv(path, columns, fmt, header, delimiter)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, UnicodeDecodeError) as err:
         raise DataError(f"Cannot read {str(path)!r} as {fmt}: {safe_message(err)}") from err
+    _check_unique(table.column_names, columns, path)
+    return table
+
+
+def _check_unique(names: Sequence[str], columns: Sequence[str], path: Any) -> None:
+    """Refuse a header naming a wanted column twice (Arrow would raise a bare KeyError)."""
+    for col in columns:
+        if list(names).count(col) > 1:
+            raise DataError(
+                f"Cannot read {str(path)!r}: column {col!r} appears {list(names).count(col)} "
+                "times in the header; rename the copies so that each name is one column."
+            )
 
 
 #: Arrow messages that quote a cell value.
@@ -232,9 +248,11 @@ def _read_csv(
             path, read_options=read_opts, parse_options=parse, convert_options=convert
         )
 
+    _check_text(path, fmt)
     bad: list[Any] = []
     try:
-        table = read(True, bad)
+        with _quiet_undecodable_rows():
+            table = read(True, bad)
     except pa.ArrowInvalid as err:
         if not bad:
             raise
@@ -242,7 +260,8 @@ def _read_csv(
         if row.number is None:  # parallel reads do not number rows: find it serially
             again: list[Any] = []
             try:
-                read(False, again)
+                with _quiet_undecodable_rows():
+                    read(False, again)
             except pa.ArrowInvalid:
                 pass
             row = again[0] if again else row
@@ -258,7 +277,87 @@ def _read_csv(
                 "the user in column 1 and the item in column 2."
             )
         table = table.rename_columns(list(columns[:2]))
+    _check_no_line_breaks(table, path, fmt, header)
     return table
+
+
+#: Leading bytes of compressed streams, by the suffix the file name should carry.
+_MAGIC = {b"\x1f\x8b": ".gz", b"BZh": ".bz2", b"\x28\xb5\x2f\xfd": ".zst", b"PAR1": ".parquet"}
+
+
+def _check_text(path: str | os.PathLike[str], fmt: str) -> None:
+    """Refuse a compressed or binary file named as text before Arrow parses (and echoes) it."""
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        return  # a pipe or device: read as it comes
+    if any(name.lower().endswith(c) for c in _COMPRESSION):
+        return  # Arrow decompresses by the suffix and reports a corrupt stream itself
+    with open(name, "rb") as f:
+        head = f.read(1 << 16)
+    for magic, suffix in _MAGIC.items():
+        if head.startswith(magic):
+            raise DataError(
+                f"Cannot read {name!r} as {fmt}: it starts like a {suffix} file; name it with "
+                f"the {suffix} suffix (or pass the right --format)."
+            )
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.start < len(head) - 3:  # not merely a character cut at the 64 KiB boundary
+            raise DataError(
+                f"Cannot read {name!r} as {fmt}: it is not UTF-8 text (byte {err.start} is not "
+                "valid); is it a binary or compressed file?"
+            ) from None
+        text = ""
+    if "\x00" in text:
+        raise DataError(f"Cannot read {name!r} as {fmt}: it holds NUL bytes (a binary file?).")
+
+
+@contextlib.contextmanager
+def _quiet_undecodable_rows() -> Iterator[None]:
+    """Silence Arrow's "Exception ignored" report of a malformed row that is not UTF-8.
+
+    Arrow decodes the row's text before calling the invalid-row handler; undecodable bytes
+    raise inside its callback, and Python prints that (with a traceback) on stderr. The read
+    then fails with the ordinary parse error, which the caller reports in one line.
+    """
+    saved = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, UnicodeDecodeError):
+            saved(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = saved
+
+
+def _check_no_line_breaks(
+    table: pa.Table, path: str | os.PathLike[str], fmt: str, header: bool
+) -> None:
+    """Refuse a value that spans lines: in practice an unterminated quote.
+
+    Arrow reads a quote that is never closed up to the end of the file, so the rows after it
+    would silently become one value. Values holding line breaks are refused as a whole (the
+    Spark engine reads CSV line by line too, so both engines agree); the message names the line
+    where the value starts.
+    """
+    import pyarrow.compute as pc
+
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            continue
+        broken = pc.match_substring_regex(col, r"[\r\n]")
+        if not pc.any(broken).as_py():
+            continue
+        first = int(pc.index(broken, True).as_py())
+        line = first + (2 if header else 1)
+        raise DataError(
+            f"Cannot read {str(path)!r} as {fmt}: the value of column {name!r} on line {line} "
+            "spans several lines (an unterminated quote?); values may not hold line breaks."
+        )
 
 
 def _read_json(path: str | os.PathLike[str]) -> pa.Table:

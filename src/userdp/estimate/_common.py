@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Literal
 
 import dp_accounting
 import numpy as np
@@ -40,7 +40,7 @@ from userdp.estimate.weighting import (
 )
 from userdp.exceptions import InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
-from userdp.privacy.budget import PrivacyBudget
+from userdp.privacy.budget import PrivacyBudget, format_delta
 from userdp.privacy.calibrate import laplace_scale
 from userdp.privacy.noise import NoiseSource
 
@@ -272,12 +272,75 @@ class Release:
     budget: PrivacyBudget
     dp_event: dp_accounting.DpEvent
 
+    #: Fields left out of :meth:`to_dict` (large public inputs, the event object).
+    _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("dp_event",)
+
     @property
     def epsilon(self) -> float:
         """``budget.epsilon``: derived, for convenience (the budget is the one source)."""
         return self.budget.epsilon
 
+    def noise(self) -> dict[str, Any] | None:
+        """The noise of the released numbers, from public parameters only, or None.
+
+        ``{"noise_sd": ..., "interval95": (low, high), "noise": "laplace" | "approximate"}``
+        where the result states it: the standard deviation of the added noise and the interval
+        that holds the noise-free statistic with probability 0.95 *over the noise*. It covers
+        the noise only, not the bias of bounding (clipping to the bounds, weighting or limiting
+        heavy users), which no released number measures.
+        """
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The released values as plain Python (lists for arrays), ready for ``json.dumps``:
+        every field but the event (and large public inputs), the budget as ``epsilon``,
+        ``delta`` and ``unit``, and :meth:`noise` when the result states it."""
+        out: dict[str, Any] = {"result": type(self).__name__}
+        for f in fields(self):
+            if f.name in self._NOT_IN_DICT:
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, PrivacyBudget):
+                out.update(epsilon=value.epsilon, delta=value.delta, unit=value.unit)
+            else:
+                out[f.name] = plain(value)
+        noise = self.noise()
+        if noise is not None:
+            out.update({k: plain(v) for k, v in noise.items()})
+        return out
+
+
+def plain(value: Any) -> Any:
+    """NumPy arrays and scalars, and tuples, as plain Python values (for JSON)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    return value
+
+
+#: ``ln(20)``: a Laplace(b) variable lies in ``[-b ln 20, b ln 20]`` with probability 0.95.
+LAPLACE_95 = math.log(20.0)
+#: The normal 97.5% quantile, for noise that is approximately Gaussian.
+NORMAL_95 = 1.959963984540054
+
+
+def noise_summary(noise: dict[str, Any] | None) -> str:
+    """``; noise sd ..., 95% noise interval [...]`` for a ``summary()`` line ('' when None)."""
+    if noise is None:
+        return ""
+    sd, (lo, hi) = np.atleast_1d(noise["noise_sd"]), noise["interval95"]
+    lo, hi = np.atleast_1d(lo), np.atleast_1d(hi)
+    if sd.size == 1:
+        return (
+            f"; noise sd {sd[0]:.3g}, 95% noise interval [{lo[0]:.6g}, {hi[0]:.6g}] (noise "
+            "only, not the bias of bounding)"
+        )
+    return f"; noise sd {sd.max():.3g} per coordinate (noise only, not the bias of bounding)"
+
 
 def budget_text(budget: PrivacyBudget) -> str:
     """``epsilon=..., delta=...`` for a ``summary()`` line."""
-    return f"epsilon={budget.epsilon:g}, delta={budget.delta:g}"
+    return f"epsilon={budget.epsilon:g}, delta={format_delta(budget.delta)}"

@@ -69,6 +69,7 @@ from userdp.estimate._common import (
     laplace_event,
 )
 from userdp.estimate._gradient import noisy_projected_gd, weighted_gradient_sum
+from userdp.estimate._scoring import accuracy_score, r2_score, sklearn_tags
 from userdp.estimate.weighting import (
     best_limit_h,
     best_smooth_h,
@@ -535,6 +536,27 @@ class WeightedERM(ParamsMixin):
         if self.loss == "logistic":
             return self.classes_[(scores > 0).astype(np.int64)]
         return scores
+
+    @property
+    def _estimator_type(self) -> str:  # scikit-learn < 1.6
+        return "classifier" if self.loss == "logistic" else "regressor"
+
+    def __sklearn_tags__(self) -> object:
+        """scikit-learn >= 1.6: a classifier (logistic loss) or a regressor (squared)."""
+        return sklearn_tags(self._estimator_type)
+
+    def score(self, X: object, y: object, sample_weight: object = None) -> float:
+        """Accuracy (logistic loss) or R^2 (squared loss) of :meth:`predict` on ``X``, ``y``,
+        as scikit-learn's ``ClassifierMixin.score`` / ``RegressorMixin.score``, so
+        ``cross_val_score`` and ``Pipeline.score`` work.
+
+        Not a private release: it is computed exactly on the ``X`` and ``y`` given (a held-out
+        set of the caller's), like any evaluation.
+        """
+        predicted = self.predict(X)
+        if self.loss == "logistic":
+            return accuracy_score(y, predicted, sample_weight, f"{_CALLER}.score")
+        return r2_score(y, predicted, sample_weight, f"{_CALLER}.score")
 
 
 def _as_float(values: object, name: str) -> np.ndarray:

@@ -31,8 +31,10 @@ from userdp._validation import check_arguments
 from userdp.estimate._common import (
     ACCOUNTANT,
     EPSILON,
+    LAPLACE_95,
     LIMIT_H,
     NOISE_VARIANCE,
+    NORMAL_95,
     PUBLIC_USER_SIZES,
     SAMPLE_LIMIT,
     SEED,
@@ -48,6 +50,7 @@ from userdp.estimate._common import (
     budget_text,
     laplace_event,
     laplace_release,
+    noise_summary,
     read_records,
 )
 from userdp.estimate.weighting import private_size_histogram, smooth_weights
@@ -105,8 +108,27 @@ class MeanResult(Release):
         return (
             f"{self.method} mean {self.estimate:.6g} (h={self.h:.4g}, noise scale "
             f"{self.noise_scale:.3g}, {budget_text(self.budget)} of which epsilon="
-            f"{self.selection_epsilon:g} chose h, user sizes {sizes})"
+            f"{self.selection_epsilon:g} chose h, user sizes {sizes}){noise_summary(self.noise())}"
         )
+
+    def noise(self) -> dict[str, Any]:
+        """Noise sd and 95% noise interval of :attr:`estimate` (see :meth:`Release.noise`).
+
+        Public sizes: the noise is Laplace(``noise_scale``), sd ``sqrt(2) b`` and the exact
+        interval ``estimate -/+ b ln 20``. Private sizes: ``noise_scale`` is already the
+        delta-method sd of a ratio of two noisy sums (from released values), and the interval
+        is the normal one, ``estimate -/+ 1.96 sd`` (approximate).
+        """
+        b = float(self.noise_scale)
+        if self.public_user_sizes:
+            sd, half, kind = math.sqrt(2.0) * b, b * LAPLACE_95, "laplace"
+        else:
+            sd, half, kind = b, NORMAL_95 * b, "approximate"
+        return {
+            "noise_sd": sd,
+            "interval95": (self.estimate - half, self.estimate + half),
+            "noise": kind,
+        }
 
 
 # -- released statistics (noise-free kernels, tested for sensitivity) -----------------------------

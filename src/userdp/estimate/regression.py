@@ -52,6 +52,7 @@ from userdp._validation import check_arguments, check_choice
 from userdp.estimate._common import (
     ACCOUNTANT,
     EPSILON,
+    LAPLACE_95,
     SEED,
     SELECTION_SHARE,
     Ledger,
@@ -60,6 +61,7 @@ from userdp.estimate._common import (
     budget_text,
     check_accountant,
     laplace_event,
+    noise_summary,
 )
 from userdp.estimate._gwa import (
     GWASolution,
@@ -82,6 +84,7 @@ from userdp.estimate._sample_limit import (
     best_limit_h_regression,
     sample_limit_design,
 )
+from userdp.estimate._scoring import r2_score, sklearn_tags
 from userdp.estimate.weighting import check_bounds, check_features
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
 from userdp.privacy.accountant import PrivacyAccountant
@@ -138,13 +141,26 @@ class LabelPrivateRegressionResult(Release):
     objective: float | None
     matrix: np.ndarray
 
+    _NOT_IN_DICT = ("dp_event", "matrix")  # C is public and d x n: not part of the release
+
     def summary(self) -> str:
         """One line: dimension, noise and budget."""
         return (
             f"GWA label-private regression, d={self.coef.size}, Laplace scale "
             f"{self.noise_scale:.3g} (l1 sensitivity {self.sensitivity:.3g}), "
-            f"{budget_text(self.budget)}"
+            f"{budget_text(self.budget)}{noise_summary(self.noise())}"
         )
+
+    def noise(self) -> dict[str, Any]:
+        """Per coordinate: Laplace(``noise_scale``) noise, sd ``sqrt(2) b``, and the exact 95%
+        noise interval ``coef -/+ b ln 20`` (each coordinate alone, not simultaneously)."""
+        b = float(self.noise_scale)
+        half = b * LAPLACE_95
+        return {
+            "noise_sd": np.full(self.coef.shape, math.sqrt(2.0) * b),
+            "interval95": (self.coef - half, self.coef + half),
+            "noise": "laplace",
+        }
 
 
 def _check_matrix(value: object, name: str, caller: str) -> None:
@@ -583,7 +599,9 @@ class LabelPrivateLinearRegression(ParamsMixin):
         return (
             f"{self.method} label-private regression{h}, d={self.matrix_.shape[0]}, Laplace "
             f"scale {self.noise_scale_:.3g} (l1 sensitivity {self.sensitivity_:.3g}), "
-            f"{budget_text(self.budget_)}"
+            f"{budget_text(self.budget_)}; noise sd {math.sqrt(2.0) * self.noise_scale_:.3g} "
+            f"per coefficient, 95% noise half-width {LAPLACE_95 * self.noise_scale_:.3g} (noise "
+            "only, not the bias of bounding)"
         )
 
     # -- prediction -------------------------------------------------------------------------
@@ -601,3 +619,18 @@ class LabelPrivateLinearRegression(ParamsMixin):
                 f"{self.n_features_in_}."
             )
         return x @ self.coef_ + self.intercept_
+
+    _estimator_type = "regressor"  # scikit-learn < 1.6
+
+    def __sklearn_tags__(self) -> object:
+        """scikit-learn >= 1.6: a regressor (imports scikit-learn only when it asks)."""
+        return sklearn_tags("regressor")
+
+    def score(self, X: object, y: object, sample_weight: object = None) -> float:
+        """Coefficient of determination R^2 of :meth:`predict` on ``X``, ``y`` (scikit-learn's
+        ``RegressorMixin.score``), so ``cross_val_score`` and ``Pipeline.score`` work.
+
+        Not a private release: it is computed exactly on the ``X`` and ``y`` given (a held-out
+        set of the caller's), like any evaluation.
+        """
+        return r2_score(y, self.predict(X), sample_weight, f"{_CALLER}.score")

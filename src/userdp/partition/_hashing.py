@@ -20,7 +20,9 @@ Long inputs are hashed in cache-sized blocks with in-place ufuncs. Byte strings 
 straight from the Arrow offsets and data buffers: the 32-byte stripe loop runs once per stripe
 index over the (length-sorted) strings that still have that stripe, and the tail, whose control
 flow depends only on ``length % 32``, runs once per residue class, so there is no per-element
-Python work.
+Python work. Strings of ``_C_MIN_BYTES`` or more go to the C ``xxhash`` package instead (same
+standard XXH64, one call per string), so one huge id costs milliseconds, not one Python step
+per 32 bytes.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import xxhash
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -59,6 +62,8 @@ _U1, _U2, _U3, _U4, _U5 = (np.uint64(p) for p in (_P1, _P2, _P3, _P4, _P5))
 _SH = [np.uint64(r) for r in range(65)]  # shift amounts as uint64 scalars (no dtype promotion)
 _BLOCK = 1 << 15  # elements per block in xxhash64_long: keeps the working set in L2
 _BYTES_BLOCK = 1 << 16  # strings per block in xxhash64_bytes (cache-resident gathers)
+#: Strings of at least this many bytes are hashed by the C ``xxhash`` package, one call each.
+_C_MIN_BYTES = 512
 
 _BYTES_TYPES = ("string", "large_string", "binary", "large_binary")
 
@@ -209,10 +214,11 @@ def _offsets_and_data(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data
 
 
-def _hash_bytes(offsets: np.ndarray, data: np.ndarray, seed: int | np.ndarray) -> np.ndarray:
-    """Unsigned XXH64 of ``data[offsets[i]:offsets[i + 1]]`` for every ``i``."""
-    n = offsets.size - 1
-    starts, ends = offsets[:-1], offsets[1:]
+def _hash_bytes(
+    starts: np.ndarray, ends: np.ndarray, data: np.ndarray, seed: int | np.ndarray
+) -> np.ndarray:
+    """Unsigned XXH64 of ``data[starts[i]:ends[i]]`` for every ``i`` (the NumPy kernel)."""
+    n = starts.size
     lengths = ends - starts
     u64, u32 = _unaligned(data, "<u8"), _unaligned(data, "<u4")
     scalar = isinstance(seed, int)
@@ -314,6 +320,17 @@ def _per_chunk(values, seed: Seed, fn) -> np.ndarray:
     return out.view(np.int64)
 
 
+def _c_hash_bytes(
+    starts: np.ndarray, ends: np.ndarray, data: np.ndarray, seed: int | np.ndarray
+) -> np.ndarray:
+    """Unsigned XXH64 of each ``data[starts[i]:ends[i]]`` by the C ``xxhash`` package."""
+    out = np.empty(starts.size, dtype=np.uint64)
+    seeds = [seed] * starts.size if isinstance(seed, int) else seed.tolist()
+    for i, (a, b, s) in enumerate(zip(starts.tolist(), ends.tolist(), seeds, strict=True)):
+        out[i] = xxhash.xxh64_intdigest(data[a:b], int(s) & _MASK)
+    return out
+
+
 def _bytes_chunk(arr: pa.Array, seed: int | np.ndarray) -> np.ndarray:
     if len(arr) == 0:
         return np.empty(0, dtype=np.uint64)
@@ -322,7 +339,17 @@ def _bytes_chunk(arr: pa.Array, seed: int | np.ndarray) -> np.ndarray:
     out = np.empty(n, dtype=np.uint64)
     for a in range(0, n, _BYTES_BLOCK):  # blocks keep the random gathers cache-resident
         b = min(a + _BYTES_BLOCK, n)
-        out[a:b] = _hash_bytes(offsets[a : b + 1], data, _seed_slice(seed, a, b))
+        starts, ends = offsets[a:b], offsets[a + 1 : b + 1].copy()
+        block_seed = _seed_slice(seed, a, b)
+        # Long strings go to C: the NumPy kernel loops in Python once per 32-byte stripe of the
+        # longest string (a 50 MB id took minutes); short ones stay vectorised (one C call per
+        # string costs more than the NumPy kernel for millions of short ids).
+        long = np.flatnonzero(ends - starts >= _C_MIN_BYTES)
+        ends[long] = starts[long]  # hashed as empty by NumPy, replaced below
+        out[a:b] = _hash_bytes(starts, ends, data, block_seed)
+        if long.size:
+            seeds = block_seed if isinstance(block_seed, int) else block_seed[long]
+            out[a + long] = _c_hash_bytes(starts[long], offsets[a + 1 + long], data, seeds)
     return _null_to_seed(out, arr, seed)
 
 

@@ -10,6 +10,7 @@ import dp_accounting
 import pyarrow as pa
 
 from userdp.privacy import PrivacyBudget
+from userdp.privacy.budget import format_delta
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -58,8 +59,81 @@ class SelectionDiagnostics(Mapping[str, Any]):
     seconds: float
 
 
+class _ItemsAsData:
+    """Iteration, ``in``, ``len`` and data-frame exports over ``to_arrow()`` (the items)."""
+
+    def to_arrow(self) -> pa.Array:  # pragma: no cover - defined by the result classes
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[Any]:
+        """The selected items, as Python values (``for item in result``)."""
+        return iter(self.to_arrow().to_pylist())
+
+    def __contains__(self, value: object) -> bool:
+        """Whether ``value`` was selected (compared as the items' Arrow type)."""
+        items = self.to_arrow()
+        try:
+            probe = pa.array([value])
+            if _kind(probe.type) != _kind(items.type):  # 5 is not "5", as for a Python list
+                return False
+            probe = probe.cast(items.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+            return False
+        import pyarrow.compute as pc
+
+        return bool(pc.is_in(probe, value_set=items)[0].as_py())
+
+    def to_table(self) -> pa.Table:
+        """The selected items as a one-column PyArrow table (column ``item``)."""
+        return pa.table({"item": self.to_arrow()})
+
+    def to_pandas(self) -> Any:
+        """The selected items as a one-column pandas DataFrame (column ``item``)."""
+        return self.to_table().to_pandas()
+
+    def to_polars(self) -> Any:
+        """The selected items as a one-column Polars DataFrame (column ``item``).
+
+        Needs Polars (``pip install polars``); it is not a dependency of userdp.
+        """
+        try:
+            import polars as pl
+        except ImportError as err:
+            from userdp.exceptions import InvalidParameterError
+
+            raise InvalidParameterError(
+                "to_polars needs Polars, which is not installed: pip install polars (or use "
+                "to_arrow() / to_pandas())."
+            ) from err
+        return pl.from_arrow(self.to_table())
+
+    def to_dict(self) -> dict[str, Any]:
+        """Released facts as plain Python values, ready for ``json.dumps``: the items, the
+        algorithm and the budget (never the non-private diagnostics)."""
+        budget = self.budget  # type: ignore[attr-defined]
+        return {
+            "algorithm": self.algorithm,  # type: ignore[attr-defined]
+            "items": self.to_arrow().to_pylist(),
+            "epsilon": budget.epsilon,
+            "delta": budget.delta,
+            "unit": budget.unit,
+        }
+
+
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_dictionary(t):
+        return _kind(t.value_type)
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
+    return str(t)
+
+
 @dataclass(frozen=True)
-class SelectionResult:
+class SelectionResult(_ItemsAsData):
     """Items released by a partition-selection algorithm.
 
     Attributes
@@ -107,12 +181,12 @@ def _summary(algorithm: str, n: int, budget: PrivacyBudget) -> str:
     # Only the release and its cost: the exact input counts are in ``diagnostics``.
     return (
         f"{algorithm}: selected {n} item{'' if n == 1 else 's'} at "
-        f"epsilon={budget.epsilon:g}, delta={budget.delta:g}"
+        f"epsilon={budget.epsilon:g}, delta={format_delta(budget.delta)}"
     )
 
 
 @dataclass(frozen=True)
-class SparkSelectionResult:
+class SparkSelectionResult(_ItemsAsData):
     """Items released by the Spark engine: a DataFrame plus the local result's metadata.
 
     Attributes

@@ -554,6 +554,8 @@ def read(
                 sep="\t" if fmt == "tsv" else ",",
                 header=header,
                 inferSchema=False,
+                # a row with more or fewer fields than the header fails, as on the local engine
+                mode="FAILFAST",
             )
             # Spark reads an empty field as null; the local engine reads it as the empty
             # string, which is what the file holds. No other value is a null marker.

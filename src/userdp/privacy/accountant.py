@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 import dp_accounting
+import numpy as np
 
 from userdp.exceptions import BudgetExceededError, InvalidParameterError, UnsupportedEventError
 from userdp.privacy.budget import PrivacyBudget
@@ -190,7 +191,9 @@ class PrivacyAccountant:
                 )
             if accounting == "exact":
                 sigma = 1.0 / math.sqrt(self._cost.gaussian_precision)
-                eps += dp_accounting.get_epsilon_gaussian(sigma, gaussian_delta)
+                # brentq probes epsilons where log1p(-exp(0)) = -inf, harmlessly (huge budgets)
+                with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                    eps += dp_accounting.get_epsilon_gaussian(sigma, gaussian_delta)
             else:
                 eps += self._dp_accounting_epsilon(accounting, gaussian_delta)
             delta += gaussian_delta

@@ -9,9 +9,26 @@ from dataclasses import dataclass
 from userdp._validation import check_fractions, check_real, warn
 from userdp.exceptions import BudgetExceededError, InvalidParameterError
 
-__all__ = ["PrivacyBudget"]
+__all__ = ["PrivacyBudget", "format_delta"]
 
 _TOL = 1e-12
+
+
+def format_delta(delta: float) -> str:
+    """``delta`` for messages: ``:g`` (6 digits), unless that rounds it to 0 or 1.
+
+    ``0.9999999:g`` prints ``1``, which reads as "no guarantee at all" for a value the user
+    typed below 1; such values keep enough digits to read back exactly.
+
+    Examples
+    --------
+    >>> format_delta(1e-5), format_delta(0.9999999)
+    ('1e-05', '0.9999999')
+    """
+    short = f"{delta:g}"
+    if float(short) in (0.0, 1.0) and delta not in (0.0, 1.0):
+        return repr(float(delta))
+    return short
 
 
 @dataclass(frozen=True)
@@ -104,4 +121,4 @@ class PrivacyBudget:
         return self.fits(other.epsilon, other.delta)
 
     def __str__(self) -> str:
-        return f"(epsilon={self.epsilon:g}, delta={self.delta:g}) per {self.unit}"
+        return f"(epsilon={self.epsilon:g}, delta={format_delta(self.delta)}) per {self.unit}"

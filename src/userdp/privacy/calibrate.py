@@ -136,13 +136,66 @@ def partition_threshold(
     cap = check_int(max_items_per_user, "max_items_per_user", "partition_threshold", low=1)
     h = check_real(h_scale, "h_scale", "partition_threshold", low=0.0, low_open=True)
     g = check_real(grid, "grid", "partition_threshold", low=0.0)
-    t = np.arange(1, cap + 1, dtype=np.float64)
-    tail = -np.expm1(np.log1p(-d / 2) / t)  # 1 - (1 - delta/2)^(1/t)
-    rho = float(np.max(h / np.sqrt(t) + s * stats.norm.isf(tail)))
+    rho = _threshold_max(s, d, cap, h)
     if g == 0.0:
         return rho
     # X <= (h(t) + Z + 1.5 g)(1 + 2^-53) on the grid (see above); rounded up
     return math.nextafter((rho + 2.0 * g) * (1.0 + 2.0**-52), math.inf)
+
+
+#: Caps up to this size are maximised over every t at once (8 bytes per t); larger ones by
+#: branch and bound, so memory does not grow with the cap a user types.
+_DENSE_THRESHOLD_CAP = 1 << 20
+
+
+def _threshold_terms(t: np.ndarray, s: float, d: float, h: float) -> tuple[np.ndarray, np.ndarray]:
+    """``h/sqrt(t)`` (decreasing in t) and ``s Phi^{-1}((1 - d/2)^(1/t))`` (increasing in t)."""
+    tail = -np.expm1(np.log1p(-d / 2) / t)  # 1 - (1 - delta/2)^(1/t)
+    return h / np.sqrt(t), s * stats.norm.isf(tail)
+
+
+def _threshold_max(s: float, d: float, cap: int, h: float) -> float:
+    """``max_{t in 1..cap} h/sqrt(t) + s Phi^{-1}((1 - d/2)^(1/t))``, exactly, in bounded memory.
+
+    Small caps evaluate every t. Larger ones use branch and bound on integer intervals
+    ``[a, b]``: the first term decreases and the second increases with t, so
+    ``h/sqrt(a) + s Phi^{-1}(...)(b)`` bounds the objective on the interval; an interval whose
+    bound does not beat the best value found is dropped, the others are halved until they hold
+    two points. Only the t the search visits are evaluated (a few hundred for the usual
+    shapes); after ``_MAX_INTERVALS`` intervals the largest remaining bound is returned, which
+    is never below the true maximum (the threshold only rounds up).
+    """
+    if cap <= _DENSE_THRESHOLD_CAP:
+        first, second = _threshold_terms(np.arange(1, cap + 1, dtype=np.float64), s, d, h)
+        return float(np.max(first + second))
+
+    def terms(t: int) -> tuple[float, float]:
+        a, b = _threshold_terms(np.array([float(t)]), s, d, h)
+        return float(a[0]), float(b[0])
+
+    def value(t: int) -> float:
+        a, b = terms(t)
+        return a + b
+
+    best = max(value(1), value(cap))
+    stack, visited = [(1, cap)], 0
+    while stack:
+        lo, hi = stack.pop()
+        bound = terms(lo)[0] + terms(hi)[1]
+        if bound <= best or hi - lo <= 1:
+            continue
+        visited += 1
+        if visited > _MAX_INTERVALS:
+            rest = [terms(a)[0] + terms(b)[1] for a, b in stack]
+            return max([best, bound, *rest])
+        mid = lo + (hi - lo) // 2
+        best = max(best, value(mid))
+        stack.extend(((lo, mid), (mid, hi)))
+    return best
+
+
+#: Most intervals the branch and bound of :func:`_threshold_max` splits.
+_MAX_INTERVALS = 100_000
 
 
 def laplace_scale(epsilon: float, l1_sensitivity: float = 1.0) -> float:

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from scipy import sparse
 
 from userdp.data.features import movielens_item_features
-from userdp.data.io import read_table, to_float64
+from userdp.data.io import infer_format, read_table, to_float64
 from userdp.data.movielens import MOVIELENS, MovieLensSpec, load_movielens, movielens_version
 from userdp.data.ratings import Ratings
 from userdp.exceptions import DataError, InvalidParameterError
@@ -277,18 +277,30 @@ def check_user_features(args: argparse.Namespace, spec: MovieLensSpec | None) ->
 
 
 # -- the item set -------------------------------------------------------------------------------
+def _is_table_file(path: str) -> bool:
+    """Whether ``--items`` names a table (CSV, Parquet, ...) rather than one id per line."""
+    if Path(path).suffix.lower() == ".txt":
+        return False
+    try:
+        infer_format(path)
+    except InvalidParameterError:  # no table suffix: /dev/stdin, a pipe, ids.list
+        return False
+    return True
+
+
 def _read_catalogue(path: str, item_type: pa.DataType) -> pa.Array:
-    """``--items FILE``: one item id per line (.txt, as ``userdp select`` writes), or a table
+    """``--items FILE``: one item id per line (.txt or a name without a table suffix, such as
+    /dev/stdin; as ``userdp select`` writes), or a table
     with an ``item`` column. Ids are matched to the ratings' id type when they convert."""
     where = f"--items {path}"
-    if Path(path).suffix.lower() == ".txt":
+    if not _is_table_file(path):  # .txt, or a stream such as /dev/stdin
         try:
             with open(path, encoding="utf-8") as f:
                 ids = pa.array([line.rstrip("\r\n") for line in f if line.strip()])
         except (OSError, UnicodeDecodeError) as err:
             raise DataError(f"{where}: cannot read the file ({type(err).__name__}).") from err
     else:
-        table = read_table(path, columns=("item", "item"))
+        table = read_table(path, columns=("item",))
         if "item" not in table.column_names:
             raise DataError(
                 f"{where}: column 'item' not found; the file has columns "

@@ -267,7 +267,35 @@ def run(args: argparse.Namespace) -> int:
             "non-private references, not releases.",
             file=sys.stderr,
         )
+        for line in _no_better_than_baselines(rows):
+            print(f"{PROG} evaluate: note: {line}", file=sys.stderr)
     return 0
+
+
+#: The reference each metric's model must beat, and whether larger values are better.
+_REFERENCES = {"rmse": ("global-mean", False), "recall": ("popularity", True)}
+
+
+def _no_better_than_baselines(rows: Sequence[_Row]) -> list[str]:
+    """One sentence per model row that does not beat its metric's non-private reference."""
+    refs = {r.metric: r.value for r in rows if (r.method, r.metric) in
+            {(name, m) for m, (name, _) in _REFERENCES.items()}}  # fmt: skip
+    out = []
+    for r in rows:
+        ref = refs.get(r.metric)
+        if r.method in {n for n, _ in _REFERENCES.values()} or ref is None:
+            continue
+        if not (math.isfinite(r.value) and math.isfinite(ref)):
+            continue
+        larger_better = _REFERENCES[r.metric][1]
+        if (r.value <= ref) if larger_better else (r.value >= ref):
+            budget = "" if r.epsilon is None else f" at epsilon={r.epsilon:g}"
+            out.append(
+                f"{r.method}{budget} does no better than the {_REFERENCES[r.metric][0]} "
+                f"reference on {r.metric} ({num(r.value)} vs {num(ref)}): at this budget the "
+                "noise outweighs what the model learns; raise --epsilon or use more users."
+            )
+    return out
 
 
 def _check_evaluate_output(args: argparse.Namespace) -> Path | None:

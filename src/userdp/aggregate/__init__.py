@@ -6,6 +6,10 @@ contribution vector smoothly (scaling, not sampling) and releases every metric w
 noise, all composed as one Gaussian plus the selection's threshold deltas.
 """
 
+import sys
+import types
+from typing import Any
+
 from userdp.aggregate.api import ENGINES, METRICS, aggregate
 from userdp.aggregate.plan import DEFAULT_SHARES
 from userdp.aggregate.result import AggregateDiagnostics, AggregateResult
@@ -18,3 +22,15 @@ __all__ = [
     "AggregateResult",
     "aggregate",
 ]
+
+
+class _CallableModule(types.ModuleType):
+    """``userdp.aggregate`` is both this package and its function: importing the package
+    (``import userdp.aggregate``) binds the module to that name, so the module is made callable
+    as :func:`aggregate`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> AggregateResult:
+        return aggregate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -253,7 +253,7 @@ def aggregate(
         accountant.check(planned)  # refuses before any data is read
 
     centre = 0.5 * (lo_hi[0] + lo_hi[1]) if (mean and lo_hi) else 0.0
-    cols = Columns(user_column, key_column, value_column, lo_hi)
+    cols = Columns(user_column, key_column, value_column if needs_values else None, lo_hi)
     eng = _engine(engine, data, cols)
     noise = o["_noise"] if o["_noise"] is not None else NoiseSource(seed)
 

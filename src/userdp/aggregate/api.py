@@ -1,9 +1,9 @@
 """``aggregate``: a private GROUP BY (users, count, sum, mean, quantiles per key).
 
-Written once over the engines (:mod:`userdp.aggregate.local`, :mod:`userdp.aggregate.spark`):
-the engine computes exact statistics of bounded sensitivity over a public key set; this driver
-plans the budget, selects the keys, chooses the bounds, adds every noise and composes every
-event.
+Written against an engine (:mod:`userdp.aggregate.local`; a Spark engine answering the same
+questions is planned): the engine computes exact statistics of bounded sensitivity over a
+public key set; this driver plans the budget, selects the keys, chooses the bounds, adds
+every noise and composes every event.
 """
 
 from __future__ import annotations
@@ -374,9 +374,10 @@ def aggregate(
 
 def _engine(engine: str, data: Any, cols: Columns) -> Any:
     if engine == "spark":
-        from userdp.aggregate.spark import SparkEngine  # pyspark only when asked for
-
-        return SparkEngine(data, cols)
+        raise InvalidParameterError(
+            "aggregate has no Spark engine yet; collect the data (e.g. df.toPandas()) and use "
+            "engine='local'."
+        )
     table = _as_table(data)
     for role, name in (("user", cols.user), ("key", cols.key), ("value", cols.value)):
         if name is not None and name not in table.column_names:

@@ -1,8 +1,8 @@
 """The local (NumPy) engine: every pre-noise statistic of a GROUP BY, over a public key set.
 
 The driver (:mod:`userdp.aggregate.api`) asks an engine for exact statistics whose sensitivity
-is bounded by construction and adds the noise itself; the Spark engine answers the same
-questions (:mod:`userdp.aggregate.spark`). What an engine returns is sized by the public key
+is bounded by construction and adds the noise itself; a Spark engine would answer the same
+questions. What an engine returns is sized by the public key
 set or the public histogram bins, never by users or rows.
 
 Contribution vectors. Restricted to the key set K, user u has per key k a row count

@@ -1,7 +1,7 @@
 """``aggregate``: a private GROUP BY (users, count, sum, mean, quantiles per key).
 
-Written against an engine (:mod:`userdp.aggregate.local`; a Spark engine answering the same
-questions is planned): the engine computes exact statistics of bounded sensitivity over a
+Written once over the engines (:mod:`userdp.aggregate.local`, :mod:`userdp.aggregate.spark`):
+the engine computes exact statistics of bounded sensitivity over a
 public key set; this driver plans the budget, selects the keys, chooses the bounds, adds
 every noise and composes every event.
 """
@@ -23,7 +23,6 @@ from userdp.aggregate.local import (
     Columns,
     LocalEngine,
     choose_bound,
-    key_quantiles,
 )
 from userdp.aggregate.plan import DEFAULT_SHARES, Plan, event_cost, make_plan
 from userdp.aggregate.result import AggregateDiagnostics, AggregateResult
@@ -374,10 +373,9 @@ def aggregate(
 
 def _engine(engine: str, data: Any, cols: Columns) -> Any:
     if engine == "spark":
-        raise InvalidParameterError(
-            "aggregate has no Spark engine yet; collect the data (e.g. df.toPandas()) and use "
-            "engine='local'."
-        )
+        from userdp.aggregate.spark import SparkEngine  # pyspark only when asked for
+
+        return SparkEngine(data, cols)
     table = _as_table(data)
     for role, name in (("user", cols.user), ("key", cols.key), ("value", cols.value)):
         if name is not None and name not in table.column_names:
@@ -415,49 +413,45 @@ def _quantiles(
     smooth: bool,
     given: Mapping[str, float],
     limit_h: int,
-    noise: NoiseSource,
+    noise: Any,
     events: list[Any],
     c_bound: dict[str, float],
 ) -> dict[str, np.ndarray]:
-    """Per-key weighted exponential mechanism, one level at a time (see ``aggregate``)."""
-    from userdp.estimate.weighting import best_smooth_h, private_size_histogram, smooth_weights
+    """Per-key weighted exponential mechanism, one level at a time (see ``aggregate``).
+
+    ``h`` is chosen as :func:`userdp.estimate.weighted_quantile` chooses it (Claim 1's v(h) on
+    the released size histogram), for the users' row counts over all keys.
+    """
+    from userdp.estimate.weighting import best_smooth_h, private_size_histogram
     from userdp.privacy import ExponentialMechanismDpEvent
 
-    users, codes, values, sizes = eng.quantile_inputs()
-    present = sizes[sizes > 0]
-    table_h: tuple[Any, Any] = (present, None)
-    if smooth and "h" not in given and present.size:
+    sizes = eng.quantile_sizes()
+    table_h: tuple[Any, Any] = (sizes, None)
+    if smooth and "h" not in given:
         acc = PrivacyAccountant()
-        hist = private_size_histogram(present, plan.size_histogram_epsilon, noise, acc)
+        hist = private_size_histogram(sizes, plan.size_histogram_epsilon, noise, acc)
         events.extend(acc.ledger)
         table_h = (hist.representatives, hist.counts)
     out = {}
-    for q in levels:
+    for j, q in enumerate(levels):
         eps = plan.quantile_epsilon
         spread = max(q, 1.0 - q)
         if not smooth:
             h = float(limit_h)
-            w = np.ones(users.size)
+        elif "h" in given:
+            h = float(given["h"])
         else:
-            if "h" in given:
-                h = float(given["h"])
-            elif present.size:
-                h = best_smooth_h(table_h[0], q * (1 - q), 2 * spread / eps, counts=table_h[1])
-            else:
-                h = 1.0
-            w = smooth_weights(users, np.maximum(sizes, 1), h) if users.size else np.ones(0)
+            h = best_smooth_h(table_h[0], q * (1 - q), 2 * spread / eps, counts=table_h[1])
         c_bound[f"h(q{q:g})"] = h
-        out[f"q{q:g}"] = key_quantiles(
-            users,
-            codes,
-            values,
-            w,
-            eng.n_keys,
+        out[f"q{q:g}"] = eng.key_quantiles(
             q,
+            j,
+            h,
+            smooth,
             epsilon=eps,
             sensitivity=spread * h,
             bounds=lo_hi,
-            noise=noise,
+            entropy=noise.entropy,
         )
         events.append(ExponentialMechanismDpEvent(eps))
     return out

@@ -1,8 +1,8 @@
 """The local (NumPy) engine: every pre-noise statistic of a GROUP BY, over a public key set.
 
 The driver (:mod:`userdp.aggregate.api`) asks an engine for exact statistics whose sensitivity
-is bounded by construction and adds the noise itself; a Spark engine would answer the same
-questions. What an engine returns is sized by the public key
+is bounded by construction and adds the noise itself; the Spark engine answers the same
+questions (:mod:`userdp.aggregate.spark`). What an engine returns is sized by the public key
 set or the public histogram bins, never by users or rows.
 
 Contribution vectors. Restricted to the key set K, user u has per key k a row count
@@ -26,7 +26,17 @@ import pyarrow as pa
 
 from userdp.estimate.weighting import smooth_weights
 
-__all__ = ["HISTOGRAM_BINS", "Columns", "LocalEngine", "bin_of", "limit_keep"]
+__all__ = [
+    "HISTOGRAM_BINS",
+    "QUANTILE_STREAM",
+    "Columns",
+    "LocalEngine",
+    "StreamNoise",
+    "bin_of",
+    "key_quantile",
+    "limit_keep",
+    "user_weights",
+]
 
 #: Norm histogram bins: bin j >= 1 holds norms/unit in [2^((j - 1 + LOW)/4), 2^((j + LOW)/4));
 #: bin 0 everything below (zero included), the last bin everything above.
@@ -208,10 +218,49 @@ class LocalEngine:
             out[v] = np.bincount(pk, weights=w[pu] * values[v], minlength=self.n_keys)
         return out
 
-    def quantile_inputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Per-row (user code, key code, clipped value) and users' row counts on K."""
+    def quantile_sizes(self) -> np.ndarray:
+        """Row counts on K of the users present there (for the size histogram)."""
         sizes = np.bincount(self._user, minlength=self.n_users)
-        return self._user, self._code, self._value, sizes
+        return sizes[sizes > 0]
+
+    def key_quantiles(
+        self,
+        q: float,
+        level: int,
+        h: float,
+        smooth: bool,
+        *,
+        epsilon: float,
+        sensitivity: float,
+        bounds: tuple[float, float],
+        entropy: int,
+    ) -> np.ndarray:
+        """One draw per key; record weights ``min(h, s_u) / s_u`` (smooth, ``s_u`` the user's
+        rows on K: a user's weights over all keys sum to ``min(h, s_u) <= h``) or 1 (limit)."""
+        from userdp.privacy.noise import spawn_generator
+
+        if smooth and self._user.size:
+            sizes = np.bincount(self._user, minlength=self.n_users)
+            w = smooth_weights(self._user, np.maximum(sizes, 1), h)
+        else:
+            w = np.ones(self._user.size)
+        order = np.argsort(self._code, kind="stable")
+        starts = np.searchsorted(self._code[order], np.arange(self.n_keys + 1))
+        y, ws = self._value[order], w[order]
+        out = np.empty(self.n_keys)
+        for k in range(self.n_keys):
+            a, b = starts[k], starts[k + 1]
+            noise = StreamNoise(spawn_generator(entropy, (QUANTILE_STREAM, level, k)))
+            out[k] = key_quantile(
+                y[a:b],
+                ws[a:b],
+                q,
+                epsilon=epsilon,
+                sensitivity=sensitivity,
+                bounds=bounds,
+                noise=noise,
+            )
+        return out
 
 
 def user_weights(norms: np.ndarray, c: float) -> np.ndarray:
@@ -247,29 +296,45 @@ def choose_bound(
     return float(cands[int(np.argmin(cost))])
 
 
-def key_quantiles(
-    users: np.ndarray,
-    codes: np.ndarray,
+#: First key of the quantiles' noise sub-streams: level j of key k draws from
+#: ``(QUANTILE_STREAM, j, k)``, on the driver or on an executor alike.
+QUANTILE_STREAM = 0xA99
+
+
+class StreamNoise:
+    """What the estimate layer's exponential mechanism asks of a noise source, from one
+    sub-stream generator (picklable: Spark executors build it from the run's entropy)."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+
+    def uniform(self, size: int) -> np.ndarray:
+        return self._rng.random(size)
+
+    def fingerprint(self) -> None:
+        return None
+
+
+def key_quantile(
     values: np.ndarray,
     weights: np.ndarray,
-    n_keys: int,
     q: float,
     *,
     epsilon: float,
     sensitivity: float,
     bounds: tuple[float, float],
     noise: Any,
-) -> np.ndarray:
-    """One weighted exponential-mechanism draw per key (the estimate layer's mechanism)."""
+) -> float:
+    """One key's draw of the estimate layer's weighted exponential mechanism."""
     from userdp.estimate.quantile import _exponential_mechanism
 
-    order = np.lexsort((values, codes))
-    c, y, w = codes[order], values[order], weights[order]
-    starts = np.searchsorted(c, np.arange(n_keys + 1))
-    out = np.empty(n_keys)
-    for k in range(n_keys):
-        a, b = starts[k], starts[k + 1]
-        out[k] = _exponential_mechanism(
-            y[a:b], w[a:b], q, epsilon=epsilon, sensitivity=sensitivity, bounds=bounds, noise=noise
-        )
-    return out
+    order = np.argsort(values, kind="stable")  # ties: zero-length intervals, order irrelevant
+    return _exponential_mechanism(
+        values[order],
+        weights[order],
+        q,
+        epsilon=epsilon,
+        sensitivity=sensitivity,
+        bounds=bounds,
+        noise=noise,
+    )

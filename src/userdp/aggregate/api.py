@@ -299,7 +299,14 @@ def aggregate(
                     l2=1.0,
                     index=np.arange(HISTOGRAM_BINS),
                 )
-                c_bound[f] = choose_bound(noisy, z, units[f], plan.metric_z[f], n_keys)
+                c_bound[f] = choose_bound(
+                    noisy,
+                    z,
+                    units[f],
+                    plan.metric_z[f],
+                    n_keys,
+                    spread=1.0 if f == "users" else 0.5,
+                )
                 events.append(dp_accounting.GaussianDpEvent(z))
         fams = {"users": ("users",), "count": ("count",), "sum": ("sum",)}
         if mean:

@@ -93,10 +93,11 @@ class SparkEngine:
         self.n_keys = len(keys)
         values = keys.to_pylist()
         key_field = self._rows.schema[_K].dataType
+        given = "string" if all(isinstance(v, str) for v in values) else key_field.simpleString()
         frame = self.spark.createDataFrame(
             pd.DataFrame({_K: pd.Series(values, dtype=object), _X: np.arange(len(values))}),
-            schema=f"{_K} {key_field.simpleString()}, {_X} long",
-        )
+            schema=f"{_K} {given}, {_X} long",
+        ).withColumn(_K, F.col(_K).cast(key_field))  # a key list read as text, int keys
         self._rows = self._rows.join(F.broadcast(frame), on=_K, how="left")
 
     def restrict(self) -> None:

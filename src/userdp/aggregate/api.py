@@ -432,11 +432,11 @@ def _quantiles(
     from userdp.estimate.weighting import best_smooth_h, private_size_histogram
     from userdp.privacy import ExponentialMechanismDpEvent
 
-    sizes = eng.quantile_sizes()
-    table_h: tuple[Any, Any] = (sizes, None)
+    sizes, counts = eng.quantile_sizes()  # distinct sizes and their users: no per-user array
+    table_h: tuple[Any, Any] = (sizes, counts)
     if smooth and "h" not in given:
         acc = PrivacyAccountant()
-        hist = private_size_histogram(sizes, plan.size_histogram_epsilon, noise, acc)
+        hist = private_size_histogram(sizes, plan.size_histogram_epsilon, noise, acc, counts=counts)
         events.extend(acc.ledger)
         table_h = (hist.representatives, hist.counts)
     out = {}
@@ -447,6 +447,8 @@ def _quantiles(
             h = float(limit_h)
         elif "h" in given:
             h = float(given["h"])
+        elif not sizes.size:
+            h = 1.0
         else:
             h = best_smooth_h(table_h[0], q * (1 - q), 2 * spread / eps, counts=table_h[1])
         c_bound[f"h(q{q:g})"] = h

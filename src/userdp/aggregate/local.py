@@ -124,6 +124,7 @@ class LocalEngine:
             self._value = None
         self._keys: pa.Array | None = None
         self._code = None  # key code per row over K, -1 when not in K
+        self._memo: dict[float, Any] = {}  # centre -> pairs (cleared when rows change)
 
     # -- selection input and the key set ------------------------------------------------------
     def selection_input(self) -> pa.Table:
@@ -149,6 +150,7 @@ class LocalEngine:
         if keep is not None:
             mask &= keep
         self._user, self._code = self._user[mask], self._code[mask]
+        self._memo: dict[float, Any] = {}
         if self._value is not None:
             self._value = self._value[mask]
         self.n_rows = int(mask.sum())
@@ -160,6 +162,13 @@ class LocalEngine:
     # -- per-(user, key) aggregates -----------------------------------------------------------
     def _pairs(self, centre: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Distinct (user, key) pairs in K with their row counts and (centred) value sums."""
+        if centre not in self._memo:
+            self._memo[centre] = self._compute_pairs(centre)
+        return self._memo[centre]
+
+    def _compute_pairs(
+        self, centre: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if self._user.size == 0:
             e = np.zeros(0, dtype=np.int64)
             return e, e, e.astype(np.float64), e.astype(np.float64)
@@ -218,10 +227,11 @@ class LocalEngine:
             out[v] = np.bincount(pk, weights=w[pu] * values[v], minlength=self.n_keys)
         return out
 
-    def quantile_sizes(self) -> np.ndarray:
-        """Row counts on K of the users present there (for the size histogram)."""
+    def quantile_sizes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct row counts on K of the users present there, and how many users have each."""
         sizes = np.bincount(self._user, minlength=self.n_users)
-        return sizes[sizes > 0]
+        values, counts = np.unique(sizes[sizes > 0], return_counts=True)
+        return values.astype(np.int64), counts.astype(np.int64)
 
     def key_quantiles(
         self,

@@ -200,15 +200,16 @@ class SparkEngine:
                 out[v][int(row[_X])] = row[v]
         return out
 
-    def quantile_sizes(self) -> np.ndarray:
-        """Users' row counts on K, as a histogram-ready array (driver: one count per size)."""
+    def quantile_sizes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct row counts on K and how many users have each (at most sqrt(2 rows) pairs:
+        never one entry per user)."""
         from pyspark.sql import functions as F
 
         per_user = self._rows.groupBy(_U).agg(F.count(F.lit(1)).alias("s"))
-        sizes = per_user.groupBy("s").count().collect()  # distinct sizes: at most sqrt(2 rows)
-        return np.repeat(
-            np.array([r["s"] for r in sizes], dtype=np.int64),
-            np.array([r["count"] for r in sizes], dtype=np.int64),
+        rows = per_user.groupBy("s").count().collect()
+        return (
+            np.array([r["s"] for r in rows], dtype=np.int64),
+            np.array([r["count"] for r in rows], dtype=np.int64),
         )
 
     def key_quantiles(

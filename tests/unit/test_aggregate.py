@@ -215,3 +215,20 @@ def test_a_seed_makes_the_release_reproducible():
     a = aggregate(_rows(), metrics="users,count", epsilon=1.0, delta=1e-5, seed=5).table
     b = aggregate(_rows(), metrics="users,count", epsilon=1.0, delta=1e-5, seed=5).table
     assert a.equals(b)
+
+
+def test_size_counts_from_distinct_sizes_equal_those_from_every_user():
+    from userdp.estimate.weighting import _size_counts
+
+    sizes = np.random.default_rng(0).zipf(1.5, 5000) % 10**6 + 1
+    values, counts = np.unique(sizes, return_counts=True)
+    np.testing.assert_array_equal(_size_counts(values, counts), _size_counts(sizes))
+
+
+def test_an_empty_or_differently_typed_key_list():
+    d = {"user": [1, 2, 3], "key": [1, 2, 3]}
+    assert aggregate(d, keys=[], epsilon=1.0, delta=1e-5, seed=0).table.num_rows == 0
+    r = aggregate(d, keys=[1.0, 2.0], epsilon=1.0, delta=1e-5, seed=0)
+    assert r.to_arrow().column("key").to_pylist() == [1, 2]
+    with pytest.raises(DataError, match="public keys"):
+        aggregate(d, keys=["x"], epsilon=1.0, delta=1e-5)

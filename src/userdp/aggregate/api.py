@@ -275,6 +275,7 @@ def aggregate(
     else:
         key_array = pa.array(list(dict.fromkeys(keys)))
     eng.set_keys(key_array)
+    key_array = eng.keys  # in the key column's type
     n_keys = eng.n_keys
     eng.restrict()
     if not smooth:

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from userdp.estimate.weighting import smooth_weights
+from userdp.exceptions import DataError
 
 __all__ = [
     "HISTOGRAM_BINS",
@@ -140,6 +141,15 @@ class LocalEngine:
             return
         import pyarrow.compute as pc
 
+        if keys.type != self._key_raw.type:
+            try:
+                keys = keys.cast(self._key_raw.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
+                raise DataError(
+                    f"aggregate: the public keys ({keys.type}) do not match the key column's "
+                    f"type ({self._key_raw.type})."
+                ) from err
+        self._keys = keys
         idx = pc.index_in(self._key_raw, value_set=keys)
         self._code = idx.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
         self.n_keys = len(keys)
@@ -201,6 +211,11 @@ class LocalEngine:
             )
             for f, u in units.items()
         }
+
+    @property
+    def keys(self) -> pa.Array | None:
+        """The key set in the key column's type (None: one key)."""
+        return self._keys
 
     def finish(self, table: pa.Table) -> pa.Table:
         return table

@@ -87,10 +87,12 @@ class SparkEngine:
         from pyspark.sql import functions as F
 
         if keys is None:
+            self.keys = None
             self.n_keys = 1
             self._rows = self._rows.withColumn(_X, F.lit(0).cast("long"))
             return
         self.n_keys = len(keys)
+        self.keys = keys
         values = keys.to_pylist()
         key_field = self._rows.schema[_K].dataType
         given = "string" if all(isinstance(v, str) for v in values) else key_field.simpleString()

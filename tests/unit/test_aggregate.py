@@ -232,3 +232,22 @@ def test_an_empty_or_differently_typed_key_list():
     assert r.to_arrow().column("key").to_pylist() == [1, 2]
     with pytest.raises(DataError, match="public keys"):
         aggregate(d, keys=["x"], epsilon=1.0, delta=1e-5)
+
+
+@pytest.mark.parametrize("bounding", ["smooth", "limit"])
+def test_every_metric_together_spends_exactly_the_budget(bounding):
+    r = aggregate(
+        _rows(),
+        value_column="v",
+        bounds=(0, 10),
+        metrics=ALL,
+        epsilon=1.0,
+        delta=1e-5,
+        seed=0,
+        bounding=bounding,
+    )
+    acc = PrivacyAccountant(PrivacyBudget(1.0, 1e-5))
+    acc.compose(r.dp_event)  # would raise if the run went over
+    assert r.budget.epsilon == pytest.approx(1.0, rel=1e-6)
+    assert r.budget.delta == pytest.approx(1e-5, rel=1e-6)
+    assert event_cost(r.dp_event).epsilon == pytest.approx(0.25)  # the quantiles' share

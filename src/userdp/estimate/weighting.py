@@ -435,19 +435,31 @@ def _pool_upwards(noisy: np.ndarray, threshold: float) -> np.ndarray:
     return counts
 
 
-def _size_counts(sizes: object) -> np.ndarray:
+def _size_counts(sizes: object, counts: object | None = None) -> np.ndarray:
     """Exact number of users per bin of :func:`size_bin_edges` (the histogram's statistic).
 
     Each user falls in exactly one bin, so adding or removing a user changes this vector by 1
-    in l1 norm.
+    in l1 norm. ``counts`` (optional) gives how many users have each entry of ``sizes`` (a
+    distributed engine passes its distinct sizes only).
     """
     edges = size_bin_edges()
     s = np.asarray(sizes, dtype=np.int64).ravel()
-    return np.bincount(np.searchsorted(edges, s, side="right") - 1, minlength=edges.size)
+    bins = np.searchsorted(edges, s, side="right") - 1
+    if counts is None:
+        return np.bincount(bins, minlength=edges.size)
+    c = np.asarray(counts, dtype=np.int64).ravel()
+    out = np.zeros(edges.size, dtype=np.int64)
+    np.add.at(out, bins, c)
+    return out
 
 
 def private_size_histogram(
-    sizes: object, epsilon: float, noise: NoiseSource, accountant: PrivacyAccountant
+    sizes: object,
+    epsilon: float,
+    noise: NoiseSource,
+    accountant: PrivacyAccountant,
+    *,
+    counts: object | None = None,
 ) -> SizeHistogram:
     """Release the distribution of user sizes with Laplace noise.
 
@@ -459,7 +471,8 @@ def private_size_histogram(
     ``scale / 2`` phantom users each on average, most of them huge, and drag ``h`` up (a few
     hundred phantom users of size ~1e5 made sample limiting pick ``h`` ~ 1e5 in a
     benchmark); a plain per-bin threshold instead hides a thin tail of large users and
-    makes ``h`` too small.
+    makes ``h`` too small. ``counts`` (optional) gives how many users have each entry of
+    ``sizes``.
 
     Privacy
     -------
@@ -477,7 +490,7 @@ def private_size_histogram(
         high_open=True,
     )
     edges = size_bin_edges()
-    exact = _size_counts(sizes)
+    exact = _size_counts(sizes, counts)
     scale = laplace_scale(eps, 1.0)  # l1 sensitivity 1
     event = dp_accounting.LaplaceDpEvent(scale / 1.0)  # noise_multiplier = scale / l1 (= 1)
     accountant.compose(event)

@@ -345,6 +345,9 @@ class StreamNoise:
     def uniform(self, size: int) -> np.ndarray:
         return self._rng.random(size)
 
+    def integers(self, high: int, size: int) -> np.ndarray:
+        return self._rng.integers(0, high, size, dtype=np.int64)
+
     def fingerprint(self) -> None:
         return None
 
@@ -359,16 +362,20 @@ def key_quantile(
     bounds: tuple[float, float],
     noise: Any,
 ) -> float:
-    """One key's draw of the estimate layer's weighted exponential mechanism."""
-    from userdp.estimate.quantile import _exponential_mechanism
+    """One key's draw of the estimate layer's weighted exponential mechanism, on the public grid
+    of ``bounds`` at the estimate layer's default resolution (the output is a grid point: a
+    function of its index and public values only)."""
+    from userdp.estimate.quantile import _exponential_mechanism, _make_grid
 
-    order = np.argsort(values, kind="stable")  # ties: zero-length intervals, order irrelevant
+    grid = _make_grid(bounds, None, "aggregate")
+    cells = grid.codes(np.asarray(values, dtype=np.float64))
+    order = np.argsort(cells, kind="stable")  # the order among equal cells does not matter
     return _exponential_mechanism(
-        values[order],
+        cells[order],
         weights[order],
         q,
         epsilon=epsilon,
         sensitivity=sensitivity,
-        bounds=bounds,
+        grid=grid,
         noise=noise,
     )

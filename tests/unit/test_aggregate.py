@@ -119,6 +119,28 @@ def test_one_key_is_the_whole_table_mean():
     assert row["q0.5"] == pytest.approx(np.median(data["v"]), abs=0.5)
 
 
+def test_per_key_quantiles_are_points_of_the_public_grid():
+    # An exponential-mechanism draw must name a grid point fixed by the bounds alone: a float
+    # drawn inside an interval cut at the data's values would leak them through its low bits.
+    from userdp.estimate.quantile import default_resolution
+
+    data = _rows(600)
+    r = aggregate(
+        data,
+        value_column="v",
+        bounds=(0, 10),
+        metrics="quantiles",
+        keys=[0, 1, 2],
+        epsilon=1.0,
+        delta=1e-5,
+        seed=4,
+    )
+    step = default_resolution((0.0, 10.0))
+    q = r.to_arrow().column("q0.5").to_numpy()
+    assert np.all(np.isfinite(q)) and np.all((q >= 0) & (q <= 10))
+    assert np.array_equal(q / step, np.round(q / step))
+
+
 def test_inputs_pyarrow_pandas_and_dict_give_the_same_release():
     data = _rows(500)
     kw = dict(metrics="users,count", keys=[0, 1], epsilon=1.0, delta=1e-5, seed=3)

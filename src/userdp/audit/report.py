@@ -11,7 +11,7 @@ from userdp.audit.epsilon import EpsilonBound
 from userdp.audit.hard import EXPERIMENTS, run_experiment
 from userdp.audit.mechanisms import MECHANISMS, audit_table
 from userdp.audit.neighbours import Table
-from userdp.audit.replay import AuditRow, audit_sensitivity
+from userdp.audit.replay import GRID, AuditRow, audit_sensitivity
 
 __all__ = ["AuditReport", "run_audit"]
 
@@ -35,7 +35,7 @@ class AuditReport:
     @property
     def worst_ratio(self) -> float:
         """Largest worst-found / declared ratio over replayable comparisons."""
-        return max((r.ratio for r in self.rows), default=0.0)
+        return max((r.ratio for r in self.rows if r.norm != GRID), default=0.0)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -78,10 +78,8 @@ class AuditReport:
 
 
 def _verdict(r: AuditRow) -> str:
-    if not r.not_replayable:
-        return r.verdict
-    return (f"{r.verdict} ({r.not_replayable} of {r.compared + r.not_replayable} comparisons not "
-            f"replayable, up to {r.ratio_not_replayable:.3g}x there)")  # fmt: skip
+    reason = r.reason
+    return f"{r.verdict} ({reason})" if reason else r.verdict
 
 
 def _format(head: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:

@@ -70,6 +70,15 @@ class Release:
         before this release was consumed identically, which the auditor needs for replay.
     output : ndarray or None
         The released (noised) value, set by the noise helpers after noising.
+    grid : float or None
+        The spacing of the public lattice ``origin + k * grid`` every entry of ``output`` lies
+        on (the safe-noise grid, a power of two), declared before the draw; it must be a
+        function of public parameters only. None: no grid declared.
+    origin : float
+        The lattice's origin (0 for the noise helpers).
+    thresholded : bool
+        The output is never published, only compared with a threshold (a released set);
+        the auditor's float check does not apply to it.
     """
 
     statistic: str
@@ -81,6 +90,9 @@ class Release:
     neighbours: str = "add-remove"
     rng_state: int | None = None
     output: np.ndarray | None = None
+    grid: float | None = None
+    origin: float = 0.0
+    thresholded: bool = False
 
 
 class _Recorder:
@@ -113,6 +125,9 @@ def record(
     index: ArrayLike | None = None,
     neighbours: str = "add-remove",
     rng_state: int | None = None,
+    grid: float | None = None,
+    origin: float = 0.0,
+    thresholded: bool = False,
 ) -> None:
     """Declare the exact pre-noise ``value`` of ``statistic`` and its sensitivity.
 
@@ -132,6 +147,10 @@ def record(
         The neighbouring relation the sensitivity is stated for.
     rng_state : int or None, default=None
         Fingerprint of the generator state (the noise helpers pass it).
+    grid, origin : float or None, float
+        The public lattice ``origin + k * grid`` the output will lie on (see :class:`Release`).
+    thresholded : bool, default=False
+        The output is only compared with a threshold, never published.
     """
     sink = _ACTIVE.get()
     if sink is None:
@@ -157,6 +176,9 @@ def record(
             index=labels,
             neighbours=neighbours,
             rng_state=rng_state,
+            grid=None if grid is None else float(grid),
+            origin=float(origin),
+            thresholded=bool(thresholded),
         )
     )
 

@@ -17,9 +17,12 @@ check that could not be made is not a pass.
 The float check (one row per statistic, norm ``"grid"``): every recorded output must lie on
 the lattice ``origin + k * grid`` its release declared (the safe-noise grid), on the data and
 on every neighbour, and the declared grid must be the same on every neighbour (a grid that
-moves with the data is a channel of its own). A release with no output recorded or no grid
-declared FAILs it; a release marked ``thresholded`` (only compared with a threshold, never
-published) is exempt. Textbook float noise ``x + Z`` fails it: its outputs are not on a grid.
+moves with the data is a channel of its own), and a published release's labels (``index``)
+must be the same on every neighbour (a release over the data's own items names them). A
+release with no output recorded or no grid declared FAILs it; a release marked
+``thresholded`` (only compared with a threshold, never published) may have the data's labels,
+and is exempt when it declares no grid. Textbook float noise ``x + Z`` fails it: its outputs
+are not on a grid.
 """
 
 from __future__ import annotations
@@ -183,13 +186,28 @@ def compare_releases(
     return out
 
 
-def _check_grid(row: AuditRow, rel: Release, where: str, expected: float | None) -> None:
+def _same_labels(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a.shape == b.shape and bool(np.all(np.sort(a) == np.sort(b)))
+
+
+def _check_grid(
+    row: AuditRow,
+    rel: Release,
+    where: str,
+    expected: float | None,
+    labels: np.ndarray | None = None,
+) -> None:
     """Fold one release's output into the float check ``row`` (see the module docstring);
-    ``expected``: the grid the same (statistic, occurrence) declared on the data."""
-    if rel.thresholded:
+    ``expected``: the grid the same (statistic, occurrence) declared on the data, ``labels``
+    its index there (a published release's labels must not move)."""
+    if rel.thresholded and rel.grid is None:
         if "thresholded: only compared with a threshold" not in row.notes:
             row.notes.append("thresholded: only compared with a threshold")
         return
+    if labels is not None and not rel.thresholded and not _same_labels(rel.index, labels):
+        row.problem(f"released labels depend on the data (differ on {where})")
     if rel.output is None:
         row.problem("no output recorded (the release bypasses the noise helpers)")
         return
@@ -258,7 +276,7 @@ def audit_sensitivity(
             grids[rel.statistic] = AuditRow(name, rel.statistic, GRID, rel.neighbours,
                                             rel.grid if rel.grid is not None else 0.0)  # fmt: skip
         _check_grid(grids[rel.statistic], rel, "the data", None)
-    declared_grids = {key: rel.grid for key, rel in _by_occurrence(base).items()}
+    declared = _by_occurrence(base)
     for nb in neighbours(table, relations=relations, max_removals=max_removals,
                          seed=neighbour_seed):  # fmt: skip
         with recording(replay=base) as other:
@@ -267,7 +285,10 @@ def audit_sensitivity(
             notes.append(f"{name}: {nb.label}: {len(other)} releases vs {len(base)} on the data")
         for key, rel in _by_occurrence(other).items():
             if rel.statistic in grids:
-                _check_grid(grids[rel.statistic], rel, nb.label, declared_grids.get(key))
+                mine = declared.get(key)
+                _check_grid(grids[rel.statistic], rel, nb.label,
+                            None if mine is None else mine.grid,
+                            None if mine is None else mine.index)  # fmt: skip
         for c in compare_releases(base, other, nb):
             for norm, bound in c.declared.items():
                 row = rows[(c.statistic, norm, c.relation)]

@@ -116,6 +116,7 @@ class _Run:
                 index=self.data.item_labels if is_recording() else None,
                 stream=(WEIGHT_STREAM, r),
                 size=WEIGHT_GRID_ITEMS,
+                thresholded=True,
             )
         else:  # tests only: substitute the noise, released on the same grid
             labels = self.data.item_labels.to_pylist()

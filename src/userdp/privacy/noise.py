@@ -287,6 +287,7 @@ class NoiseSource:
         neighbours: str = "add-remove",
         stream: tuple[int, ...] | None = None,
         size: int | None = None,
+        thresholded: bool = False,
     ) -> np.ndarray:
         """Record ``value`` (see :func:`~userdp.privacy.recording.record`), then release it
         with safe Gaussian noise of scale ``sigma`` (:func:`gaussian_on_grid`).
@@ -296,7 +297,9 @@ class NoiseSource:
         ``index`` the labels of the first axis, for the auditor. ``stream`` draws the noise
         from the sub-stream :meth:`stream` ``(*stream)`` instead of the main one (so the
         randomness does not depend on what was drawn before); ``size`` fixes the grid for that
-        many coordinates (see :func:`gaussian_on_grid`). Returns an array of ``value``'s shape
+        many coordinates (see :func:`gaussian_on_grid`). ``thresholded``: the output is only
+        compared with a threshold (its labels may be the data's; see
+        :class:`~userdp.privacy.recording.Release`). Returns an array of ``value``'s shape
         (0-d for a scalar).
         """
         rng = self._rng if stream is None else self.stream(*stream)
@@ -305,7 +308,7 @@ class NoiseSource:
             grid = grid_spacing(check_real(l2, "l2", "add_gaussian", low=0.0, low_open=True),
                                 max(int(n), 1), "l2")  # fmt: skip
             record(statistic, value, l2=l2, linf=linf, index=index, neighbours=neighbours,
-                   rng_state=_fingerprint(rng), grid=grid)  # fmt: skip
+                   rng_state=_fingerprint(rng), grid=grid, thresholded=thresholded)  # fmt: skip
         return released(statistic, gaussian_on_grid(rng, value, sigma, l2=l2, size=size))
 
     def add_laplace(

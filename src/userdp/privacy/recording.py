@@ -77,8 +77,10 @@ class Release:
     origin : float
         The lattice's origin (0 for the noise helpers).
     thresholded : bool
-        The output is never published, only compared with a threshold (a released set);
-        the auditor's float check does not apply to it.
+        The output is never published, only compared with a threshold (a released set): its
+        labels (``index``) may be the data's own; the auditor checks its grid only if one is
+        declared. Otherwise the labels of a release must be public (the same on every
+        neighbour).
     """
 
     statistic: str

@@ -95,7 +95,7 @@ class AuditRow:
 
     @property
     def verdict(self) -> str:
-        """"pass" or "FAIL": above the bound, off the grid, or a check that could not be made."""
+        """Pass or FAIL: above the bound, off the grid, or a check that could not be made."""
         if self.problems:
             return "FAIL"
         if self.norm == GRID:

@@ -273,12 +273,18 @@ def _all() -> list[Mechanism]:
     ]  # fmt: skip
     mf = "dim=4, steps=2 (defaults 32, 3)"
     for method in ("adadpals", "dpals-uniform", "dpals-tail", "adadpsgd"):
-        out.append(Mechanism(f"recommend[{method}]", "recommend", notes=mf,
-                             bind=_factorization(method)))  # fmt: skip
+        # Uniform and tail sampling give every sampled item weight 1/sqrt(sample_size): only a
+        # user with sample_size ratings reaches the bound, so the audit table (users of at
+        # most 10 ratings) is audited with sample_size=5.
+        sampled = {"sample_size": 5} if method.startswith("dpals") else {}
+        notes = f"{mf}, sample_size=5 (default 50)" if sampled else mf
+        out.append(Mechanism(f"recommend[{method}]", "recommend", notes=notes,
+                             bind=_factorization(method, **sampled)))  # fmt: skip
         out.append(Mechanism(f"recommend[{method}, unobserved_weight=0.5]", "recommend",
-                             notes=mf, bind=_factorization(method, unobserved_weight=0.5)))
-        out.append(Mechanism(f"recommend[{method}, biases off]", "recommend", notes=mf,
-                             bind=_factorization(method, biases=False)))  # fmt: skip
+                             notes=notes,
+                             bind=_factorization(method, unobserved_weight=0.5, **sampled)))
+        out.append(Mechanism(f"recommend[{method}, biases off]", "recommend", notes=notes,
+                             bind=_factorization(method, biases=False, **sampled)))  # fmt: skip
     for center in ("sampled-mean", "midpoint"):
         out.append(Mechanism(f"recommend[adadpals, center={center}]", "recommend", notes=mf,
                              bind=_factorization("adadpals", center=center)))  # fmt: skip

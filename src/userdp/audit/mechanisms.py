@@ -281,8 +281,8 @@ def _all() -> list[Mechanism]:
         out.append(Mechanism(f"recommend[{method}]", "recommend", notes=notes,
                              bind=_factorization(method, **sampled)))  # fmt: skip
         out.append(Mechanism(f"recommend[{method}, unobserved_weight=0.5]", "recommend",
-                             notes=notes,
-                             bind=_factorization(method, unobserved_weight=0.5, **sampled)))
+                             notes=notes, bind=_factorization(method, unobserved_weight=0.5,
+                                                              **sampled)))  # fmt: skip
         out.append(Mechanism(f"recommend[{method}, biases off]", "recommend", notes=notes,
                              bind=_factorization(method, biases=False, **sampled)))  # fmt: skip
     for center in ("sampled-mean", "midpoint"):
@@ -303,10 +303,11 @@ def _all() -> list[Mechanism]:
                              notes=f"{pf}, biases=False",
                              bind=_public_features(variant, biases=False)))  # fmt: skip
     out.append(Mechanism("recommend[public-features ssp2, center=sampled-mean]", "recommend",
-                         notes=pf, bind=_public_features("ssp2", center="sampled-mean")))
+                         notes=pf,
+                         bind=_public_features("ssp2", center="sampled-mean")))  # fmt: skip
     out.append(Mechanism("recommend[public-features ssp2, loss=logistic]", "recommend",
                          notes=f"{pf}; convex-loss SSP (Algorithm 7)",
-                         bind=_public_features("ssp2", loss="logistic", biases=False)))
+                         bind=_public_features("ssp2", loss="logistic", biases=False)))  # fmt: skip
     out.append(Mechanism("recommend[federated ssp2]", "recommend",
                          notes=f"{pf}; federated SSP2 (no biases)",
                          bind=_public_features("ssp2", federated=True)))  # fmt: skip

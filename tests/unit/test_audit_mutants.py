@@ -17,10 +17,17 @@ import numpy as np
 import pytest
 
 import userdp.partition.baselines as baselines_module
+import userdp.partition.rounds as rounds_module
 import userdp.privacy.noise as noise_module
 import userdp.recommend._base as base_module
 import userdp.recommend.als_steps as als_steps
-from userdp.audit import MECHANISMS, audit_sensitivity, audit_table, run_experiment
+from userdp.audit import (
+    MECHANISMS,
+    audit_sensitivity,
+    audit_table,
+    run_experiment,
+    threshold_rows,
+)
 from userdp.audit.hard import EXPERIMENTS
 from userdp.privacy import NoiseSource
 
@@ -101,6 +108,22 @@ def _data_items(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(base_module.RecommenderBase, "_prepare", prepare)
 
 
+def _old_implicit(mp: pytest.MonkeyPatch) -> None:
+    """The implicit term before the item set was fixed: the items (hence the unobserved term of
+    every user's solve) come from the data, so one user's new item moves every user's factor."""
+    _data_items(mp)
+
+
+def _no_grid_margin(mp: pytest.MonkeyPatch) -> None:
+    """Every round's threshold computed for the continuous mechanism: no margin for the grid."""
+    original = rounds_module.partition_threshold
+
+    def threshold(*args: object, grid: float = 0.0, **kwargs: object) -> float:
+        return original(*args, grid=0.0, **kwargs)
+
+    mp.setattr(rounds_module, "partition_threshold", threshold)
+
+
 def _old_greedy(mp: pytest.MonkeyPatch) -> None:
     """GreedyUpdate's pre-fix candidate rule: every one of a user's items is a candidate (no
     cap) against ``rho = 1 + ln(1/(2 delta)) / epsilon`` (one novel item assumed)."""
@@ -156,6 +179,10 @@ CATALOGUE: dict[str, Mutant] = {
     "halved_gram_federated": Mutant(_halved("item gram"), "recommend[federated ssp2]", "item gram"),
     "dropped_sqrt2_bias_norm": Mutant(_no_sqrt2, "recommend[adadpals]", "item"),
     "items_from_data": Mutant(_data_items, "recommend[adadpals]", "grid"),
+    "old_implicit_term": Mutant(
+        _old_implicit, "recommend[adadpals, unobserved_weight=0.5]", "item gram"
+    ),
+    "threshold_without_grid_margin": Mutant(_no_grid_margin, "select[mad2r]", "threshold"),
     "old_greedy_update": Mutant(
         _old_greedy, "select[greedy-update]", "epsilon", "a novel item released (delta 0.05)"
     ),
@@ -166,6 +193,13 @@ def catch(name: str, mp: pytest.MonkeyPatch) -> tuple[str, str]:
     """Apply mutant ``name`` and audit; (the check that failed, its figure) or ("", "")."""
     m = CATALOGUE[name]
     m.apply(mp)
+    if m.check == "threshold":
+        rows = threshold_rows()
+        worst = max(rows, key=lambda r: r.ratio)
+        if worst.verdict == "FAIL":
+            excess = worst.ratio - 1.0
+            return "threshold", f"{worst.mechanism} round {worst.round}: p/allowed 1 + {excess:.2g}"
+        return "", f"worst p/allowed {worst.ratio:.12f}"
     if m.experiment:
         (exp,) = [e for e in EXPERIMENTS
                   if e.mechanism == m.mechanism and e.event_label == m.experiment]  # fmt: skip

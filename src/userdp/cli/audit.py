@@ -21,22 +21,29 @@ logger = logging.getLogger("userdp.cli")
 PROG = "userdp audit"
 
 DESCRIPTION = """\
-Audit the releases of userdp (issue 12). Two checks:
+Audit the releases of userdp. Four checks:
 
   sensitivity  every mechanism declares each noised statistic and its sensitivity; the auditor
                reruns it with the same seed on neighbours of the data (each user removed in
                turn up to --max-removals, the heaviest first; adversarial users added from the
                data's own items: all-new items, the most popular items, extreme values; values
                replaced for public-size models), replaying the released outputs, and reports
-               the largest change of each statistic against its bound. FAIL above the bound;
-               "randomness not replayable" where the data changed how much randomness was drawn
-               before a release (the change seen there is not evidence either way).
+               the largest change of each statistic against its bound. FAIL above the bound,
+               and FAIL where a comparison could not be made (the data changed how much
+               randomness was drawn before a release, or no neighbour could be compared).
+  float        every released value lies on the grid its release declared, and the grid and a
+               published release's labels are the same on every neighbour (textbook float
+               noise, or a release over the data's own items, fails).
+  threshold    every planned selection round keeps a novel item's chance of crossing its
+               threshold within budget, computed exactly on the grid.
   epsilon      empirical epsilon lower bounds (Clopper-Pearson, 95%) of the selection, mean and
-               quantile releases on constructed hard neighbours (--epsilon-runs per side).
+               quantile releases on constructed hard neighbours (--epsilon-runs per side), and
+               the delta check at a declared delta of 0.05 (at least 1,000 runs per side).
 
-Default configuration of every capability (epsilon 1, delta 1e-5) on synthetic data of --users
-users, or on --input (columns user, item and optionally value). Exit status 0 when nothing
-failed, 1 when a bound was exceeded (like a failing test suite), 2 on bad input.
+Default configuration of every capability (epsilon 1, delta 1e-5), and one configuration per
+option that changes a sensitivity, on synthetic data of --users users, or on --input (columns
+user, item and optionally value). Exit status 0 when nothing failed, 1 when a check failed
+(like a failing test suite), 2 on bad input.
 """
 
 EPILOG = """\
@@ -66,7 +73,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--capability",
-        choices=["estimate", "partition", "recommend"],
+        choices=["estimate", "partition", "recommend", "multitask"],
         default=None,
         help="Audit only this capability's mechanisms.",
     )

@@ -88,10 +88,10 @@ class AuditRow:
             self.worst, self.ratio, self.declared = change, ratio, bound
             self.worst_neighbour = neighbour
 
-    def problem(self, text: str) -> None:
-        """Record a failed check (kept once)."""
-        if text not in self.problems:
-            self.problems.append(text)
+    def problem(self, text: str, where: str = "") -> None:
+        """Record a failed check, once, with the first dataset it was seen on."""
+        if not any(p.startswith(text) for p in self.problems):
+            self.problems.append(f"{text} (first on {where})" if where else text)
 
     @property
     def verdict(self) -> str:
@@ -207,7 +207,7 @@ def _check_grid(
             row.notes.append("thresholded: only compared with a threshold")
         return
     if labels is not None and not rel.thresholded and not _same_labels(rel.index, labels):
-        row.problem(f"released labels depend on the data (differ on {where})")
+        row.problem("released labels depend on the data", where)
     if rel.output is None:
         row.problem("no output recorded (the release bypasses the noise helpers)")
         return
@@ -215,8 +215,8 @@ def _check_grid(
         row.problem("no grid declared")
         return
     if expected is not None and rel.grid != expected:
-        row.problem(f"grid depends on the data: {rel.grid:.6g} on {where}, "
-                    f"{expected:.6g} on the data")  # fmt: skip
+        row.problem("grid depends on the data",
+                    f"{where}: {rel.grid:.6g} against {expected:.6g}")  # fmt: skip
     out = np.asarray(rel.output, dtype=np.float64).ravel()
     k = (out - rel.origin) / rel.grid
     off = int(np.count_nonzero(~np.isfinite(k) | (k != np.rint(k))))
@@ -224,7 +224,7 @@ def _check_grid(
     if off:
         row.worst += off
         row.worst_neighbour = row.worst_neighbour or where
-        row.problem(f"released values off the declared grid {rel.grid:.6g} (first on {where})")
+        row.problem(f"released values off the declared grid {rel.grid:.6g}", where)
 
 
 def audit_sensitivity(

@@ -71,6 +71,8 @@ def main() -> int:
     parser.add_argument("--removals", type=int, default=40)
     parser.add_argument("--selection-runs", type=int, default=1000)
     parser.add_argument("--value-runs", type=int, default=5000)
+    parser.add_argument("--novel-items", type=int, default=200_000,
+                        help="items of the novel-user experiment's added user (x200)")  # fmt: skip
     parser.add_argument("--out-dir", type=Path, default=HERE / "results")
     args = parser.parse_args()
     if args.quick:
@@ -81,7 +83,8 @@ def main() -> int:
     for exp in EXPERIMENTS:
         runs = args.selection_runs if exp.mechanism.startswith("select") else args.value_runs
         t = time.perf_counter()
-        report.bounds.append(run_experiment(exp, runs=runs, scale=1 if args.quick else 1000))
+        scale = 1 if args.quick else max(1, args.novel_items // 200)
+        report.bounds.append(run_experiment(exp, runs=runs, scale=scale))
         took = time.perf_counter() - t
         print(f"  {exp.mechanism}: {exp.event_label or 'threshold'}: {took:.1f} s", file=sys.stderr)
     report.seconds = time.perf_counter() - started

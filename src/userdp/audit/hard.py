@@ -8,6 +8,12 @@
   since each run holds ``200 x scale`` pairs.
 * Selection, "threshold item": D0 = ``k`` single-item users on item 0, with ``k`` below the
   threshold so that item 0 is released rarely; D1 adds one more. Event: item 0 released.
+* Selection, "delta": the novel-user pair at a declared delta of 0.05 (epsilon 1), where a
+  failure of the delta guarantee is measurable: the added user holds 200 novel items, none of
+  which may be released with probability above delta. With 1,000 runs per side a release
+  rate of 0.08 already gives a bound above epsilon, and a rate of 1e-2 is measured to about
+  +-0.6e-2 (95%). The pre-fix GreedyUpdate (every novel item a candidate against
+  ``rho = 1 + ln(1/(2 delta)) / epsilon``) releases one in most runs there.
 * Mean and quantile (default configuration, user sizes private): D0 = users with one value at
   the middle of the range; D1 adds a user with several values at the upper bound. Threshold
   events.
@@ -15,6 +21,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,6 +46,8 @@ class Experiment:
     event_label: str
     delta: float
     max_runs: int | None = None  # cap on runs per side (for experiments on large inputs)
+    epsilon: float = EPSILON  # the declared budget of the experiment's runs
+    min_runs: int | None = None  # runs per side at least (delta-scale events need many)
 
 
 def _novel_user(algorithm: str) -> Experiment:
@@ -76,6 +85,29 @@ def _threshold_item(algorithm: str) -> Experiment:
                       lambda items: 0 in items, "item 0 released", DELTA)  # fmt: skip
 
 
+DELTA_CHECK = 0.05  # a declared delta large enough for its failures to be measured
+
+
+def _novel_user_delta(algorithm: str) -> Experiment:
+    def run(side: int, seed: int, scale: int) -> object:
+        from userdp.partition import select_partitions
+
+        users, items = np.arange(5), np.zeros(5, dtype=np.int64)
+        if side:
+            users = np.concatenate([users, np.full(200, 5)])
+            items = np.concatenate([items, np.arange(1, 201)])
+        with warnings.catch_warnings():  # "delta is large": on purpose here
+            warnings.simplefilter("ignore", UserWarning)
+            res = select_partitions((users, items), epsilon=EPSILON, delta=DELTA_CHECK,
+                                    algorithm=algorithm, seed=seed)  # fmt: skip
+        return [int(i) for i in res.items]
+
+    return Experiment(f"select[{algorithm}]", "delta 0.05: 5 users on item 0 vs + 1 user with "
+                      "200 novel items", run, lambda items: any(i != 0 for i in items),
+                      "a novel item released (delta 0.05)", DELTA_CHECK,
+                      min_runs=1000)  # fmt: skip
+
+
 def _value_data(side: int) -> tuple[np.ndarray, np.ndarray]:
     lo, hi = RATING_RANGE
     values, users = np.full(20, 0.5 * (lo + hi)), np.arange(20)
@@ -111,6 +143,7 @@ def _quantile() -> Experiment:
 def _all() -> list[Experiment]:
     out = [_novel_user(a) for a in SELECTION]
     out += [_threshold_item(a) for a in SELECTION]
+    out += [_novel_user_delta(a) for a in SELECTION]
     return [*out, _mean(), _quantile()]
 
 
@@ -119,8 +152,10 @@ EXPERIMENTS: list[Experiment] = _all()
 
 
 def run_experiment(exp: Experiment, *, runs: int, scale: int = 1, seed: int = 0) -> EpsilonBound:
-    """Run ``exp`` ``runs`` times per side (at most ``exp.max_runs``; seeds offset by ``seed``)
-    and bound epsilon."""
+    """Run ``exp`` ``runs`` times per side (at least ``exp.min_runs``, at most ``exp.max_runs``;
+    seeds offset by ``seed``) and bound epsilon."""
+    if exp.min_runs is not None:
+        runs = max(runs, exp.min_runs)
     if exp.max_runs is not None:
         runs = min(runs, exp.max_runs)
     base = seed * 4 * runs
@@ -129,5 +164,5 @@ def run_experiment(exp: Experiment, *, runs: int, scale: int = 1, seed: int = 0)
         return exp.run(side, base + s, scale)
 
     p0, p1, bound, label = event_epsilon_bound(side_run, exp.event, runs=runs, delta=exp.delta)
-    return EpsilonBound(exp.mechanism, exp.neighbours, exp.event_label or label, EPSILON,
+    return EpsilonBound(exp.mechanism, exp.neighbours, exp.event_label or label, exp.epsilon,
                         exp.delta, runs, p0, p1, bound)  # fmt: skip

@@ -1,8 +1,24 @@
-"""The releases the auditor knows how to run: every capability's default configuration.
+"""The releases the auditor knows how to run: every capability's default configuration, and
+one configuration per option that changes a sensitivity.
 
 Each :class:`Mechanism` runs one public entry point of userdp on a :class:`Table` with a seed.
 Default parameters are the library's defaults (epsilon = 1, delta = 1e-5 where one is needed);
 only sizes that the audit data cannot support are reduced, and that is said in ``notes``.
+Options that change a declared sensitivity or what is released get their own entry: the
+implicit term (``unobserved_weight``), item biases on and off, each centre, convex losses,
+federated training, every matrix-factorization method, more selection rounds, the automatic
+cap, a privately selected item set, multi-task SSP and noisy gradient descent.
+
+Adding a capability
+-------------------
+:data:`MECHANISMS` is built from one list, :func:`_all`. A new release (for example a private
+GROUP BY) adds one ``Mechanism(name, capability, run)`` there per configuration whose
+sensitivity differs: ``run(table, seed)`` calls the public entry point on the audit table
+(``bind`` instead when a public input, such as an item catalogue, must be fixed from the
+audited data before any neighbour is built). Its noise must go through
+:class:`~userdp.privacy.NoiseSource`'s helpers (or declare ``grid`` and call ``released``),
+so that the float check and the replay see it. The mutation catalogue
+(``tests/unit/test_audit_mutants.py``) should gain a halved-bound mutant for it.
 """
 
 from __future__ import annotations
@@ -17,6 +33,7 @@ from userdp.audit.neighbours import Table
 __all__ = ["MECHANISMS", "Mechanism", "audit_table"]
 
 EPSILON, DELTA = 1.0, 1e-5
+SELECT_EPSILON, SELECT_DELTA = 8.0, 1e-2  # the private item set's selection on the audit table
 RATING_RANGE = (1.0, 5.0)
 
 
@@ -99,14 +116,43 @@ def _erm(public: bool) -> Callable[[Table, int], object]:
 
 
 # -- partition -----------------------------------------------------------------------------------
-def _selection(algorithm: str) -> Callable[[Table, int], object]:
+def _selection(algorithm: str, **options: object) -> Callable[[Table, int], object]:
     def run(t: Table, seed: int) -> object:
         from userdp.partition import select_partitions
 
         return select_partitions((t.user, t.item), epsilon=EPSILON, delta=DELTA,
-                                 algorithm=algorithm, seed=seed)  # fmt: skip
+                                 algorithm=algorithm, seed=seed, **options)  # fmt: skip
 
     return run
+
+
+# -- multitask -----------------------------------------------------------------------------------
+def _multitask(solver: str) -> Callable[[Table], Callable[[Table, int], object]]:
+    """Task-weighted SSP / noisy GD with tasks = the catalogue's items, features the table's
+    (clipped), labels centred ratings and weights ``1/sqrt(n_u)`` (each user's squared weights
+    sum to 1: the user budget ``beta = 1``)."""
+
+    def bind(base: Table) -> Callable[[Table, int], object]:
+        n_tasks = int(_catalogue(base).size)
+
+        def run(t: Table, seed: int) -> object:
+            from userdp.multitask import clip_rows, task_weighted_noisy_gd, task_weighted_ssp
+
+            _, inverse, counts = np.unique(t.user, return_inverse=True, return_counts=True)
+            w = (1.0 - 1e-12) / np.sqrt(counts[inverse])  # squares sum to < 1 in floats
+            x = clip_rows(t.x, 1.0)
+            y = t.value - 3.0
+            if solver == "ssp":
+                return task_weighted_ssp(t.user, t.item, x, y, w, n_tasks=n_tasks,
+                                         feature_bound=1.0, label_bound=2.0, ridge=1.0,
+                                         epsilon=EPSILON, delta=DELTA, seed=seed)  # fmt: skip
+            return task_weighted_noisy_gd(t.user, t.item, x, y, w, n_tasks=n_tasks, clip_norm=1.0,
+                                          steps=3, learning_rate=0.1, epsilon=EPSILON,
+                                          delta=DELTA, seed=seed)  # fmt: skip
+
+        return run
+
+    return bind
 
 
 # -- recommend -----------------------------------------------------------------------------------
@@ -117,17 +163,34 @@ def _catalogue(base: Table) -> np.ndarray:
     return np.arange(int(base.item.max()) + 1 + 2 * largest, dtype=np.int64)
 
 
-def _factorization(method: str) -> Callable[[Table], Callable[[Table, int], object]]:
+def _factorization(
+    method: str, *, private_items: bool = False, **options: object
+) -> Callable[[Table], Callable[[Table, int], object]]:
+    """MatrixFactorization on the public catalogue (fixed from the audited data), or
+    (``private_items``) on an item set selected privately from each run's own data with
+    MAD2R, composed with training; ``options`` go to the constructor."""
+
     def bind(base: Table) -> Callable[[Table, int], object]:
         from userdp.recommend.als import MatrixFactorization
 
-        # Private training takes a public item catalogue fixed before training (issue 17).
+        # Private training takes an item set fixed before training: a public catalogue.
         catalogue = _catalogue(base)
 
         def run(t: Table, seed: int) -> object:
+            items: object = catalogue
+            if private_items:
+                from userdp.partition import select_partitions
+                from userdp.recommend import ItemSet
+
+                # a large budget so that the small audit table has items to select
+                chosen = select_partitions((t.user, t.item), epsilon=SELECT_EPSILON,
+                                           delta=SELECT_DELTA, seed=seed)  # fmt: skip
+                items = ItemSet.selected(chosen)
+                if len(items) == 0:
+                    return None
             model = MatrixFactorization(method=method, dim=4, steps=2, rating_range=RATING_RANGE,
-                                        epsilon=EPSILON, delta=DELTA, items=catalogue,
-                                        seed=seed)  # fmt: skip
+                                        epsilon=EPSILON, delta=DELTA, items=items,
+                                        seed=seed, **options)  # fmt: skip
             return model.fit((t.user, t.item, t.value))
 
         return run
@@ -136,13 +199,18 @@ def _factorization(method: str) -> Callable[[Table], Callable[[Table, int], obje
 
 
 def _public_features(
-    variant: str, features: bool = False, biases: bool | str = "auto"
+    variant: str,
+    features: bool = False,
+    biases: bool | str = "auto",
+    federated: bool = False,
+    **options: object,
 ) -> Callable[[Table], Callable[[Table, int], object]]:
     """PublicFeatureRecommender on the public catalogue (fixed from the audited data, as for
     MatrixFactorization) with an encoder built on that catalogue, so the encoder's item codes
     are the catalogue's and do not move between neighbours: an id encoder, or (``features``)
     a public-feature encoder on a public one-hot feature of each item id (id mod 5). Item
-    biases as ``biases`` (default "auto": on)."""
+    biases as ``biases`` (default "auto": on); ``federated``: the federated SSP2 protocol
+    (no biases); ``options`` go to the constructor (e.g. ``loss``, ``center``)."""
 
     def bind(base: Table) -> Callable[[Table, int], object]:
         from userdp.recommend import FeatureFamily, IdEncoder, PublicFeatureEncoder
@@ -157,10 +225,19 @@ def _public_features(
         def run(t: Table, seed: int) -> object:
             from userdp.recommend import PublicFeatureRecommender
 
+            if federated:
+                from userdp.recommend.federated import FederatedPublicFeatureRecommender
+
+                fed = FederatedPublicFeatureRecommender(
+                    encoder=encoder, items=catalogue, variant=variant, epsilon=EPSILON,
+                    delta=DELTA, steps=2, inner_steps=3, rating_range=RATING_RANGE, seed=seed,
+                    **options,
+                )  # fmt: skip
+                return fed.fit((t.user, t.item, t.value))
             model = PublicFeatureRecommender(
                 encoder=encoder, items=catalogue, variant=variant, epsilon=EPSILON,
                 delta=DELTA, steps=2, inner_steps=3, rating_range=RATING_RANGE, seed=seed,
-                biases=biases,
+                biases=biases, **options,
             )  # fmt: skip
             return model.fit((t.user, t.item, t.value))
 
@@ -184,21 +261,56 @@ def _all() -> list[Mechanism]:
     ]
     for algorithm in ("mad2r", "mad", "basic", "dp-sips", "policy-gaussian", "greedy-update"):
         out.append(Mechanism(f"select[{algorithm}]", "partition", _selection(algorithm)))
+    out += [
+        Mechanism("select[mad2r, rounds=3]", "partition", _selection("mad2r", rounds=3)),
+        Mechanism("select[mad2r, auto cap]", "partition",
+                  _selection("mad2r", max_items_per_user="auto")),
+        Mechanism("select[dp-sips, rounds=3]", "partition", _selection("dp-sips", rounds=3)),
+        Mechanism("multitask[ssp]", "multitask", notes="tasks = catalogue items",
+                  bind=_multitask("ssp")),
+        Mechanism("multitask[noisy-gd]", "multitask", notes="tasks = catalogue items, steps=3",
+                  bind=_multitask("noisy-gd")),
+    ]  # fmt: skip
+    mf = "dim=4, steps=2 (defaults 32, 3)"
     for method in ("adadpals", "dpals-uniform", "dpals-tail", "adadpsgd"):
-        out.append(Mechanism(f"recommend[{method}]", "recommend",
-                             notes="dim=4, steps=2 (defaults 32, 3)",
-                             bind=_factorization(method)))  # fmt: skip
+        # Uniform and tail sampling give every sampled item weight 1/sqrt(sample_size): only a
+        # user with sample_size ratings reaches the bound, so the audit table (users of at
+        # most 10 ratings) is audited with sample_size=5.
+        sampled = {"sample_size": 5} if method.startswith("dpals") else {}
+        notes = f"{mf}, sample_size=5 (default 50)" if sampled else mf
+        out.append(Mechanism(f"recommend[{method}]", "recommend", notes=notes,
+                             bind=_factorization(method, **sampled)))  # fmt: skip
+        out.append(Mechanism(f"recommend[{method}, unobserved_weight=0.5]", "recommend",
+                             notes=notes, bind=_factorization(method, unobserved_weight=0.5,
+                                                              **sampled)))  # fmt: skip
+        out.append(Mechanism(f"recommend[{method}, biases off]", "recommend", notes=notes,
+                             bind=_factorization(method, biases=False, **sampled)))  # fmt: skip
+    for center in ("sampled-mean", "midpoint"):
+        out.append(Mechanism(f"recommend[adadpals, center={center}]", "recommend", notes=mf,
+                             bind=_factorization("adadpals", center=center)))  # fmt: skip
+    out.append(Mechanism("recommend[adadpals, private item set]", "recommend",
+                         notes=f"{mf}; items by MAD2R (epsilon 8, delta 0.01) on each run's data",
+                         bind=_factorization("adadpals", private_items=True)))  # fmt: skip
+    pf = "id encoder, dim=4, steps=2, inner_steps=3 (defaults 3, 10)"
     for variant in ("ssp2", "ssp1", "minibatch", "dpsgd"):
-        out.append(Mechanism(f"recommend[public-features {variant}]", "recommend",
-                             notes="id encoder, dim=4, steps=2, inner_steps=3 (defaults 3, 10)",
+        out.append(Mechanism(f"recommend[public-features {variant}]", "recommend", notes=pf,
                              bind=_public_features(variant)))  # fmt: skip
     out.append(Mechanism("recommend[public-features ssp2, item features]", "recommend",
                          notes="public-feature encoder, dim=4, steps=2, inner_steps=3",
                          bind=_public_features("ssp2", features=True)))  # fmt: skip
     for variant in ("ssp2", "dpsgd"):  # the audited defaults have item biases; without them:
         out.append(Mechanism(f"recommend[public-features {variant}, biases off]", "recommend",
-                             notes="id encoder, dim=4, steps=2, inner_steps=3, biases=False",
+                             notes=f"{pf}, biases=False",
                              bind=_public_features(variant, biases=False)))  # fmt: skip
+    out.append(Mechanism("recommend[public-features ssp2, center=sampled-mean]", "recommend",
+                         notes=pf,
+                         bind=_public_features("ssp2", center="sampled-mean")))  # fmt: skip
+    out.append(Mechanism("recommend[public-features ssp2, loss=logistic]", "recommend",
+                         notes=f"{pf}; convex-loss SSP (Algorithm 7)",
+                         bind=_public_features("ssp2", loss="logistic", biases=False)))  # fmt: skip
+    out.append(Mechanism("recommend[federated ssp2]", "recommend",
+                         notes=f"{pf}; federated SSP2 (no biases)",
+                         bind=_public_features("ssp2", federated=True)))  # fmt: skip
     return out
 
 

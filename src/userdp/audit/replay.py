@@ -10,8 +10,19 @@ l1, l2 and linf is compared with the declared bound.
 Replay needs the randomness consumed before a release to be the same on both runs. The noise
 helpers record a fingerprint of the generator's state at each release; where the fingerprints
 differ (the data changed how much randomness was drawn before, e.g. one random key per record,
-or noise over a data-dependent number of items), the comparison is reported as "randomness not
-replayable" instead of being trusted or hidden.
+or noise over a data-dependent number of items), the comparison could not be made: that is a
+FAIL ("not replayable"), as is a declared statistic that no neighbour could be compared on. A
+check that could not be made is not a pass.
+
+The float check (one row per statistic, norm ``"grid"``): every recorded output must lie on
+the lattice ``origin + k * grid`` its release declared (the safe-noise grid), on the data and
+on every neighbour, and the declared grid must be the same on every neighbour (a grid that
+moves with the data is a channel of its own), and a published release's labels (``index``)
+must be the same on every neighbour (a release over the data's own items names them). A
+release with no output recorded or no grid declared FAILs it; a release marked
+``thresholded`` (only compared with a threshold, never published) may have the data's labels,
+and is exempt when it declares no grid. Textbook float noise ``x + Z`` fails it: its outputs
+are not on a grid.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ __all__ = ["AuditRow", "Comparison", "audit_sensitivity", "compare_releases"]
 
 RTOL = 1e-9  # relative slack for float summation order in the exact statistics
 NORMS = ("l1", "l2", "linf")
+GRID = "grid"  # the norm column of the float check's rows
 
 
 @dataclass(frozen=True)
@@ -46,7 +58,9 @@ class Comparison:
 
 @dataclass
 class AuditRow:
-    """Worst change of one (mechanism, statistic, norm) over all neighbours."""
+    """Worst change of one (mechanism, statistic, norm) over all neighbours, or (norm
+    ``"grid"``) the float check of one statistic: ``declared`` is its grid, ``worst`` the
+    number of released values off it, ``compared`` the number of values checked."""
 
     mechanism: str
     statistic: str
@@ -60,6 +74,7 @@ class AuditRow:
     not_replayable: int = 0
     ratio_not_replayable: float = 0.0
     notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
     def add(self, change: float, bound: float, neighbour: str, replayable: bool) -> None:
         """Fold in one comparison: ``change`` against the bound declared on the data's run."""
@@ -73,22 +88,43 @@ class AuditRow:
             self.worst, self.ratio, self.declared = change, ratio, bound
             self.worst_neighbour = neighbour
 
+    def problem(self, text: str, where: str = "") -> None:
+        """Record a failed check, once, with the first dataset it was seen on."""
+        if not any(p.startswith(text) for p in self.problems):
+            self.problems.append(f"{text} (first on {where})" if where else text)
+
     @property
     def verdict(self) -> str:
-        if self.compared == 0 and self.not_replayable == 0:
-            return "not compared"
-        if self.ratio > 1.0 + RTOL:
+        """Pass or FAIL: above the bound, off the grid, or a check that could not be made."""
+        if self.problems:
             return "FAIL"
-        if self.ratio_not_replayable > 1.0 + RTOL or self.compared == 0:
-            return "randomness not replayable"  # spurious changes, or nothing verified
+        if self.norm == GRID:
+            return "pass"
+        if self.ratio > 1.0 + RTOL or self.not_replayable or self.compared == 0:
+            return "FAIL"
         return "pass"
+
+    @property
+    def reason(self) -> str:
+        """Why the row failed ("" when it passed)."""
+        out = list(self.problems)
+        if self.norm != GRID:
+            if self.ratio > 1.0 + RTOL:
+                out.append(f"{self.ratio:.4g}x the declared bound")
+            if self.not_replayable:
+                out.append(f"{self.not_replayable} of {self.compared + self.not_replayable} "
+                           "comparisons not replayable")  # fmt: skip
+            if self.compared + self.not_replayable == 0:
+                out.append("not compared on any neighbour")
+        return "; ".join(out)
 
     def as_dict(self) -> dict[str, object]:
         return {
             "mechanism": self.mechanism, "statistic": self.statistic, "norm": self.norm,
             "relation": self.relation, "declared_bound": self.declared, "worst_found": self.worst,
-            "ratio": self.ratio, "verdict": self.verdict, "worst_neighbour": self.worst_neighbour,
-            "compared": self.compared, "not_replayable": self.not_replayable,
+            "ratio": self.ratio, "verdict": self.verdict, "reason": self.reason,
+            "worst_neighbour": self.worst_neighbour, "compared": self.compared,
+            "not_replayable": self.not_replayable,
             "ratio_not_replayable": self.ratio_not_replayable, "notes": list(self.notes),
         }  # fmt: skip
 
@@ -150,6 +186,47 @@ def compare_releases(
     return out
 
 
+def _same_labels(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a.shape == b.shape and bool(np.all(np.sort(a) == np.sort(b)))
+
+
+def _check_grid(
+    row: AuditRow,
+    rel: Release,
+    where: str,
+    expected: float | None,
+    labels: np.ndarray | None = None,
+) -> None:
+    """Fold one release's output into the float check ``row`` (see the module docstring);
+    ``expected``: the grid the same (statistic, occurrence) declared on the data, ``labels``
+    its index there (a published release's labels must not move)."""
+    if rel.thresholded and rel.grid is None:
+        if "thresholded: only compared with a threshold" not in row.notes:
+            row.notes.append("thresholded: only compared with a threshold")
+        return
+    if labels is not None and not rel.thresholded and not _same_labels(rel.index, labels):
+        row.problem("released labels depend on the data", where)
+    if rel.output is None:
+        row.problem("no output recorded (the release bypasses the noise helpers)")
+        return
+    if rel.grid is None or not rel.grid > 0:
+        row.problem("no grid declared")
+        return
+    if expected is not None and rel.grid != expected:
+        row.problem("grid depends on the data",
+                    f"{where}: {rel.grid:.6g} against {expected:.6g}")  # fmt: skip
+    out = np.asarray(rel.output, dtype=np.float64).ravel()
+    k = (out - rel.origin) / rel.grid
+    off = int(np.count_nonzero(~np.isfinite(k) | (k != np.rint(k))))
+    row.compared += out.size
+    if off:
+        row.worst += off
+        row.worst_neighbour = row.worst_neighbour or where
+        row.problem(f"released values off the declared grid {rel.grid:.6g}", where)
+
+
 def audit_sensitivity(
     name: str,
     run: Callable[[Table, int], object],
@@ -177,7 +254,8 @@ def audit_sensitivity(
     Returns
     -------
     (rows, notes)
-        One :class:`AuditRow` per (statistic, declared norm), and notes (statistics missing on a
+        One :class:`AuditRow` per (statistic, declared norm), one float-check row (norm
+        ``"grid"``) per statistic, and notes (statistics missing on a
         neighbour, shapes that changed, mechanisms that recorded nothing).
     """
     with recording() as base:
@@ -187,18 +265,30 @@ def audit_sensitivity(
         return [], [f"{name}: recorded no release (its noise does not go through the hook)"]
     relations = tuple(sorted({r.neighbours for r in base}))
     rows: dict[tuple[str, str, str], AuditRow] = {}
+    grids: dict[str, AuditRow] = {}
     for rel in base:
         for norm in NORMS:
             bound = getattr(rel, norm)
             key = (rel.statistic, norm, rel.neighbours)
             if bound is not None and key not in rows:
                 rows[key] = AuditRow(name, rel.statistic, norm, rel.neighbours, bound)
+        if rel.statistic not in grids:
+            grids[rel.statistic] = AuditRow(name, rel.statistic, GRID, rel.neighbours,
+                                            rel.grid if rel.grid is not None else 0.0)  # fmt: skip
+        _check_grid(grids[rel.statistic], rel, "the data", None)
+    declared = _by_occurrence(base)
     for nb in neighbours(table, relations=relations, max_removals=max_removals,
                          seed=neighbour_seed):  # fmt: skip
         with recording(replay=base) as other:
             run(nb.table, seed)
         if len(other) != len(base):
             notes.append(f"{name}: {nb.label}: {len(other)} releases vs {len(base)} on the data")
+        for key, rel in _by_occurrence(other).items():
+            if rel.statistic in grids:
+                mine = declared.get(key)
+                _check_grid(grids[rel.statistic], rel, nb.label,
+                            None if mine is None else mine.grid,
+                            None if mine is None else mine.index)  # fmt: skip
         for c in compare_releases(base, other, nb):
             for norm, bound in c.declared.items():
                 row = rows[(c.statistic, norm, c.relation)]
@@ -206,4 +296,4 @@ def audit_sensitivity(
                     row.notes.append(f"{nb.label}: shape changed at occurrence {c.occurrence}")
                     continue
                 row.add(c.change[norm], bound, nb.label, c.replayable)
-    return list(rows.values()), notes
+    return [*rows.values(), *grids.values()], notes

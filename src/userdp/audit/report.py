@@ -11,7 +11,8 @@ from userdp.audit.epsilon import EpsilonBound
 from userdp.audit.hard import EXPERIMENTS, run_experiment
 from userdp.audit.mechanisms import MECHANISMS, audit_table
 from userdp.audit.neighbours import Table
-from userdp.audit.replay import AuditRow, audit_sensitivity
+from userdp.audit.replay import GRID, AuditRow, audit_sensitivity
+from userdp.audit.threshold import ThresholdRow, threshold_rows
 
 __all__ = ["AuditReport", "run_audit"]
 
@@ -22,20 +23,24 @@ class AuditReport:
 
     rows: list[AuditRow] = field(default_factory=list)
     bounds: list[EpsilonBound] = field(default_factory=list)
+    thresholds: list[ThresholdRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def failed(self) -> bool:
-        """True if a declared sensitivity was exceeded or an epsilon lower bound exceeds epsilon."""
-        return any(r.verdict == "FAIL" for r in self.rows) or any(
-            b.verdict == "VIOLATION" for b in self.bounds
+        """True if a row failed (sensitivity, float check, threshold) or an epsilon lower bound
+        exceeds epsilon."""
+        return (
+            any(r.verdict == "FAIL" for r in self.rows)
+            or any(b.verdict == "VIOLATION" for b in self.bounds)
+            or any(t.verdict == "FAIL" for t in self.thresholds)
         )
 
     @property
     def worst_ratio(self) -> float:
         """Largest worst-found / declared ratio over replayable comparisons."""
-        return max((r.ratio for r in self.rows), default=0.0)
+        return max((r.ratio for r in self.rows if r.norm != GRID), default=0.0)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -43,6 +48,7 @@ class AuditReport:
             "worst_ratio": self.worst_ratio,
             "sensitivity": [r.as_dict() for r in self.rows],
             "epsilon_lower_bounds": [b.as_dict() for b in self.bounds],
+            "thresholds": [t.as_dict() for t in self.thresholds],
             "notes": list(self.notes),
             "seconds": self.seconds,
         }
@@ -70,6 +76,16 @@ class AuditReport:
                 for b in self.bounds
             ]  # fmt: skip
             lines += _format(head2, body2)
+        if self.thresholds:
+            lines.append("")
+            head3 = ("selection", "round", "rho", "grid", "threshold delta", "worst t",
+                     "p(t) / allowed", "verdict")  # fmt: skip
+            body3 = [
+                (t.mechanism, str(t.round), f"{t.rho:.6f}", f"{t.grid:.3g}",
+                 f"{t.threshold_delta:.3g}", str(t.worst_t), f"{t.ratio:.12f}", t.verdict)
+                for t in self.thresholds
+            ]  # fmt: skip
+            lines += _format(head3, body3)
         lines += [f"note: {n}" for n in self.notes]
         verdict = "FAIL" if self.failed else "pass"
         lines.append(f"audit: {verdict}; worst ratio {self.worst_ratio:.4f}; "
@@ -78,10 +94,8 @@ class AuditReport:
 
 
 def _verdict(r: AuditRow) -> str:
-    if not r.not_replayable:
-        return r.verdict
-    return (f"{r.verdict} ({r.not_replayable} of {r.compared + r.not_replayable} comparisons not "
-            f"replayable, up to {r.ratio_not_replayable:.3g}x there)")  # fmt: skip
+    reason = r.reason
+    return f"{r.verdict} ({reason})" if reason else r.verdict
 
 
 def _format(head: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
@@ -103,7 +117,9 @@ def run_audit(
     epsilon_runs: int = 0,
     epsilon_scale: int = 1,
 ) -> AuditReport:
-    """Audit the named mechanisms (default: all of :data:`~userdp.audit.MECHANISMS`).
+    """Audit the named mechanisms (default: all of :data:`~userdp.audit.MECHANISMS`): the
+    sensitivity and float checks on neighbours, the threshold check of the planned selections
+    (when a selection is audited), and the epsilon experiments (``epsilon_runs > 0``).
 
     Parameters
     ----------
@@ -141,6 +157,8 @@ def run_audit(
         report.notes += notes
         if mech.notes:
             report.notes.append(f"{name}: {mech.notes}")
+    if any(MECHANISMS[n].capability == "partition" for n in names):
+        report.thresholds = threshold_rows()
     if epsilon_runs > 0:
         for exp in EXPERIMENTS:
             if exp.mechanism in names:

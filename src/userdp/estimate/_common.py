@@ -36,6 +36,7 @@ from userdp.estimate.weighting import (
     check_records,
     factorize_users,
     limit_mask,
+    record_keys,
     smooth_weights,
 )
 from userdp.exceptions import InvalidParameterError
@@ -173,6 +174,7 @@ class Records:
     sizes: np.ndarray
     values: np.ndarray  # clipped to bounds
     bounds: tuple[float, float]
+    users: np.ndarray | None = None  # the user labels, for keyed sampling keys
 
 
 def read_records(values: object, users: object, bounds: object, caller: str) -> Records:
@@ -181,7 +183,7 @@ def read_records(values: object, users: object, bounds: object, caller: str) -> 
     y, u = check_records(values, users, caller)
     lo, hi = check_bounds(bounds, caller)
     codes, sizes = factorize_users(u)
-    return Records(codes, sizes, np.clip(y, lo, hi), (lo, hi))
+    return Records(codes, sizes, np.clip(y, lo, hi), (lo, hi), u)
 
 
 # -- the two ways of bounding a user's contribution -----------------------------------------------
@@ -199,9 +201,15 @@ class Bounding:
         raise NotImplementedError
 
     def weights(
-        self, codes: np.ndarray, sizes: np.ndarray, h: float, noise: NoiseSource
+        self,
+        codes: np.ndarray,
+        sizes: np.ndarray,
+        h: float,
+        noise: NoiseSource,
+        users: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Record weights as float64; each user's sum to at most ``h``."""
+        """Record weights as float64; each user's sum to at most ``h`` (``users``: the labels,
+        which key sample limiting's draw, see :func:`~userdp.estimate.weighting.record_keys`)."""
         raise NotImplementedError
 
     def restrict(
@@ -220,7 +228,12 @@ class _Smooth(Bounding):
         return best_smooth_h(*args, **kwargs)
 
     def weights(
-        self, codes: np.ndarray, sizes: np.ndarray, h: float, noise: NoiseSource
+        self,
+        codes: np.ndarray,
+        sizes: np.ndarray,
+        h: float,
+        noise: NoiseSource,
+        users: np.ndarray | None = None,
     ) -> np.ndarray:
         return smooth_weights(codes, sizes, h)
 
@@ -239,15 +252,23 @@ class _SampleLimit(Bounding):
         return best_limit_h(*args, **kwargs)
 
     def weights(
-        self, codes: np.ndarray, sizes: np.ndarray, h: float, noise: NoiseSource
+        self,
+        codes: np.ndarray,
+        sizes: np.ndarray,
+        h: float,
+        noise: NoiseSource,
+        users: np.ndarray | None = None,
     ) -> np.ndarray:
-        return limit_mask(codes, sizes, h, noise).astype(np.float64)
+        keys = None if users is None else record_keys(users, codes, noise.salt)
+        return limit_mask(codes, sizes, h, noise, keys=keys).astype(np.float64)
 
     def restrict(
         self, records: Records, h: float, noise: NoiseSource
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The kept records; their sizes ``min(s_l, floor(h))`` make their smooth weights 1."""
-        keep = limit_mask(records.codes, records.sizes, h, noise)
+        keys = None if records.users is None else record_keys(records.users, records.codes,
+                                                              noise.salt)  # fmt: skip
+        keep = limit_mask(records.codes, records.sizes, h, noise, keys=keys)
         sizes = np.minimum(records.sizes, math.floor(h))
         return records.codes[keep], records.values[keep], sizes
 

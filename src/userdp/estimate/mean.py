@@ -295,7 +295,7 @@ def _public_mean(
         # Claim 1 / Claim 2 with B / epsilon (the unit's Laplace scale) as the noise unit.
         h = bounding.choose_h(records.sizes, sigma2, laplace_scale(plan.estimate, width))
     # c_i = w_i / n_h: Lemma 3's weights, or 1[i in T] / n_h (Section 3.2)
-    w = bounding.weights(records.codes, records.sizes, h, noise)
+    w = bounding.weights(records.codes, records.sizes, h, noise, records.users)
     c = w / w.sum()
     estimate = float(c @ records.values)  # Alg. 1, line 1
     # Lemma 1: l1 sensitivity B * max_l sum_{S_l} c_i, from the weights themselves.

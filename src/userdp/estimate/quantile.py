@@ -376,7 +376,7 @@ def _run(
         if hj is None:
             unit = 2.0 / eps_q if public else 2.0 * spread / eps_q
             hj = bounding.choose_h(table_h[0], qj * (1.0 - qj), unit, counts=table_h[1])
-        w = bounding.weights(codes, sizes, hj, noise)
+        w = bounding.weights(codes, sizes, hj, noise, records.users)
         if public:
             w = w / w.sum()  # normalised c_i; a replaced user moves W(x) by its own weight
             delta = float(np.bincount(codes, weights=w).max())

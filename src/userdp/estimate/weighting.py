@@ -23,6 +23,7 @@ carries Laplace noise of scale ``u * h / n_h`` (or noise of that Laplace-equival
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -47,6 +48,7 @@ __all__ = [
     "limit_mask",
     "limit_variance",
     "private_size_histogram",
+    "record_keys",
     "size_bin_edges",
     "smooth_variance",
     "smooth_weights",
@@ -167,19 +169,62 @@ def smooth_weights(codes: np.ndarray, sizes: np.ndarray, h: float) -> np.ndarray
     return per_user[np.asarray(codes)]
 
 
-def limit_mask(codes: np.ndarray, sizes: np.ndarray, h: float, noise: NoiseSource) -> np.ndarray:
+def record_keys(users: object, codes: np.ndarray, salt: int) -> np.ndarray:
+    """31-bit keys per record from a keyed hash of (secret ``salt``, user label, occurrence).
+
+    The occurrence is the record's rank among its user's records in input order. A user's keys
+    depend only on its own label and record count and the secret salt
+    (:attr:`~userdp.privacy.NoiseSource.salt`): as unpredictable as fresh random bits, but
+    unchanged when another user is added or removed (codes shift, labels do not), which is
+    the coupling the sample-limiting sensitivity argument uses and what lets the auditor
+    replay a release on a neighbouring dataset. ``codes`` are :func:`factorize_users`'s.
+    """
+    u = np.asarray(users).ravel()
+    codes = np.asarray(codes, dtype=np.int64)
+    labels = np.unique(u)  # code c is labels[c] (factorize_users sorts the ids)
+    secret = (salt & ((1 << 64) - 1)).to_bytes(8, "little")
+    per_user = np.empty(labels.size, dtype=np.uint64)
+    for n, v in enumerate(labels.tolist()):
+        digest = hashlib.blake2b(f"{type(v).__name__}:{v!r}".encode(), digest_size=8,
+                                 key=secret).digest()  # fmt: skip
+        per_user[n] = int.from_bytes(digest, "little")
+    order = np.argsort(codes, kind="stable")
+    starts = np.cumsum(np.bincount(codes, minlength=labels.size)) - np.bincount(
+        codes, minlength=labels.size
+    )
+    occurrence = np.empty(codes.size, dtype=np.uint64)
+    occurrence[order] = (np.arange(codes.size) - starts[codes[order]]).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        x = per_user[codes] ^ (occurrence * np.uint64(0x9E3779B97F4A7C15))
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)  # SplitMix64 finaliser
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(33)).astype(np.int64)
+
+
+def limit_mask(
+    codes: np.ndarray,
+    sizes: np.ndarray,
+    h: float,
+    noise: NoiseSource,
+    *,
+    keys: np.ndarray | None = None,
+) -> np.ndarray:
     """Sample limiting: keep a uniformly random ``min(floor(h), s_l)`` records of each user.
 
     Vectorised: each record gets a random 31-bit key, records are sorted by
     ``(user, key)`` (one int64 sort), and a record is kept when its rank within its user is
-    below ``floor(h)`` (Section 3.2; Amin et al. 2019). The keys are independent of the values.
+    below ``floor(h)`` (Section 3.2; Amin et al. 2019). The keys are independent of the values:
+    fresh bits from ``noise``, or ``keys`` from :func:`record_keys` (keyed by user label, so
+    that removing one user changes no other user's sample).
     """
     k = math.floor(_check_h(h, "limit_mask"))
     codes = np.asarray(codes, dtype=np.int64)
     n = codes.size
     sizes = np.asarray(sizes, dtype=np.int64)
+    bits = noise.random_bits(n, 31).astype(np.int64) if keys is None else keys
     # codes < 2^32 (fewer than 4e9 users), so (code << 31) | key fits an int64.
-    keys = (codes << 31) | noise.random_bits(n, 31).astype(np.int64)
+    keys = (codes << 31) | bits
     order = np.argsort(keys)  # grouped by user, random within (ties: probability ~2^-31)
     starts = np.cumsum(sizes) - sizes  # first position of each user in ``order``
     rank = np.arange(n, dtype=np.int64) - starts[codes[order]]

@@ -33,7 +33,8 @@ from userdp.privacy import (
     gaussian_on_grid,
     record,
 )
-from userdp.privacy.recording import is_recording
+from userdp.privacy.calibrate import grid_spacing
+from userdp.privacy.recording import is_recording, released
 
 __all__ = ["LocalRunner", "release_mask"]
 
@@ -115,6 +116,7 @@ class _Run:
                 index=self.data.item_labels if is_recording() else None,
                 stream=(WEIGHT_STREAM, r),
                 size=WEIGHT_GRID_ITEMS,
+                thresholded=True,
             )
         else:  # tests only: substitute the noise, released on the same grid
             labels = self.data.item_labels.to_pylist()
@@ -218,10 +220,12 @@ class LocalRunner:
         release of l2 sensitivity 1 (one user changes one bin by 1)."""
         d = self.run.data
         exact = degree_counts(np.bincount(d.users, minlength=d.n_users))
-        record("user degree histogram", exact, l2=1.0)
         rng = self.run.noise.stream(*HISTOGRAM_STREAM)  # the Spark runner draws the same
+        if is_recording():
+            record("user degree histogram", exact, l2=1.0,
+                   grid=grid_spacing(1.0, max(exact.size, 1), "l2"))  # fmt: skip
         self.run.accountant.compose(dp_accounting.GaussianDpEvent(sigma))
-        return gaussian_on_grid(rng, exact, sigma, l2=1.0)
+        return released("user degree histogram", gaussian_on_grid(rng, exact, sigma, l2=1.0))
 
     def set_cap(self, cap: int) -> None:
         self.run.cap = self.max_items_per_user = cap

@@ -270,19 +270,6 @@ def laplace_on_grid(
     return _release_on_grid(rng, x, g, grid_noise_scale(b, d, x.size, "l1", g) / g, "laplace")
 
 
-def _declared_grid(
-    value: ArrayLike, bound: float, norm: str, size: int | None = None
-) -> float | None:
-    """The grid a safe release of ``value`` lands on, for the recorder (None when not
-    recording or when the bound is unusable: the release itself then refuses it)."""
-    if not is_recording():
-        return None
-    try:
-        return grid_spacing(bound, np.size(value) if size is None else size, norm)
-    except (InvalidParameterError, TypeError, ValueError):
-        return None
-
-
 def _frozen(state: object) -> object:
     """A hashable copy of a bit generator's state dict (arrays as bytes)."""
     if isinstance(state, dict):
@@ -360,6 +347,7 @@ class NoiseSource:
         neighbours: str = "add-remove",
         stream: tuple[int, ...] | None = None,
         size: int | None = None,
+        thresholded: bool = False,
     ) -> np.ndarray:
         """Record ``value`` (see :func:`~userdp.privacy.recording.record`), then release it
         with safe Gaussian noise of scale ``sigma`` (:func:`gaussian_on_grid`).
@@ -369,13 +357,18 @@ class NoiseSource:
         ``index`` the labels of the first axis, for the auditor. ``stream`` draws the noise
         from the sub-stream :meth:`stream` ``(*stream)`` instead of the main one (so the
         randomness does not depend on what was drawn before); ``size`` fixes the grid for that
-        many coordinates (see :func:`gaussian_on_grid`). Returns an array of ``value``'s shape
+        many coordinates (see :func:`gaussian_on_grid`). ``thresholded``: the output is only
+        compared with a threshold (its labels may be the data's; see
+        :class:`~userdp.privacy.recording.Release`). Returns an array of ``value``'s shape
         (0-d for a scalar).
         """
         rng = self._rng if stream is None else self.stream(*stream)
-        record(statistic, value, l2=l2, linf=linf, index=index, neighbours=neighbours,
-               rng_state=_fingerprint(rng),
-               grid=_declared_grid(value, l2, "l2", size))  # fmt: skip
+        if is_recording():  # the grid gaussian_on_grid uses, declared for the auditor
+            n = np.size(value) if size is None else size
+            grid = grid_spacing(check_real(l2, "l2", "add_gaussian", low=0.0, low_open=True),
+                                max(int(n), 1), "l2")  # fmt: skip
+            record(statistic, value, l2=l2, linf=linf, index=index, neighbours=neighbours,
+                   rng_state=_fingerprint(rng), grid=grid, thresholded=thresholded)  # fmt: skip
         return released(statistic, gaussian_on_grid(rng, value, sigma, l2=l2, size=size))
 
     def add_laplace(
@@ -391,8 +384,11 @@ class NoiseSource:
     ) -> np.ndarray:
         """Record ``value``, then release it with safe Laplace noise of scale ``scale``
         (:func:`laplace_on_grid`); ``l1`` is the declared l1 sensitivity."""
-        record(statistic, value, l1=l1, linf=linf, index=index, neighbours=neighbours,
-               rng_state=self.fingerprint(), grid=_declared_grid(value, l1, "l1"))  # fmt: skip
+        if is_recording():  # the grid laplace_on_grid uses, declared for the auditor
+            d = check_real(l1, "l1", "add_laplace", low=0.0, low_open=True)
+            grid = grid_spacing(d, max(np.size(value), 1), "l1")
+            record(statistic, value, l1=l1, linf=linf, index=index, neighbours=neighbours,
+                   rng_state=self.fingerprint(), grid=grid)  # fmt: skip
         return released(statistic, laplace_on_grid(self._rng, value, scale, l1=l1))
 
     def fingerprint(self) -> int | None:

@@ -71,11 +71,16 @@ class Release:
     output : ndarray or None
         The released (noised) value, set by the noise helpers after noising.
     grid : float or None
-        The spacing of the public grid the output lies on, where the mechanism declares one:
-        every entry of ``output`` equals ``float(k) * grid`` for an integer ``k``. It is fixed
-        by public parameters (sensitivity, size, bounds), so it must be the same on
-        neighbouring datasets; an output off its grid, or a grid that moves with the data,
-        leaks through float bits. None: no grid declared.
+        The spacing of the public lattice ``origin + k * grid`` every entry of ``output`` lies
+        on (the safe-noise grid, a power of two), declared before the draw; it must be a
+        function of public parameters only. None: no grid declared.
+    origin : float
+        The lattice's origin (0 for the noise helpers).
+    thresholded : bool
+        The output is never published, only compared with a threshold (a released set): its
+        labels (``index``) may be the data's own; the auditor checks its grid only if one is
+        declared. Otherwise the labels of a release must be public (the same on every
+        neighbour).
     """
 
     statistic: str
@@ -88,6 +93,8 @@ class Release:
     rng_state: int | None = None
     output: np.ndarray | None = None
     grid: float | None = None
+    origin: float = 0.0
+    thresholded: bool = False
 
 
 class _Recorder:
@@ -121,6 +128,8 @@ def record(
     neighbours: str = "add-remove",
     rng_state: int | None = None,
     grid: float | None = None,
+    origin: float = 0.0,
+    thresholded: bool = False,
 ) -> None:
     """Declare the exact pre-noise ``value`` of ``statistic`` and its sensitivity.
 
@@ -140,8 +149,10 @@ def record(
         The neighbouring relation the sensitivity is stated for.
     rng_state : int or None, default=None
         Fingerprint of the generator state (the noise helpers pass it).
-    grid : float or None, default=None
-        Spacing of the public grid the released output will lie on (see :class:`Release`).
+    grid, origin : float or None, float
+        The public lattice ``origin + k * grid`` the output will lie on (see :class:`Release`).
+    thresholded : bool, default=False
+        The output is only compared with a threshold, never published.
     """
     sink = _ACTIVE.get()
     if sink is None:
@@ -168,6 +179,8 @@ def record(
             neighbours=neighbours,
             rng_state=rng_state,
             grid=None if grid is None else float(grid),
+            origin=float(origin),
+            thresholded=bool(thresholded),
         )
     )
 

@@ -279,7 +279,7 @@ def aggregate(
     n_keys = eng.n_keys
     eng.restrict()
     if not smooth:
-        eng.random_keep(noise.random_bits(eng.n_rows, 62).astype(np.int64), l0, linf)
+        eng.random_keep(noise.salt, l0, linf)
 
     # 2. contribution bounds
     width = (

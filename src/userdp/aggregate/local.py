@@ -36,6 +36,7 @@ __all__ = [
     "bin_of",
     "key_quantile",
     "limit_keep",
+    "row_keys",
     "user_weights",
 ]
 
@@ -99,6 +100,28 @@ def limit_keep(
     return keep
 
 
+def row_keys(labels: pa.Array, user: np.ndarray, code: np.ndarray, salt: int) -> np.ndarray:
+    """64-bit keys per row: a keyed hash of (secret ``salt``, the user's label, the row's key
+    code over K, its occurrence among the user's rows of that key in input order).
+
+    A row's key depends only on its own user's label and rows, K (public) and the secret salt,
+    so adding or removing a user leaves every other row's key, and so every other user's kept
+    rows, unchanged: the coupling the hard limits' sensitivity argument uses, and what lets the
+    auditor replay the release on a neighbour.
+    """
+    from userdp.partition._hashing import pair_key, salted_hash
+
+    by_user = salted_hash(labels, salt)
+    order = np.lexsort((code, user))  # stable: input order within each (user, key)
+    u, k = user[order], code[order]
+    new = np.ones(u.size, dtype=bool)
+    new[1:] = (u[1:] != u[:-1]) | (k[1:] != k[:-1])
+    start = np.maximum.accumulate(np.where(new, np.arange(u.size), 0))
+    occurrence = np.empty(u.size, dtype=np.int64)
+    occurrence[order] = np.arange(u.size) - start
+    return pair_key(pair_key(by_user[user], code), occurrence)
+
+
 class LocalEngine:
     """Rows held as NumPy arrays; statistics over a public key array."""
 
@@ -109,9 +132,8 @@ class LocalEngine:
 
         self.cols = cols
         self.n_rows = self.total_rows = table.num_rows
-        self._user = encode_ids(table.column(cols.user), "users", order="sorted")[0].astype(
-            np.int64
-        )
+        codes, self._user_labels = encode_ids(table.column(cols.user), "users", order="sorted")
+        self._user = codes.astype(np.int64)
         self.n_users = int(self._user.max()) + 1 if self._user.size else 0
         if cols.key is None:
             self._key_raw = None
@@ -165,9 +187,12 @@ class LocalEngine:
             self._value = self._value[mask]
         self.n_rows = int(mask.sum())
 
-    def random_keep(self, rand: np.ndarray, l0: int, linf: int) -> None:
+    def random_keep(self, salt: int, l0: int, linf: int) -> None:
+        """Hard limits with keyed-hash row keys (:func:`row_keys`): as unpredictable as fresh
+        random bits without the salt, and unchanged when another user is added or removed."""
         self.restrict()
-        self.restrict(limit_keep(self._user, self._code, rand, l0, linf))
+        keys = row_keys(self._user_labels, self._user, self._code, salt)
+        self.restrict(limit_keep(self._user, self._code, keys, l0, linf))
 
     # -- per-(user, key) aggregates -----------------------------------------------------------
     def _pairs(self, centre: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

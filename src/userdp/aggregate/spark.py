@@ -108,14 +108,15 @@ class SparkEngine:
         self._rows = self._rows.where(F.col(_X).isNotNull()).cache()
         self.n_rows = int(self._rows.count())
 
-    def random_keep(self, rand: Any, l0: int, linf: int) -> None:
-        """Hard limits with Spark's own per-row random numbers (seeded from ``rand``'s first
-        value): the same distribution as locally, not the same rows."""
+    def random_keep(self, salt: int, l0: int, linf: int) -> None:
+        """Hard limits with Spark's own per-row random numbers (seeded from the run's salt):
+        the same distribution as locally, not the same rows (the local engine's keyed row
+        keys need each row's input order, which a Spark DataFrame does not have)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         self.restrict()
-        seed = int(rand[0]) % (2**31) if len(rand) else 0
+        seed = int(salt) % (2**31)
         rows = self._rows.withColumn("_r", F.rand(seed))
         rows = rows.withColumn(
             "_rr", F.row_number().over(Window.partitionBy(_U, _X).orderBy("_r"))

@@ -65,7 +65,7 @@ def aggregate_mechanisms() -> list[Mechanism]:
             "aggregate[limit]",
             "aggregate",
             bind=_aggregate("users,count,sum,mean", "limit", True),
-            notes="hard limits L0=3, Linf=2; row sampling is not replayed",
+            notes="hard limits L0=3, Linf=2; rows kept by keyed hashes (replayable)",
         )
     )
     return out

@@ -314,5 +314,13 @@ def _all() -> list[Mechanism]:
     return out
 
 
+def _registered() -> list[Mechanism]:
+    """The configurations above plus those a capability keeps in its own module (imported
+    here, at the end, since they build on :class:`Mechanism`)."""
+    from userdp.audit.aggregate_mechanisms import aggregate_mechanisms
+
+    return [*_all(), *aggregate_mechanisms()]
+
+
 #: Every audited release, by name.
-MECHANISMS: dict[str, Mechanism] = {m.name: m for m in _all()}
+MECHANISMS: dict[str, Mechanism] = {m.name: m for m in _registered()}

@@ -73,7 +73,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--capability",
-        choices=["estimate", "partition", "recommend", "multitask"],
+        choices=["estimate", "partition", "recommend", "multitask", "aggregate"],
         default=None,
         help="Audit only this capability's mechanisms.",
     )

@@ -168,6 +168,20 @@ class MatrixFactorization(RecommenderBase):
         ``unobserved_weight`` the implicit term pushes the whole prediction ``c_u + b_i +
         <u_i, v_u>`` of unrated items toward the centre (its Gram gets the bias coordinate).
         Gradient descent (DPSGD family) uses ``[v_u, 0.1 max_norm]`` instead (see ``fit``).
+    bias_prior : bool, default=True
+        SSP methods with biases: in each item update, solve every item's bias coordinate with
+        a ridge toward an empirical-Bayes prior mean instead of toward 0
+        (:mod:`userdp.recommend.prior`): a pooled regression of the raw biases on log(released
+        count), the prior variance by moments, the pull of an item set by the noise of its own
+        statistics. Its inputs are that step's released (noisy) statistics and the released
+        counts only, so it is post-processing: the event, the noise and every release are the
+        same with and without it. Ignored by the DPSGD family and without biases.
+    target_clip : float or None, default=None
+        SSP methods, private: the item update's targets (``r - center - c_u`` with biases,
+        ``r - center`` without) are clipped to ``[-target_clip, target_clip]`` and the moment
+        stack's sensitivity (and noise) is ``n * target_clip`` instead of ``n * half_width``:
+        less noise on every moment for a little clipping bias (same noise multipliers and
+        event). None: the rating range's half width (no clipping beyond the range).
     seed : int or None, default=None
         None draws noise from OS entropy. An integer is for tests and reproducible benchmarks
         only: a model trained with a known seed offers no privacy.
@@ -226,6 +240,16 @@ class MatrixFactorization(RecommenderBase):
             "help": "Add released item biases and per-user biases (solved, never released); "
             "auto: on for explicit ratings (unobserved_weight 0), off for implicit feedback.",
         },
+        "bias_prior": {
+            "bool": True, "cli": False,
+            "help": "Shrink the released item biases toward an empirical-Bayes prior fitted "
+            "from each step's released statistics (SSP methods with biases; post-processing).",
+        },
+        "target_clip": {
+            "low": 0.0, "low_open": True, "none": True,
+            "help": "SSP methods: clip the item update's targets to +-this (rating units) and "
+            "scale the moment noise to it (default: the rating range's half width).",
+        },
         "unobserved_weight": {
             "low": 0.0,
             "help": "Weight of the implicit-feedback term on unrated items (ml20m protocol: 1).",
@@ -270,6 +294,8 @@ class MatrixFactorization(RecommenderBase):
         top_items: float | None = None,
         min_item_count: float | str | None = None,
         biases: bool | str = "auto",
+        bias_prior: bool = True,
+        target_clip: float | None = None,
         seed: int | None = None,
         progress: bool = False,
     ) -> None:
@@ -298,6 +324,8 @@ class MatrixFactorization(RecommenderBase):
         self.top_items = top_items
         self.min_item_count = min_item_count
         self.biases = biases
+        self.bias_prior = bias_prior
+        self.target_clip = target_clip
         self.seed = seed
         self.progress = progress
 
@@ -468,10 +496,14 @@ class MatrixFactorization(RecommenderBase):
 
             steps = tqdm(steps, desc=f"{self.method} d={d}", unit="step", leave=False)
         alpha = float(self.unobserved_weight)
-        how = UserSolve(d, biased, beta, alpha, float(self.max_norm) if private else None, half)
+        bound = half  # the item update's target bound (the moments' sensitivity uses it)
+        if private and self._solver == "ssp" and self.target_clip is not None:
+            bound = min(half, float(self.target_clip))
+        clip = float(self.max_norm) if private else None
+        how = UserSolve(d, biased, beta, alpha, clip, bound, clip_target=bound < half)
         U[~trained] = 0.0
         try:
-            U = self._alternate(runner, U, steps, how, trained, freq, half, plan, noise, labels)
+            U = self._alternate(runner, U, steps, how, trained, freq, bound, plan, noise, labels)
         finally:
             runner.close()
         self._check_finite(U)

@@ -21,6 +21,7 @@ from userdp.exceptions import InvalidParameterError
 from userdp.multitask.allocation import adaptive_weights, tail_sampling, uniform_sampling
 from userdp.multitask.ssp import perturb_statistics, project_psd, solve_ridge
 from userdp.privacy.noise import NoiseSource
+from userdp.recommend.prior import bias_prior, count_noise_sd, solve_with_prior
 
 log = logging.getLogger("userdp.recommend")
 
@@ -102,10 +103,24 @@ def ssp_update(model: Any, gram, moment, freq, half, plan, noise, gravity, label
     )  # fmt: skip
     noise_ridge = model.noise_reg * sigma_a * math.sqrt(gram.shape[1])
     ridge = model.reg * np.maximum(freq, 1.0) * model.max_norm**2 + noise_ridge
-    if gravity is not None:
+    prior = None
+    if getattr(model, "bias_prior", False) and getattr(model, "_biased", False):
+        # Empirical-Bayes prior of the bias coordinate (post-processing of this step's
+        # released statistics and the released counts; :mod:`userdp.recommend.prior`).
+        k = gram.shape[1] - 1
+        prior = bias_prior(
+            gram[:, k, k], moment[:, k], beta=float(model.max_norm), counts=freq,
+            count_sd=count_noise_sd(plan.counts, model.count_sample), gram_sd=sigma_a,
+            moment_sd=sigma_b, half=half,
+        )  # fmt: skip
+    if gravity is not None or prior is not None:
         # Released and PSD: add it after the per-item projection so it is not clipped.
         vals, vecs = project_psd(gram)
-        gram = np.einsum("mdk,mk,mek->mde", vecs, vals, vecs) + model.unobserved_weight * gravity
+        gram = np.einsum("mdk,mk,mek->mde", vecs, vals, vecs)
+        if gravity is not None:
+            gram = gram + model.unobserved_weight * gravity
+    if prior is not None:
+        return solve_with_prior(gram, moment, ridge, prior, float(model.max_norm))
     return solve_ridge(gram, moment, ridge)
 
 

@@ -38,6 +38,7 @@ from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnost
 from userdp.recommend.als_steps import check_biases
 from userdp.recommend.model import RecommenderModel, solve_users
 from userdp.recommend.plans import SSPPlan, plan_ssp_noise
+from userdp.recommend.prior import bias_prior, count_noise_sd, item_covariates
 from userdp.recommend.public_convex import CONVEX_CONSTRAINTS, fit_convex
 from userdp.recommend.public_steps import (
     Adam,
@@ -81,6 +82,10 @@ METHOD_NAMES = {
     "minibatch": "am-ssp-minibatch",
     "dpsgd": "am-dpsgd",
 }
+
+
+#: Public item feature columns beyond which the bias prior uses log(count) alone.
+MAX_COVARIATES = 1000
 
 
 class PublicFeatureRecommender(RecommenderBase):
@@ -230,6 +235,11 @@ class PublicFeatureRecommender(RecommenderBase):
             "help": "Add released item biases and per-user biases (solved, never released); "
             "auto: on (the am-* methods train on explicit ratings).",
         },
+        "bias_prior": {
+            "bool": True, "cli": False,
+            "help": "Shrink the released item biases toward an empirical-Bayes prior fitted "
+            "from each release's statistics and the public item features (post-processing).",
+        },
     }  # fmt: skip
 
     def __init__(
@@ -262,6 +272,7 @@ class PublicFeatureRecommender(RecommenderBase):
         gradient_clip: float | None = None,
         negatives: float | None = None,
         biases: bool | str = "auto",
+        bias_prior: bool = True,
         seed: int | None = None,
         progress: bool = False,
     ) -> None:
@@ -292,6 +303,7 @@ class PublicFeatureRecommender(RecommenderBase):
         self.gradient_clip = gradient_clip
         self.negatives = negatives
         self.biases = biases
+        self.bias_prior = bias_prior
         self.seed = seed
         self.progress = progress
 
@@ -535,11 +547,12 @@ class PublicFeatureRecommender(RecommenderBase):
             for _t in range(self.inner_steps):
                 if stats is None or self.variant == "ssp1":
                     stats = self._release(exact_a, exact_b, plan, norm, half, noise, prep.labels)
+                    stats = self._with_prior(stats, ridge, beta, counts, plan, half)
                 batch = None
                 if self.variant == "minibatch":
                     size = min(self.batch_items, n_items)
                     batch = np.sort(rng.choice(n_items, size, replace=False))
-                grad = ssp_gradient(encoder, params, stats[0], stats[1], ridge, batch)
+                grad = ssp_gradient(encoder, params, stats[0], stats[1], stats[2], batch)
                 params = opt.step(params, grad)
             del exact_a, exact_b
         return params, encoder, beta, prior
@@ -569,6 +582,31 @@ class PublicFeatureRecommender(RecommenderBase):
         """The user-feature prior's release (:func:`public_steps.release_prior`)."""
         return release_prior(phi, n_families, U, counts, plan, noise, self.max_norm)
 
+    def _with_prior(self, stats, ridge, beta, counts, plan, half):
+        """``(A, b, ridge)`` for the encoder's steps: with ``bias_prior`` (private, biases),
+        the bias coordinate's ridge pulls toward the empirical-Bayes prior mean fitted from
+        this release (:mod:`userdp.recommend.prior`, public item features as covariates):
+        ``b_j[k] += rho_j m_j / beta`` and ridge ``rho_j`` there. Post-processing of the
+        release and the released counts."""
+        gram, moment, raw_kk = stats
+        if plan is None or beta is None or not self.bias_prior:
+            return gram, moment, ridge
+        norm = user_side_norm(self.max_norm, beta)
+        covariates = item_covariates(self.encoder)
+        if covariates is not None and covariates.shape[1] > MAX_COVARIATES:
+            covariates = None
+        prior = bias_prior(
+            raw_kk, moment[:, -1], beta=beta, counts=counts,
+            count_sd=count_noise_sd(plan.counts, self.count_sample),
+            gram_sd=plan.gram * norm**2, moment_sd=plan.moment * norm * half, half=half,
+            covariates=covariates,
+        )  # fmt: skip
+        full = np.repeat(np.asarray(ridge, dtype=np.float64)[:, None], moment.shape[1], axis=1)
+        full[:, -1] = prior.ridge
+        moment = moment.copy()
+        moment[:, -1] += prior.ridge * prior.mean / beta
+        return gram, moment, full
+
     def _release(self, gram, moment, plan, norm, half, noise, labels):
         """One noisy release of the item statistics (exact when training without privacy).
 
@@ -580,14 +618,15 @@ class PublicFeatureRecommender(RecommenderBase):
         its negative directions, and training then drifts wherever the noise points.
         """
         if plan is None:
-            return gram, moment
+            return gram, moment, None
         gram, moment = perturb_statistics(
             gram, moment, gram_sigma=plan.gram * norm**2,
             moment_sigma=plan.moment * norm * half, noise=noise,
             gram_l2=norm**2, moment_l2=norm * half, index=labels,
         )  # fmt: skip
+        raw_kk = gram[:, -1, -1].copy()  # the released bias diagonal (the prior's input)
         vals, vecs = project_psd(gram)
-        return np.einsum("mdk,mk,mek->mde", vecs, vals, vecs), moment
+        return np.einsum("mdk,mk,mek->mde", vecs, vals, vecs), moment, raw_kk
 
     def user_factors(self, history: Any, user_features: Any = None) -> np.ndarray:
         """Users' embeddings from their own ratings (billboard model); see

@@ -61,7 +61,8 @@ def ssp_gradient(
     ridge: np.ndarray,
     items: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``sum_j J_j^T ((A_j + ridge_j I) v_j - b_j)`` over ``items`` (default: all).
+    """``sum_j J_j^T ((A_j + ridge_j I) v_j - b_j)`` over ``items`` (default: all); ``ridge``
+    of shape (m,) or (m, d') (per coordinate: the bias prior's ridge on the bias column).
 
     The gradient of ``sum_j 1/2 v_j^T (A_j + ridge_j I) v_j - b_j^T v_j``, i.e. of the
     weighted squared loss up to a constant when A, b are exact (paper eq. (5)). One forward
@@ -69,7 +70,8 @@ def ssp_gradient(
     """
     idx = np.arange(gram.shape[0]) if items is None else np.asarray(items)
     v, cache = encoder.forward(params, idx)
-    resid = np.einsum("jde,je->jd", gram[idx], v) + ridge[idx, None] * v - moment[idx]
+    r = ridge[idx, None] if ridge.ndim == 1 else ridge[idx]  # per item or per coordinate
+    resid = np.einsum("jde,je->jd", gram[idx], v) + r * v - moment[idx]
     return encoder.vjp(params, idx, cache, resid)
 
 

@@ -270,8 +270,8 @@ def test_saved_biases_load_back_and_predict_and_recommend_with_them(tmp_path):
     assert np.corrcoef(c, mean)[0, 1] > 0.8
     np.testing.assert_array_equal(model.user_factors(data), loaded.user_factors(data))
     # Recommendation scores are the centred predictions: u.v + b_i + c_u.
-    ids, scores = loaded.recommend(data, rows[:1], N=3, filter_already_liked_items=False)
-    codes = loaded.item_codes(ids[0])
+    ids, scores = loaded.recommend(rows[:1], data, N=3, filter_already_liked_items=False)
+    codes = ids[0]
     V = loaded.user_factors(data)
     expected = V[0] @ loaded.item_factors[codes].T + loaded.item_biases[codes] + c[0]
     np.testing.assert_allclose(scores[0], expected)

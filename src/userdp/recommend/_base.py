@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-import pyarrow as pa
 
 from userdp._params import ParamsMixin, check_accountant
 from userdp._validation import MIN_EPSILON, check_choice, check_real
@@ -301,22 +300,21 @@ class RecommenderBase(ParamsMixin):
 
     def recommend(
         self,
-        history: Any,
-        users: np.ndarray | None = None,
-        *,
+        userid: Any,
+        user_items: Any,
         N: int = 10,
         filter_already_liked_items: bool = True,
-    ) -> tuple[list[pa.Array], list[np.ndarray]]:
+    ) -> tuple[np.ndarray, np.ndarray]:
         """See :meth:`RecommenderModel.recommend`."""
         return self._check_fitted().recommend(
-            history, users, N=N, filter_already_liked_items=filter_already_liked_items
+            userid, user_items, N=N, filter_already_liked_items=filter_already_liked_items
         )
 
     def similar_items(
-        self, item_ids: Any, *, N: int = 10, metric: str = "cosine"
-    ) -> tuple[list[pa.Array], np.ndarray]:
+        self, itemid: Any, N: int = 10, *, metric: str = "cosine"
+    ) -> tuple[np.ndarray, np.ndarray]:
         """See :meth:`RecommenderModel.similar_items`."""
-        return self._check_fitted().similar_items(item_ids, N=N, metric=metric)
+        return self._check_fitted().similar_items(itemid, N=N, metric=metric)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the released model (:meth:`RecommenderModel.save`; no seed, no fit time)."""

@@ -30,6 +30,7 @@ __all__ = [
     "GradientOperator",
     "check_biases",
     "check_min_item_count",
+    "check_target_clip",
     "gd_update",
     "gravity_gram",
     "ssp_update",
@@ -193,6 +194,14 @@ def check_min_item_count(value: Any, name: str, caller: str) -> None:
     else:
         check_real(value, name, caller, low=-math.inf, high=math.inf, low_open=True,
                    high_open=True)  # fmt: skip
+
+
+def check_target_clip(value: Any, name: str, caller: str) -> None:
+    """``"auto"`` or a positive number (a bound on the item update's targets)."""
+    if isinstance(value, str):
+        check_choice(value, name, caller, ["auto"])
+    else:
+        check_real(value, name, caller, low=0.0, high=math.inf, low_open=True, high_open=True)
 
 
 def check_biases(value: Any, name: str, caller: str) -> None:

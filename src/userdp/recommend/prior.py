@@ -12,12 +12,16 @@ statistics are (a James-Stein / Efron-Morris shrinkage):
    at the Gram noise's standard deviation ``s_A``), and its sampling variance
    ``v_i = (beta^2 s_b^2 + r_i^2 s_A^2) / a_i^2 + s^2 / max(c_i, 1)`` (the noise of the moment
    and of the Gram, plus the ratings' spread ``s = half_width / 3`` over the released count);
-2. a prior mean ``m_i = x_i^T theta`` by weighted ridge regression of ``r`` on the covariates
-   ``x_i = [1, log max(c_i, s_c), public item features]`` (``c_i``: the released count,
-   floored at the count noise's standard deviation ``s_c``; a weak ridge on every coefficient
-   but the intercept), weights ``1 / (v_i + tau^2)``, clipped to ``[-half_width, half_width]``;
-3. the prior variance ``tau^2`` by moments: the weighted mean of ``(r_i - m_i)^2 - v_i``
-   (floored at a small positive value), iterated with step 2;
+2. a prior mean ``m_i = theta_0 + theta_1 x_i (+ f_i^T gamma)``: ``x_i = asinh(c_i / s_c)``
+   (standardised; ``c_i`` the released count, ``s_c`` the count noise's standard deviation:
+   log-like for large counts, linear and signed within the noise); ``theta`` is fitted on
+   ``BINS`` bins of items sorted by ``x``, each bin one equal-weight point with its pooled
+   ratio of sums ``beta * sum b~[k] / sum A~[k, k]`` (the noise averages out in the sums where
+   a tail item's own ratio is noise); with public item features ``f_i``, ``gamma`` is a ridge
+   fit of ``r_i - theta^T x_i`` weighted by ``1 / (v_i + tau^2)``; clipped to ``[-half_width,
+   half_width]``;
+3. the prior variance ``tau^2`` by moments: the mean of ``(r_i - m_i)^2 - v_i`` weighted by
+   ``1 / (v_i + tau^2)^2`` (a fixed point, floored at a small positive value);
 4. the bias coordinate's ridge becomes ``rho_i = a_i v_i / tau^2`` toward ``m_i / beta``, so
    its marginal solve is ``(tau^2 r_i + v_i m_i) / (tau^2 + v_i)``.
 
@@ -38,10 +42,16 @@ from scipy import sparse
 
 __all__ = ["BiasPrior", "bias_prior", "item_covariates", "solve_with_prior"]
 
-#: Precision (in items) of the weak ridge on the non-intercept coefficients of the prior mean.
-SLOPE_RIDGE = 10.0
-#: Rounds of the (mean, variance) fixed point.
+#: Items per pooled bin of the prior mean's count trend: ``BINS`` bins (fewer for small item
+#: sets, at least ``BIN_SIZE`` items each).
+BINS = 20
+BIN_SIZE = 50
+#: Precision (in items) of the ridge on the public item features' coefficients.
+FEATURE_RIDGE = 10.0
+#: Rounds of the variance's fixed point.
 ROUNDS = 4
+#: The ratings' spread about an item's bias, as a fraction of the targets' half width.
+SPREAD = 1.0 / 3.0
 
 
 @dataclass(frozen=True)
@@ -86,30 +96,45 @@ def bias_prior(
     coordinate; ``counts``: the released item counts; ``*_sd``: the noise's standard deviations
     (in the statistics' units); ``half``: the targets' bound. Steps 1-4 of the module docstring.
     """
-    a = np.maximum(np.asarray(gram_kk, dtype=np.float64), max(gram_sd, 1e-12))
-    raw = beta * np.asarray(moment_k, dtype=np.float64) / a
-    raw = np.clip(raw, -2.0 * half, 2.0 * half)  # a ratio of two noisy values: bound it
-    c = np.maximum(np.asarray(counts, dtype=np.float64), max(count_sd, 1.0))
-    spread = (half / 3.0) ** 2
-    var = (beta**2 * moment_sd**2 + raw**2 * gram_sd**2) / a**2 + spread / c
-    cols: list[Any] = [np.ones_like(c), np.log(c)]
-    X = np.column_stack(cols)
-    if covariates is not None:
+    gram_kk = np.asarray(gram_kk, dtype=np.float64)
+    moment_k = np.asarray(moment_k, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.float64)
+    a = np.maximum(gram_kk, max(gram_sd, 1e-12))
+    raw = np.clip(beta * moment_k / a, -2.0 * half, 2.0 * half)  # a ratio of noisy values
+    scale = max(count_sd, 1.0)
+    spread = (half * SPREAD) ** 2
+    var = (beta**2 * moment_sd**2 + raw**2 * gram_sd**2) / a**2
+    var = var + spread / np.maximum(counts, scale)
+    # The count trend: asinh(c / s_c) is log-like for large counts and linear (signed) within
+    # the count noise, so a released count below the noise still says "rare".
+    x = np.arcsinh(counts / scale)
+    x = (x - x.mean()) / max(float(x.std()), 1e-12)
+    X = np.column_stack([np.ones_like(x), x])
+    # Fitted on pooled bins of similar released count, one equal-weight point each: a bin's
+    # ratio of sums beta * sum b~ / sum A~ averages the noise out where an item's own ratio
+    # is noise (tail items: their floored ratio says nothing, and a fit weighted by item
+    # precision extrapolates the head's trend to them).
+    n_bins = max(1, min(BINS, x.size // BIN_SIZE))
+    groups = np.array_split(np.argsort(x, kind="stable"), n_bins)
+    gx = np.array([X[g].mean(axis=0) for g in groups])
+    gb = np.array([
+        beta * np.sum(moment_k[g]) / max(float(np.sum(gram_kk[g])), math.sqrt(g.size) * gram_sd,
+                                         1e-12)
+        for g in groups
+    ])  # fmt: skip
+    coef = np.linalg.lstsq(gx, np.clip(gb, -half, half), rcond=None)[0]
+    mean = X @ coef
+    tau2 = max(float(np.var(raw - mean)), 1e-4 * spread)
+    if covariates is not None:  # public item features: a ridge fit of what the trend leaves
         F = covariates.toarray() if sparse.issparse(covariates) else np.asarray(covariates)
-        X = np.column_stack([X, F])
-    p = X.shape[1]
-    pen = np.full(p, SLOPE_RIDGE)
-    pen[0] = 0.0
-    tau2 = max(float(np.var(raw)), 1e-6)
-    coef = np.zeros(p)
-    mean = np.zeros_like(raw)
-    for _ in range(ROUNDS):
         w = 1.0 / (var + tau2)
-        # Weak ridge scaled to the weights' typical size so it means "about SLOPE_RIDGE items".
-        lhs = (X * w[:, None]).T @ X + np.diag(pen * float(np.mean(w)))
-        coef = np.linalg.lstsq(lhs, (X * w[:, None]).T @ raw, rcond=None)[0]
-        mean = np.clip(X @ coef, -half, half)
-        w2 = w**2
+        lhs = (F * w[:, None]).T @ F + FEATURE_RIDGE * float(np.mean(w)) * np.eye(F.shape[1])
+        gamma = np.linalg.solve(lhs, (F * w[:, None]).T @ (raw - mean))
+        mean = mean + F @ gamma
+        coef = np.concatenate([coef, gamma])
+    mean = np.clip(mean, -half, half)
+    for _ in range(ROUNDS):  # tau^2 by moments, weights 1 / (v + tau^2)^2
+        w2 = 1.0 / (var + tau2) ** 2
         tau2 = max(float(np.sum(w2 * ((raw - mean) ** 2 - var)) / np.sum(w2)), 1e-4 * spread)
     ridge = a * var / tau2
     return BiasPrior(mean=mean, variance=tau2, ridge=ridge, coef=coef)

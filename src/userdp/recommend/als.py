@@ -48,9 +48,10 @@ from userdp.recommend.als_steps import (
     trained_items,
 )
 from userdp.recommend.centring import centre, centre_all, mean_statistics
+from userdp.recommend.engines import make_runner, resolve_engine
 from userdp.recommend.model import RecommenderModel, solve_users
 from userdp.recommend.plans import TrainingPlan, plan_noise
-from userdp.recommend.runner import UserSolve, make_runner, resolve_engine
+from userdp.recommend.runner import UserSolve
 
 __all__ = [
     "AUTO_CUTOFF",

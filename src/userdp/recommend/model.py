@@ -37,6 +37,7 @@ from userdp.exceptions import DataError, InvalidParameterError
 from userdp.multitask.kernels import batched, segment_offsets, segment_statistics
 from userdp.privacy import events as userdp_events
 from userdp.privacy.budget import PrivacyBudget
+from userdp.recommend.public_steps import user_feature_matrix
 
 __all__ = ["ITEM_SOURCES", "RecommenderModel", "solve_users"]
 
@@ -187,8 +188,6 @@ class RecommenderModel:
         lam = (self.params["reg"] if reg is None else reg) * np.maximum(np.diff(offsets), 1)
         lam = lam.astype(np.float64)
         if user_features is not None:
-            from userdp.recommend.public import user_feature_matrix
-
             if self.user_prior is None:
                 raise InvalidParameterError(
                     "This model was trained without user features; refit with "

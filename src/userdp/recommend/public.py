@@ -36,11 +36,13 @@ from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnostics
 from userdp.recommend.als_steps import check_biases
+from userdp.recommend.engines import make_runner, resolve_engine
 from userdp.recommend.model import RecommenderModel, solve_users
 from userdp.recommend.plans import SSPPlan, plan_ssp_noise
 from userdp.recommend.prior import bias_prior, count_noise_sd, item_covariates
 from userdp.recommend.public_convex import CONVEX_CONSTRAINTS, fit_convex
 from userdp.recommend.public_steps import (
+    METHOD_NAMES,
     Adam,
     BiasedEncoder,
     check_encoder,
@@ -56,7 +58,7 @@ from userdp.recommend.public_steps import (
     user_side_norm,
     user_solve_inputs,
 )
-from userdp.recommend.runner import UserSolve, make_runner, resolve_engine, spark_supported
+from userdp.recommend.runner import UserSolve, spark_supported
 
 __all__ = [
     "SSP_VARIANTS",
@@ -76,12 +78,6 @@ log = logging.getLogger("userdp.recommend")
 SSP_VARIANTS = ("ssp2", "ssp1", "minibatch")
 VARIANTS = (*SSP_VARIANTS, "dpsgd")
 #: The released model's ``method`` for each variant (the CLI's ``--method`` names).
-METHOD_NAMES = {
-    "ssp2": "am-ssp",
-    "ssp1": "am-ssp1",
-    "minibatch": "am-ssp-minibatch",
-    "dpsgd": "am-dpsgd",
-}
 
 
 #: Public item feature columns beyond which the bias prior uses log(count) alone.

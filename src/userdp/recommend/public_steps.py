@@ -18,6 +18,7 @@ from userdp.multitask.ssp import clip_rows
 from userdp.recommend.encoders import IdEncoder, PublicFeatureEncoder
 
 __all__ = [
+    "METHOD_NAMES",
     "Adam",
     "BiasedEncoder",
     "check_encoder",
@@ -33,6 +34,13 @@ __all__ = [
     "user_side_norm",
     "user_solve_inputs",
 ]
+
+METHOD_NAMES = {
+    "ssp2": "am-ssp",
+    "ssp1": "am-ssp1",
+    "minibatch": "am-ssp-minibatch",
+    "dpsgd": "am-dpsgd",
+}
 
 
 class Adam:

@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from userdp._validation import check_choice
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask.kernels import segment_offsets, segment_statistics
 from userdp.multitask.ssp import clip_rows
@@ -41,20 +40,15 @@ from userdp.privacy.noise import NoiseSource
 from userdp.recommend.als_steps import GradientOperator, gd_update, user_weights
 from userdp.recommend.items import ItemSet
 from userdp.recommend.model import solve_users
-from userdp.spark import is_spark_dataframe
 
 __all__ = [
-    "ENGINES",
     "LocalRunner",
     "Preamble",
     "UserSolve",
-    "make_runner",
-    "resolve_engine",
     "spark_supported",
 ]
 
 #: The ``engine`` choices of the recommenders' ``fit``.
-ENGINES = ("auto", "local", "spark")
 
 
 @dataclass(frozen=True)
@@ -233,25 +227,6 @@ class LocalRunner:
                 self.item_offsets, self.n_items, self.n_users,
             )  # fmt: skip
         return gd_update(model, U, self.V, self._gd, freq, plan, noise, gravity, labels)
-
-
-def resolve_engine(ratings: Any, engine: str, caller: str) -> str:
-    """``engine`` checked, ``"auto"`` resolved from the input's type (before any charge):
-    ``"spark"`` for a Spark DataFrame, else ``"local"``."""
-    engine = check_choice(engine, "engine", caller, list(ENGINES))
-    if engine == "auto":
-        engine = "spark" if is_spark_dataframe(ratings) else "local"
-    return engine
-
-
-def make_runner(ratings: Any, engine: str, kernel: Any = segment_statistics) -> Any:
-    """The runner of a resolved ``engine`` (PySpark imported only for ``"spark"``);
-    ``kernel``: the local runner's statistics kernel (see :class:`LocalRunner`)."""
-    if engine == "spark":
-        from userdp.recommend.spark import SparkRunner
-
-        return SparkRunner(ratings)
-    return LocalRunner(ratings, kernel)
 
 
 def spark_supported(model: Any, user_features: Any, caller: str) -> None:

@@ -202,3 +202,16 @@ def test_the_cycle_check_sees_a_cycle(monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "RECOMMEND", fake)
     with pytest.raises(AssertionError, match="a -> b -> a"):
         test_recommend_modules_form_no_import_cycle()
+
+
+def test_recommend_public_functions_have_type_hints():
+    missing = []
+    for name, path in RECOMMEND.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                args = [
+                    a for a in node.args.args + node.args.kwonlyargs if a.arg not in ("self", "cls")
+                ]
+                if node.returns is None or any(a.annotation is None for a in args):
+                    missing.append(f"{name}.{node.name}:{node.lineno}")
+    assert not missing, missing

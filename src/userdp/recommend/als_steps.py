@@ -42,7 +42,14 @@ __all__ = [
 _CHUNK = 1 << 18  # rows per chunk in the DPSGD residual pass (16 MiB per gathered block)
 
 
-def user_weights(model: Any, users, items, item_counts, noise: NoiseSource, keys) -> np.ndarray:
+def user_weights(
+    model: Any,
+    users: np.ndarray,
+    items: np.ndarray,
+    item_counts: np.ndarray,
+    noise: NoiseSource,
+    keys: np.ndarray | None,
+) -> np.ndarray:
     """Per-rating weights with every user's squared weights summing to at most 1 (Table 2)."""
     rule = model._allocation
     if rule == "uniform":
@@ -85,7 +92,17 @@ def gravity_gram(model: Any, g: np.ndarray, plan: Any, noise: NoiseSource) -> np
     return (vecs * np.maximum(vals, 0.0)) @ vecs.T
 
 
-def ssp_update(model: Any, gram, moment, freq, half, plan, noise, gravity, labels) -> np.ndarray:
+def ssp_update(
+    model: Any,
+    gram: np.ndarray,
+    moment: np.ndarray,
+    freq: np.ndarray,
+    half: float,
+    plan: Any,
+    noise: NoiseSource,
+    gravity: np.ndarray | None,
+    labels: Any,
+) -> np.ndarray:
     """Item solve by task-weighted SSP (Algorithm 1) with PSD projection.
 
     ``gram``, ``moment``: the exact weighted statistics ``A_i = sum_j w_ij x_j x_j^T``,
@@ -125,7 +142,17 @@ def ssp_update(model: Any, gram, moment, freq, half, plan, noise, gravity, label
     return solve_ridge(gram, moment, ridge)
 
 
-def gd_update(model: Any, U, V, gd, freq, plan, noise, gravity, labels) -> np.ndarray:
+def gd_update(
+    model: Any,
+    U: np.ndarray,
+    V: np.ndarray,
+    gd: GradientOperator,
+    freq: np.ndarray,
+    plan: Any,
+    noise: NoiseSource,
+    gravity: np.ndarray | None,
+    labels: Any,
+) -> np.ndarray:
     """``sgd_steps`` full-batch noisy gradient steps on the items, user-level clipping."""
     sd = plan.gradient * model.clip_norm
     # Ridge as in the SSP update: frequency-scaled plus a multiple of the noise's size, so
@@ -156,7 +183,17 @@ class GradientOperator:
     a user changes the stacked gradient by at most C.
     """
 
-    def __init__(self, users, items, y, weights, order, offsets, n_items, n_users) -> None:
+    def __init__(
+        self,
+        users: np.ndarray,
+        items: np.ndarray,
+        y: np.ndarray,
+        weights: np.ndarray,
+        order: np.ndarray,
+        offsets: np.ndarray,
+        n_items: int,
+        n_users: int,
+    ) -> None:
         self.users, self.items, self.y, self.w = users, items, y, weights
         self.n_users = n_users
         # (items x users) CSR structure in item order; data filled per step.

@@ -300,7 +300,19 @@ def check_encoder(value: Any, name: str, caller: str) -> None:
 
 
 def dpsgd_gradient(
-    encoder, params, U, users, items, y, weights, order, offsets, ridge, plan, noise, clip_norm
+    encoder: Any,
+    params: np.ndarray,
+    U: np.ndarray,
+    users: np.ndarray,
+    items: np.ndarray,
+    y: np.ndarray,
+    weights: np.ndarray | None,
+    order: np.ndarray,
+    offsets: np.ndarray,
+    ridge: np.ndarray,
+    plan: Any,
+    noise: Any,
+    clip_norm: float,
 ) -> np.ndarray:
     """One full-batch DP-SGD gradient of the encoder (AM-DPSGD), each user's gradient clipped.
 
@@ -324,7 +336,15 @@ def dpsgd_gradient(
     return total + encoder.vjp(params, everything, None, ridge[:, None] * V)
 
 
-def release_prior(phi, n_families, U, counts, plan, noise, max_norm):
+def release_prior(
+    phi: sparse.csr_matrix,
+    n_families: int,
+    U: np.ndarray,
+    counts: np.ndarray | None,
+    plan: Any,
+    noise: Any,
+    max_norm: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Release the user-feature prior table ``P`` (feature values x dim) with noise.
 
     ``P_f = S_f / max(c_f, 1)``: the noisy mean factor of the users holding value f. The

@@ -154,7 +154,15 @@ class LocalRunner:
             self.weights = user_weights(model, self.users, self.items, counts, noise, self.keys)
 
     @classmethod
-    def from_codes(cls, users, items, y, weights, n_users: int, n_items: int) -> LocalRunner:
+    def from_codes(
+        cls,
+        users: np.ndarray,
+        items: np.ndarray,
+        y: np.ndarray,
+        weights: np.ndarray | None,
+        n_users: int,
+        n_items: int,
+    ) -> LocalRunner:
         """A runner over coded rows already on the item set (one Spark bucket of users)."""
         self = cls(None)
         self.users, self.items, self.y, self.keys = users, items, y, None
@@ -219,7 +227,16 @@ class LocalRunner:
     def close(self) -> None:
         """Nothing to release (the Spark runner unpersists its cached frames)."""
 
-    def gd_update(self, model, U, freq, plan, noise, gravity, labels) -> np.ndarray:
+    def gd_update(
+        self,
+        model: Any,
+        U: np.ndarray,
+        freq: np.ndarray,
+        plan: Any,
+        noise: NoiseSource,
+        gravity: np.ndarray | None,
+        labels: Any,
+    ) -> np.ndarray:
         """The DPSGD family's item update (:func:`~userdp.recommend.als_steps.gd_update`)."""
         if self._gd is None:
             self._gd = GradientOperator(

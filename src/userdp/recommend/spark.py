@@ -499,7 +499,16 @@ class SparkRunner:
         gram, moment, _ = self._step(weighted)
         return gram, moment
 
-    def gd_update(self, model, U, freq, plan, noise, gravity, labels) -> np.ndarray:
+    def gd_update(
+        self,
+        model: Any,
+        U: np.ndarray,
+        freq: np.ndarray,
+        plan: Any,
+        noise: NoiseSource,
+        gravity: np.ndarray | None,
+        labels: Any,
+    ) -> np.ndarray:
         """The DPSGD family's item update (:func:`~userdp.recommend.als_steps.gd_update`):
         every gradient is one pass (user solves against the step's factors, then clipped
         per-user gradients summed per item); the noise is added on the driver."""

@@ -69,6 +69,12 @@ def test_old_call_forms_fail_with_a_one_line_message_naming_the_new_one(fitted):
     with pytest.raises(InvalidParameterError, match=r"now recommend\(userid, user_items\)") as e:
         model.recommend(data, np.arange(3))
     assert "\n" not in str(e.value)
+    for call in (
+        lambda: model.recommend(data, users=np.arange(3), N=2),
+        lambda: model.recommend(data),
+    ):
+        with pytest.raises(InvalidParameterError, match=r"now recommend\(userid, user_items\)"):
+            call()
     with pytest.raises(InvalidParameterError, match=r"similar_items\(model.item_codes\(ids\)\)"):
         model.similar_items(["a label"])
     with pytest.raises(InvalidParameterError, match="userid must be"):

@@ -301,14 +301,17 @@ class RecommenderBase(ParamsMixin):
     def recommend(
         self,
         userid: Any,
-        user_items: Any,
+        user_items: Any = None,
         N: int = 10,
         filter_already_liked_items: bool = True,
+        *,
+        users: Any = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """See :meth:`RecommenderModel.recommend`."""
         return self._check_fitted().recommend(
-            userid, user_items, N=N, filter_already_liked_items=filter_already_liked_items
-        )
+            userid, user_items, N=N, filter_already_liked_items=filter_already_liked_items,
+            users=users,
+        )  # fmt: skip
 
     def similar_items(
         self, itemid: Any, N: int = 10, *, metric: str = "cosine"

@@ -251,9 +251,11 @@ class RecommenderModel:
     def recommend(
         self,
         userid: Any,
-        user_items: Any,
+        user_items: Any = None,
         N: int = 10,
         filter_already_liked_items: bool = True,
+        *,
+        users: Any = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-``N`` items for one user or many, best first (the ``implicit`` library's call).
 
@@ -263,9 +265,11 @@ class RecommenderModel:
         Returns ``(ids, scores)``, item codes (``item_labels.take(ids)`` gives the ids) and
         predicted centred ratings, of shape (N,) for one user and (n, N) for an array. Items the
         user rated are excluded unless ``filter_already_liked_items=False``; rows with fewer
-        than ``N`` candidates are padded with code -1 and score ``-inf``.
+        than ``N`` candidates are padded with code -1 and score ``-inf``. ``users``: the old
+        call's keyword, refused with a message naming this form.
         """
-        if isinstance(userid, Ratings | pa.Table | Mapping) or _is_frame(userid):
+        old = isinstance(userid, Ratings | pa.Table | Mapping) or _is_frame(userid)
+        if old or users is not None or user_items is None:
             raise InvalidParameterError(
                 "recommend(history, users) is now recommend(userid, user_items): user rows "
                 "first, then their histories (CSR matrix, Ratings or table)."

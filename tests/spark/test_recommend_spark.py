@@ -9,7 +9,6 @@ user whose items are all outside the fixed item set changes no released shape or
 from __future__ import annotations
 
 import warnings
-from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +20,7 @@ from userdp.privacy.noise import NoiseSource
 from userdp.recommend import MatrixFactorization
 from userdp.recommend.plans import plan_noise
 from userdp.recommend.runner import LocalRunner, UserSolve
+from userdp.recommend.spec import Allocation
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::UserWarning")]
 
@@ -82,7 +82,7 @@ def _statistics(runner, model: MatrixFactorization, U: np.ndarray):
     trained = np.ones(prep.n_items, dtype=bool)
     trained[-1] = False  # one item not trained: its rows must drop out on both engines
     runner.restrict(trained)
-    runner.allocate(model, prep.counts if private else None, noise)
+    runner.allocate(model._spec().allocation, prep.counts if private else None, noise)
     half = max(prep.hi - prep.center, prep.center - prep.lo)
     d = int(model.dim)
     how = UserSolve(d, model._biased, 1.0, float(model.unobserved_weight),
@@ -206,7 +206,7 @@ def test_am_ssp_statistics_match_local(spark):
     rp = runner.prepare(model, item_set, noise, count_noise=plan.counts, center_noise=plan.center)
     np.testing.assert_array_equal(rp.counts, prep.counts)
     runner.restrict(np.ones(rp.n_items, dtype=bool))
-    rule = SimpleNamespace(_allocation="adaptive", mu=model.mu, sample_size=1)
+    rule = Allocation("adaptive", 1, model.mu)
     runner.allocate(rule, rp.counts, noise)
     how = UserSolve(3, False, 0.0, 0.0, model.max_norm, half, clip_target=True)
     runner.solve_users(V_items, how, model.reg)

@@ -151,7 +151,7 @@ RECOMMEND_CORE = {
     "userdp.recommend.model", "userdp.recommend.items", "userdp.recommend.centring",
     "userdp.recommend.plans", "userdp.recommend.prior", "userdp.recommend.metrics",
     "userdp.recommend.protocols", "userdp.recommend.encoders", "userdp.recommend.id_encoder",
-    "userdp.recommend._flat", "userdp.recommend.public_steps",
+    "userdp.recommend._flat", "userdp.recommend.public_steps", "userdp.recommend.spec",
 }  # fmt: skip
 #: The families: the ALS family (MatrixFactorization) and the public-feature family.
 RECOMMEND_FAMILIES = {

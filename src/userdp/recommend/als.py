@@ -52,6 +52,7 @@ from userdp.recommend.engines import make_runner, resolve_engine
 from userdp.recommend.model import RecommenderModel, solve_users
 from userdp.recommend.plans import TrainingPlan, plan_noise
 from userdp.recommend.runner import UserSolve
+from userdp.recommend.spec import Allocation, ItemUpdateSpec
 
 __all__ = [
     "AUTO_CUTOFF",
@@ -371,6 +372,19 @@ class MatrixFactorization(RecommenderBase):
             return "adaptive"
         return self.method.rsplit("-", 1)[-1] if self.method != "als" else "none"
 
+    def _spec(self) -> ItemUpdateSpec:
+        """The declared hyper-parameters the steps read, resolved once (after validation)."""
+        return ItemUpdateSpec(
+            method=self.method, dim=self.dim,
+            allocation=Allocation(self._allocation, self.sample_size, self.mu),
+            biased=self._biased, bias_prior=self.bias_prior, max_norm=self.max_norm,
+            reg=self.reg, noise_reg=self.noise_reg, unobserved_weight=self.unobserved_weight,
+            clip_norm=self.clip_norm, learning_rate=self.learning_rate,
+            step_offset=self.step_offset, sgd_steps=self.sgd_steps,
+            count_sample=self.count_sample, top_items=self.top_items,
+            min_item_count=self.min_item_count,
+        )  # fmt: skip
+
     # -- training -------------------------------------------------------------------------------
     def fit(
         self,
@@ -440,6 +454,7 @@ class MatrixFactorization(RecommenderBase):
         """
         started = time.perf_counter()
         budget = self._validate()
+        spec = self._spec()  # everything the steps read, resolved once
         self._check_accountant(accountant, "accountant", "MatrixFactorization.fit")
         engine = resolve_engine(ratings, engine, "MatrixFactorization.fit")
         private = budget is not None
@@ -472,7 +487,7 @@ class MatrixFactorization(RecommenderBase):
         n_items, labels = prep.n_items, prep.labels
         item_counts = prep.counts
         freq = np.maximum(item_counts, 0.0) if private else prep.exact_counts
-        trained = trained_items(self, item_counts if private else freq, n_items, plan)
+        trained = trained_items(spec, item_counts if private else freq, n_items, plan)
         runner.restrict(trained)
         if not trained.any():
             # Nothing clears the cutoff (decided from released counts only): every item
@@ -484,7 +499,7 @@ class MatrixFactorization(RecommenderBase):
                 stacklevel=2,
             )
         half = max(hi - center, center - lo)
-        runner.allocate(self, item_counts if private else None, noise)
+        runner.allocate(spec.allocation, item_counts if private else None, noise)
         # Algorithm 3's U^(0), data-independent. Gradient descent starts small: items its noisy
         # steps barely move then predict the centre instead of the random start (the SSP
         # update replaces U at once and needs user factors of norm ~max_norm from step 1).
@@ -513,7 +528,9 @@ class MatrixFactorization(RecommenderBase):
         how = UserSolve(d, biased, beta, alpha, clip, bound, clip_target=bound < half)
         U[~trained] = 0.0
         try:
-            U = self._alternate(runner, U, steps, how, trained, freq, bound, plan, noise, labels)
+            U = self._alternate(
+                spec, runner, U, steps, how, trained, freq, bound, plan, noise, labels
+            )
         finally:
             runner.close()
         self._check_finite(U)
@@ -544,25 +561,25 @@ class MatrixFactorization(RecommenderBase):
         log.info("%s: trained in %.2f s", self.method, self.fit_seconds_)
         return self
 
-    def _alternate(self, runner, U, steps, how, trained, freq, half, plan, noise, labels):
+    def _alternate(self, spec, runner, U, steps, how, trained, freq, half, plan, noise, labels):
         """Algorithm 3's loop over a runner: exact user solves, private item updates."""
         private = plan is not None
         alpha = how.alpha
         for _ in steps:
             # Line 4: exact user solve, V = argmin_V L(U, V); never released.
-            runner.solve_users(U, how, self.reg)
-            gravity = gravity_gram(self, runner.gravity(), plan, noise) if alpha else None
+            runner.solve_users(U, how, spec.reg)
+            gravity = gravity_gram(spec, runner.gravity(), plan, noise) if alpha else None
             # Line 5: item update.
             if not private:
                 gram, moment = runner.item_statistics(weighted=False)
                 if alpha:
                     gram += alpha * gravity
-                U = solve_users(gram, moment, self.reg * np.maximum(freq, 1.0))
+                U = solve_users(gram, moment, spec.reg * np.maximum(freq, 1.0))
             elif self._solver == "ssp":
                 gram, moment = runner.item_statistics(weighted=True)
-                U = ssp_update(self, gram, moment, freq, half, plan, noise, gravity, labels)
+                U = ssp_update(spec, gram, moment, freq, half, plan, noise, gravity, labels)
             else:
-                U = runner.gd_update(self, U, freq, plan, noise, gravity, labels)
+                U = runner.gd_update(spec, U, freq, plan, noise, gravity, labels)
             U[~trained] = 0.0
         return U
 

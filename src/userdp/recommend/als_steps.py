@@ -3,8 +3,9 @@
 noisy gradient descent with user-level clipping (Algorithm 2) for the DPSGD family, and the
 released all-users Gram of the implicit-feedback ("gravity") term.
 
-Each function reads the estimator's declared hyper-parameters (``model``) and the released
-plan; the sensitivities are stated in ``MatrixFactorization.fit``'s Privacy section.
+Each function reads the fit's :class:`~userdp.recommend.spec.ItemUpdateSpec` (``model``, the
+declared hyper-parameters resolved once at the top of ``fit``) and the released plan; the
+sensitivities are stated in ``MatrixFactorization.fit``'s Privacy section.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from userdp.multitask.allocation import adaptive_weights, tail_sampling, uniform
 from userdp.multitask.ssp import perturb_statistics, project_psd, solve_ridge
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend.prior import bias_prior, count_noise_sd, solve_with_prior
+from userdp.recommend.spec import Allocation, ItemUpdateSpec
 
 log = logging.getLogger("userdp.recommend")
 
@@ -43,7 +45,7 @@ _CHUNK = 1 << 18  # rows per chunk in the DPSGD residual pass (16 MiB per gather
 
 
 def user_weights(
-    model: Any,
+    rule: Allocation,
     users: np.ndarray,
     items: np.ndarray,
     item_counts: np.ndarray,
@@ -51,28 +53,27 @@ def user_weights(
     keys: np.ndarray | None,
 ) -> np.ndarray:
     """Per-rating weights with every user's squared weights summing to at most 1 (Table 2)."""
-    rule = model._allocation
-    if rule == "uniform":
-        return uniform_sampling(users, model.sample_size, noise, beta=1.0, keys=keys)
-    if rule == "tail":
+    if rule.rule == "uniform":
+        return uniform_sampling(users, rule.sample_size, noise, beta=1.0, keys=keys)
+    if rule.rule == "tail":
         return tail_sampling(
-            users, items, item_counts, model.sample_size, noise, beta=1.0, keys=keys
+            users, items, item_counts, rule.sample_size, noise, beta=1.0, keys=keys
         )
-    return adaptive_weights(users, items, item_counts, mu=model.mu, beta=1.0)
+    return adaptive_weights(users, items, item_counts, mu=rule.mu, beta=1.0)
 
 
-def user_side_norm(model: Any) -> float:
+def user_side_norm(model: ItemUpdateSpec) -> float:
     """Bound on the norm of a user's vector in the item update.
 
     ``max_norm`` (the clipped user factor ``v``); with ``biases`` the vector is ``[v,
     max_norm]`` (the user side of the item bias coordinate), so ``sqrt(2) * max_norm``.
     """
-    if getattr(model, "_biased", False):
+    if model.biased:
         return math.sqrt(2.0) * model.max_norm
     return model.max_norm
 
 
-def gravity_gram(model: Any, g: np.ndarray, plan: Any, noise: NoiseSource) -> np.ndarray:
+def gravity_gram(model: ItemUpdateSpec, g: np.ndarray, plan: Any, noise: NoiseSource) -> np.ndarray:
     """``sum_j v_j v_j^T`` over all users (``g``, exact, from the runner); released with noise
     when training privately.
 
@@ -93,7 +94,7 @@ def gravity_gram(model: Any, g: np.ndarray, plan: Any, noise: NoiseSource) -> np
 
 
 def ssp_update(
-    model: Any,
+    model: ItemUpdateSpec,
     gram: np.ndarray,
     moment: np.ndarray,
     freq: np.ndarray,
@@ -122,7 +123,7 @@ def ssp_update(
     noise_ridge = model.noise_reg * sigma_a * math.sqrt(gram.shape[1])
     ridge = model.reg * np.maximum(freq, 1.0) * model.max_norm**2 + noise_ridge
     prior = None
-    if getattr(model, "bias_prior", False) and getattr(model, "_biased", False):
+    if model.bias_prior and model.biased:
         # Empirical-Bayes prior of the bias coordinate (post-processing of this step's
         # released statistics and the released counts; :mod:`userdp.recommend.prior`).
         k = gram.shape[1] - 1
@@ -143,7 +144,7 @@ def ssp_update(
 
 
 def gd_update(
-    model: Any,
+    model: ItemUpdateSpec,
     U: np.ndarray,
     V: np.ndarray,
     gd: GradientOperator,
@@ -250,7 +251,7 @@ def check_biases(value: Any, name: str, caller: str) -> None:
         )
 
 
-def trained_items(model: Any, score: np.ndarray, n_items: int, plan: Any) -> np.ndarray:
+def trained_items(model: ItemUpdateSpec, score: np.ndarray, n_items: int, plan: Any) -> np.ndarray:
     """Items to train: the ``top_items`` share and those reaching ``min_item_count``.
 
     ``score`` is the released counts (exact for ``als``); the number kept is a fraction

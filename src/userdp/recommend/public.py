@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import time
-from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -59,6 +58,7 @@ from userdp.recommend.public_steps import (
     user_solve_inputs,
 )
 from userdp.recommend.runner import UserSolve, spark_supported
+from userdp.recommend.spec import Allocation
 
 __all__ = [
     "SSP_VARIANTS",
@@ -501,7 +501,7 @@ class PublicFeatureRecommender(RecommenderBase):
         self._check_encoder_size(n_items)
         counts = prep.counts if private else prep.exact_counts
         runner.restrict(np.ones(n_items, dtype=bool))  # AM-SSP trains every item
-        rule = SimpleNamespace(_allocation="adaptive", mu=self.mu, sample_size=1)
+        rule = Allocation("adaptive", 1, self.mu)
         runner.allocate(rule, counts if private else None, noise)  # adaptive weights (Table 2)
         half = range_half = max(hi - center, center - lo)
         if private and self.rating_clip is not None:

@@ -40,6 +40,7 @@ from userdp.privacy.noise import NoiseSource
 from userdp.recommend.als_steps import GradientOperator, gd_update, user_weights
 from userdp.recommend.items import ItemSet
 from userdp.recommend.model import solve_users
+from userdp.recommend.spec import Allocation, ItemUpdateSpec
 
 __all__ = [
     "LocalRunner",
@@ -146,12 +147,11 @@ class LocalRunner:
         self.target = self.y
         self._gd: GradientOperator | None = None
 
-    def allocate(self, model: Any, counts: np.ndarray | None, noise: NoiseSource) -> None:
+    def allocate(self, rule: Allocation, counts: np.ndarray | None, noise: NoiseSource) -> None:
         """Per-rating weights with every user's squared weights summing to at most 1 (from
-        the released ``counts``; None: not private, weight 1). ``model`` names the rule:
-        ``_allocation`` ("uniform", "tail", "adaptive"), ``sample_size`` and ``mu``."""
+        the released ``counts``; None: not private, weight 1) by ``rule`` (Table 2)."""
         if counts is not None:
-            self.weights = user_weights(model, self.users, self.items, counts, noise, self.keys)
+            self.weights = user_weights(rule, self.users, self.items, counts, noise, self.keys)
 
     @classmethod
     def from_codes(
@@ -229,7 +229,7 @@ class LocalRunner:
 
     def gd_update(
         self,
-        model: Any,
+        model: ItemUpdateSpec,
         U: np.ndarray,
         freq: np.ndarray,
         plan: Any,

@@ -45,7 +45,6 @@ their noise there costs no more than the collection.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,6 +56,7 @@ from userdp.privacy.noise import NoiseSource
 from userdp.recommend.centring import centre_cap, release_mean
 from userdp.recommend.items import ItemSet
 from userdp.recommend.runner import LocalRunner, Preamble, UserSolve
+from userdp.recommend.spec import Allocation, ItemUpdateSpec
 from userdp.spark import require_pyspark
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -424,13 +424,11 @@ class SparkRunner:
         self.rule = self.counts = None
         self.training = None
 
-    def allocate(self, model: Any, counts: np.ndarray | None, noise: NoiseSource) -> None:
+    def allocate(self, rule: Allocation, counts: np.ndarray | None, noise: NoiseSource) -> None:
         """The training rows and their allocation weights, per partition of users, from the row
         keys and the released ``counts`` (no noise drawn; None: not private, weight 1)."""
         if counts is not None:
-            self.rule = SimpleNamespace(
-                _allocation=model._allocation, sample_size=model.sample_size, mu=model.mu
-            )
+            self.rule = rule
             self.counts = np.asarray(counts, dtype=np.float64)
         self._training()
 
@@ -501,7 +499,7 @@ class SparkRunner:
 
     def gd_update(
         self,
-        model: Any,
+        model: ItemUpdateSpec,
         U: np.ndarray,
         freq: np.ndarray,
         plan: Any,

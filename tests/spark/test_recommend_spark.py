@@ -75,8 +75,9 @@ def _statistics(runner, model: MatrixFactorization, U: np.ndarray):
         )
     noise = NoiseSource(model.seed)
     item_set = model._item_set(private)
+    spec = model._run_spec(model.dim, model._biased)
     prep = runner.prepare(
-        model, item_set, noise, count_noise=None if plan is None else plan.counts,
+        spec, item_set, noise, count_noise=None if plan is None else plan.counts,
         center_noise=None if plan is None else plan.center,
     )  # fmt: skip
     trained = np.ones(prep.n_items, dtype=bool)
@@ -203,7 +204,8 @@ def test_am_ssp_statistics_match_local(spark):
 
     noise = NoiseSource(3)
     runner = SparkRunner(_frame(spark, table))
-    rp = runner.prepare(model, item_set, noise, count_noise=plan.counts, center_noise=plan.center)
+    spec = model._run_spec(model.encoder.dim, model._biased)
+    rp = runner.prepare(spec, item_set, noise, count_noise=plan.counts, center_noise=plan.center)
     np.testing.assert_array_equal(rp.counts, prep.counts)
     runner.restrict(np.ones(rp.n_items, dtype=bool))
     rule = Allocation("adaptive", 1, model.mu)

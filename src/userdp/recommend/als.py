@@ -461,7 +461,8 @@ class MatrixFactorization(RecommenderBase):
         item_set = self._item_set(private)
         # The runner checks its input before anything is charged (no data read yet).
         runner = make_runner(ratings, engine)
-        runner.check(self, item_set)
+        run_spec = self._run_spec(self.dim, self._biased)
+        runner.check(run_spec, item_set)
         plan = None
         if private:
             plan = plan_noise(
@@ -479,7 +480,7 @@ class MatrixFactorization(RecommenderBase):
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x4D46)  # initialisation (data-independent: the item set is fixed)
         prep = runner.prepare(
-            self, item_set, noise, count_noise=None if plan is None else plan.counts,
+            run_spec, item_set, noise, count_noise=None if plan is None else plan.counts,
             center_noise=None if plan is None else plan.center,
         )  # fmt: skip
         center, lo, hi = prep.center, prep.lo, prep.hi

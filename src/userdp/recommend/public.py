@@ -419,7 +419,8 @@ class PublicFeatureRecommender(RecommenderBase):
         if item_set is not None:
             self._check_encoder_size(len(item_set))
         runner = make_runner(ratings, engine, segment_statistics)
-        runner.check(self, item_set)
+        run_spec = self._run_spec(self.encoder.dim, self._biased)
+        runner.check(run_spec, item_set)
         dpsgd = self.variant == "dpsgd"
         per_step = self.inner_steps if self.variant in ("ssp1", "dpsgd") else 1
         plan = None
@@ -436,7 +437,7 @@ class PublicFeatureRecommender(RecommenderBase):
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x5353)  # mini-batch sampling
         prep = runner.prepare(
-            self, item_set, noise, count_noise=None if plan is None else plan.counts,
+            run_spec, item_set, noise, count_noise=None if plan is None else plan.counts,
             center_noise=None if plan is None else plan.center,
         )  # fmt: skip
         try:

@@ -37,10 +37,11 @@ from userdp.exceptions import InvalidParameterError
 from userdp.multitask.kernels import segment_offsets, segment_statistics
 from userdp.multitask.ssp import clip_rows
 from userdp.privacy.noise import NoiseSource
+from userdp.recommend._base import prepare_ratings
 from userdp.recommend.als_steps import GradientOperator, gd_update, user_weights
 from userdp.recommend.items import ItemSet
 from userdp.recommend.model import solve_users
-from userdp.recommend.spec import Allocation, ItemUpdateSpec
+from userdp.recommend.spec import Allocation, ItemUpdateSpec, RunSpec
 
 __all__ = [
     "LocalRunner",
@@ -110,22 +111,24 @@ class LocalRunner:
         self.ratings = ratings
         self.kernel = kernel
 
-    def check(self, model: Any, item_set: ItemSet | None) -> None:
+    def check(self, spec: RunSpec, item_set: ItemSet | None) -> None:
         """Refuse what this runner cannot train, before anything is charged (nothing here)."""
 
     def prepare(
         self,
-        model: Any,
+        spec: RunSpec,
         item_set: ItemSet | None,
         noise: NoiseSource,
         *,
         count_noise: float | None,
         center_noise: float | None,
     ) -> Preamble:
-        """The shared preamble (:meth:`RecommenderBase._prepare`), noise draws in its order."""
-        prep = model._prepare(
-            self.ratings, item_set, noise, count_noise=count_noise, center_noise=center_noise
-        )
+        """The shared preamble (:func:`~userdp.recommend._base.prepare_ratings`), noise draws
+        in its order."""
+        prep = prepare_ratings(
+            spec, self.ratings, item_set, noise, count_noise=count_noise,
+            center_noise=center_noise,
+        )  # fmt: skip
         data = prep.data
         self.users, self.items, self.keys = data.users, data.items, prep.keys
         self.n_users, self.n_items = data.n_users, data.n_items

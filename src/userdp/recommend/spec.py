@@ -6,8 +6,9 @@ spec holds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Allocation", "ItemUpdateSpec"]
+__all__ = ["Allocation", "ItemUpdateSpec", "RunSpec"]
 
 
 @dataclass(frozen=True)
@@ -41,3 +42,16 @@ class ItemUpdateSpec:
     count_sample: int
     top_items: float | None
     min_item_count: float | str | None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What a runner's ``check`` and ``prepare`` read (the preamble shared by both
+    recommenders): the declared rating range and centre, the counts' per-user cap, and the
+    width of the item statistics (``dim`` plus one bias coordinate when ``biased``)."""
+
+    rating_range: tuple[float, float] | None
+    center: Any
+    count_sample: int
+    dim: int
+    biased: bool

@@ -177,3 +177,21 @@ def test_the_prior_lowers_held_out_error_on_a_long_tail():
         scores[prior] = holdout_rmse(m, split.train, split.validation, buckets)
     assert scores[True]["rmse"] < scores[False]["rmse"]
     assert scores[True]["buckets"][0] < scores[False]["buckets"][0]
+
+
+def test_item_covariates_take_feature_families_but_not_an_id_family():
+    from userdp.recommend import FeatureFamily, PublicFeatureEncoder
+    from userdp.recommend.prior import item_covariates
+
+    genre = FeatureFamily("genre", sparse_matrix([[1, 1, 0], [0, 1, 0], [0, 0, 1], [1, 0, 0]]))
+    ids = FeatureFamily("id", sparse_matrix(np.eye(4)))
+    X = item_covariates(PublicFeatureEncoder([genre, ids], 2, seed=0), max_values=3)
+    assert X.shape == (4, 3)  # the 4-value id family is left out
+    np.testing.assert_allclose(X.toarray().sum(axis=1), 1.0)  # rows normalised
+    assert item_covariates(IdEncoder(4, 2)) is None
+
+
+def sparse_matrix(rows):
+    import scipy.sparse as sp
+
+    return sp.csr_matrix(np.asarray(rows, dtype=float))

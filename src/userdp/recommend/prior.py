@@ -64,18 +64,18 @@ class BiasPrior:
     coef: np.ndarray
 
 
-def item_covariates(encoder: Any) -> sparse.csr_matrix | None:
-    """Public item features of an encoder as prior covariates (row-normalised feature families
-    side by side), or None for an encoder without public features (an id encoder)."""
-    families = getattr(encoder, "families", None)
-    if not families:
-        return None
+def item_covariates(encoder: Any, max_values: int = 200) -> sparse.csr_matrix | None:
+    """Public item features of an encoder as prior covariates: its row-normalised feature
+    families of at most ``max_values`` values side by side (an id family, one value per item,
+    would fit each item's own noise), or None for an encoder without such families."""
     blocks = []
-    for fam in families:
+    for fam in getattr(encoder, "families", None) or ():
         m = sparse.csr_matrix(fam.matrix, dtype=np.float64)
+        if m.shape[1] > max_values:
+            continue
         rows = np.asarray(m.sum(axis=1)).ravel()
         blocks.append(sparse.diags(1.0 / np.where(rows > 0, rows, 1.0)) @ m)
-    return sparse.hstack(blocks, format="csr")
+    return sparse.hstack(blocks, format="csr") if blocks else None
 
 
 def bias_prior(

@@ -191,8 +191,9 @@ class PublicFeatureRecommender(RecommenderBase):
         As in :class:`~userdp.recommend.MatrixFactorization`: the SSP variants with biases
         solve the bias coordinate with a ridge toward an empirical-Bayes prior fitted from
         each release (:mod:`userdp.recommend.prior`), with the encoder's public item features
-        (row-normalised feature families) as covariates when it has them (up to
-        ``MAX_COVARIATES`` columns). Post-processing: the releases and event are unchanged.
+        (row-normalised feature families of at most 200 values each, so not an id family) as
+        covariates when it has them (up to ``MAX_COVARIATES`` columns in all).
+        Post-processing: the releases and event are unchanged.
     rating_range, center, mu, count_sample, count_fraction, center_fraction, moment_share,
     max_norm, reg, noise_reg, seed, progress
         As in :class:`~userdp.recommend.MatrixFactorization` (``reg`` scales the item ridge by

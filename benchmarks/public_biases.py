@@ -100,8 +100,10 @@ def run(name, ratings, fams, rating_range, variants, seeds, compare="biases") ->
 
 
 def print_summary(results: dict) -> None:
-    print("\nTest RMSE (ML10M protocol), mean over seeds: off -> on (change); the pair is "
-          f"{results.get('compare', 'biases')}")
+    print(
+        "\nTest RMSE (ML10M protocol), mean over seeds: off -> on (change); the pair is "
+        f"{results.get('compare', 'biases')}"
+    )
     print(f"{'dataset':16s} {'variant':7s} " + " ".join(f"{'eps=' + format(e, 'g'):>24s}"
                                                         for e in EPSILONS))  # fmt: skip
     for name, res in results["sets"].items():
@@ -126,8 +128,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--synthetic-ratings", type=int, default=50_000)
     p.add_argument("--tag", default="", help="Suffix of the results file.")
-    p.add_argument("--compare", choices=("biases", "prior"), default="biases",
-                   help="biases: off vs on (no prior); prior: biases on, bias_prior off vs on.")
+    p.add_argument(
+        "--compare",
+        choices=("biases", "prior"),
+        default="biases",
+        help="biases: off vs on (no prior); prior: biases on, bias_prior off vs on.",
+    )
     p.add_argument("--out", type=Path, default=RESULTS)
     return p.parse_args(argv)
 

@@ -9,7 +9,6 @@ user whose items are all outside the fixed item set changes no released shape or
 from __future__ import annotations
 
 import warnings
-from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +20,7 @@ from userdp.privacy.noise import NoiseSource
 from userdp.recommend import MatrixFactorization
 from userdp.recommend.plans import plan_noise
 from userdp.recommend.runner import LocalRunner, UserSolve
+from userdp.recommend.spec import Allocation
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::UserWarning")]
 
@@ -75,14 +75,15 @@ def _statistics(runner, model: MatrixFactorization, U: np.ndarray):
         )
     noise = NoiseSource(model.seed)
     item_set = model._item_set(private)
+    spec = model._run_spec(model.dim, model._biased)
     prep = runner.prepare(
-        model, item_set, noise, count_noise=None if plan is None else plan.counts,
+        spec, item_set, noise, count_noise=None if plan is None else plan.counts,
         center_noise=None if plan is None else plan.center,
     )  # fmt: skip
     trained = np.ones(prep.n_items, dtype=bool)
     trained[-1] = False  # one item not trained: its rows must drop out on both engines
     runner.restrict(trained)
-    runner.allocate(model, prep.counts if private else None, noise)
+    runner.allocate(model._spec().allocation, prep.counts if private else None, noise)
     half = max(prep.hi - prep.center, prep.center - prep.lo)
     d = int(model.dim)
     how = UserSolve(d, model._biased, 1.0, float(model.unobserved_weight),
@@ -203,10 +204,11 @@ def test_am_ssp_statistics_match_local(spark):
 
     noise = NoiseSource(3)
     runner = SparkRunner(_frame(spark, table))
-    rp = runner.prepare(model, item_set, noise, count_noise=plan.counts, center_noise=plan.center)
+    spec = model._run_spec(model.encoder.dim, model._biased)
+    rp = runner.prepare(spec, item_set, noise, count_noise=plan.counts, center_noise=plan.center)
     np.testing.assert_array_equal(rp.counts, prep.counts)
     runner.restrict(np.ones(rp.n_items, dtype=bool))
-    rule = SimpleNamespace(_allocation="adaptive", mu=model.mu, sample_size=1)
+    rule = Allocation("adaptive", 1, model.mu)
     runner.allocate(rule, rp.counts, noise)
     how = UserSolve(3, False, 0.0, 0.0, model.max_norm, half, clip_target=True)
     runner.solve_users(V_items, how, model.reg)

@@ -142,3 +142,76 @@ def test_importing_the_privacy_core_loads_no_capability():
     ).stdout.split()
     loaded = {userdp_subpackage(m) for m in out}
     assert not loaded & (ALGORITHMS | {"userdp.cli", "userdp.data"}), out
+
+
+# -- inside recommend: no import cycle; the families build on the shared core ----------------
+RECOMMEND = {module_name(p): p for p in MODULES if module_name(p).startswith("userdp.recommend.")}
+#: The shared core: what both families use; it imports neither family.
+RECOMMEND_CORE = {
+    "userdp.recommend.model", "userdp.recommend.items", "userdp.recommend.centring",
+    "userdp.recommend.plans", "userdp.recommend.prior", "userdp.recommend.metrics",
+    "userdp.recommend.protocols", "userdp.recommend.encoders", "userdp.recommend.id_encoder",
+    "userdp.recommend._flat", "userdp.recommend.public_steps", "userdp.recommend.spec",
+}  # fmt: skip
+#: The families: the ALS family (MatrixFactorization) and the public-feature family.
+RECOMMEND_FAMILIES = {
+    "userdp.recommend.als", "userdp.recommend.public", "userdp.recommend.public_convex",
+    "userdp.recommend.federated",
+}  # fmt: skip
+
+
+def recommend_graph() -> dict[str, set[str]]:
+    """Module -> the recommend modules it imports (anywhere in the file, lazy imports too)."""
+    return {
+        name: {m for m in imported_modules(path) if m in RECOMMEND and m != name}
+        for name, path in RECOMMEND.items()
+    }
+
+
+def test_recommend_modules_form_no_import_cycle():
+    graph = recommend_graph()
+    state: dict[str, int] = {}
+    cycle: list[str] = []
+
+    def visit(node: str, stack: list[str]) -> bool:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle.extend([*stack[stack.index(nxt) :], nxt] if nxt in stack else [node, nxt])
+                return True
+            if nxt not in state and visit(nxt, [*stack, nxt]):
+                return True
+        state[node] = 2
+        return False
+
+    for start in sorted(graph):
+        if start not in state and visit(start, [start]):
+            break
+    assert not cycle, " -> ".join(cycle)
+
+
+def test_the_recommend_core_imports_no_family():
+    graph = recommend_graph()
+    bad = {name: graph[name] & RECOMMEND_FAMILIES for name in RECOMMEND_CORE if name in graph}
+    assert not {k: v for k, v in bad.items() if v}
+
+
+def test_the_cycle_check_sees_a_cycle(monkeypatch):
+    fake = {"a": {"b"}, "b": {"a"}}
+    monkeypatch.setattr(sys.modules[__name__], "recommend_graph", lambda: fake)
+    monkeypatch.setattr(sys.modules[__name__], "RECOMMEND", fake)
+    with pytest.raises(AssertionError, match="a -> b -> a"):
+        test_recommend_modules_form_no_import_cycle()
+
+
+def test_recommend_public_functions_have_type_hints():
+    missing = []
+    for name, path in RECOMMEND.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                args = [
+                    a for a in node.args.args + node.args.kwonlyargs if a.arg not in ("self", "cls")
+                ]
+                if node.returns is None or any(a.annotation is None for a in args):
+                    missing.append(f"{name}.{node.name}:{node.lineno}")
+    assert not missing, missing

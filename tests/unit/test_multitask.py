@@ -760,9 +760,10 @@ def test_save_and_load_keep_factors_int_labels_center_and_budget(synthetic, tmp_
     assert (back.method, back.dim, back.params["rating_range"]) == ("adadpals", 3, [0.5, 5.0])
     assert "seed" not in back.params  # a saved seed would let anyone regenerate the noise
     assert back.item_source == "public"
-    ids, scores = model.recommend(synthetic, np.arange(5), N=4)
-    ids2, scores2 = back.recommend(synthetic, np.arange(5), N=4)
-    assert [a.to_pylist() for a in ids] == [a.to_pylist() for a in ids2]
+    ids, scores = model.recommend(np.arange(5), synthetic, N=4)
+    ids2, scores2 = back.recommend(np.arange(5), synthetic, N=4)
+    assert ids.shape == scores.shape == (5, 4)
+    np.testing.assert_array_equal(ids, ids2)
     np.testing.assert_array_equal(scores, scores2)
 
 
@@ -777,9 +778,9 @@ def test_save_and_load_keep_string_labels(string_labelled, tmp_path):
     assert back.item_labels.to_pylist() == model.item_labels_.to_pylist()
     assert back.budget is None and back.item_counts is None
     np.testing.assert_array_equal(back.item_factors, model.item_factors_)
-    a, _ = model.similar_items(["item-3"], N=3)
-    b, _ = back.similar_items(["item-3"], N=3)
-    assert a[0].to_pylist() == b[0].to_pylist()
+    a, _ = model.similar_items(model.item_codes(["item-3"]), N=3)
+    b, _ = back.similar_items(back.item_codes(["item-3"]), N=3)
+    np.testing.assert_array_equal(a, b)
 
 
 def test_recommend_excludes_history_items_and_returns_the_n_best_in_order(string_labelled):
@@ -791,7 +792,8 @@ def test_recommend_excludes_history_items_and_returns_the_n_best_in_order(string
         ["item-7", "item-1", "item-20", "item-1", "item-4"],
         [5.0, 1.0, 4.0, 2.0, 5.0],
     )
-    ids, scores = model.recommend(history, N=6)
+    codes, scores = model.recommend(np.arange(2), history, N=6)
+    ids = [model.item_labels_.take(pa.array(row)) for row in codes]
     V = model.user_factors(history)
     labels = model.item_labels_.to_pylist()
     for u, rated in ((0, {"item-7", "item-1", "item-20"}), (1, {"item-1", "item-4"})):
@@ -812,17 +814,20 @@ def test_recommend_never_returns_rated_items_even_when_n_exceeds_the_unrated_one
     labels = model.item_labels_.to_pylist()
     rated = labels[:-2]  # all but two items
     history = Ratings.from_columns(["x"] * len(rated), rated, [3.0] * len(rated))
-    ids, scores = model.recommend(history, N=5)
-    assert not set(rated) & set(ids[0].to_pylist())
-    assert len(ids[0]) == len(scores[0]) == 2
-    assert np.all(np.isfinite(scores[0]))
+    codes, scores = model.recommend(0, history, N=5)
+    assert codes.shape == scores.shape == (5,)  # one user: shape (N,), padded past the unrated
+    found = model.item_labels_.take(pa.array(codes[codes >= 0])).to_pylist()
+    assert not set(rated) & set(found) and len(found) == 2
+    assert np.all(np.isfinite(scores[:2])) and np.all(scores[2:] == -np.inf)
+    assert np.all(codes[2:] == -1)
 
 
 def test_similar_items_exclude_the_item_itself_and_rank_by_cosine(string_labelled):
     model = MatrixFactorization(method="als", dim=3, steps=3, rating_range=(1, 5), seed=3)
     model.fit(string_labelled)
     labels = model.item_labels_.to_pylist()
-    ids, scores = model.similar_items(["item-2", "item-9"], N=5)
+    codes, scores = model.similar_items(model.item_codes(["item-2", "item-9"]), N=5)
+    ids = [model.item_labels_.take(pa.array(row)) for row in codes]
     U = model.item_factors_ / np.linalg.norm(model.item_factors_, axis=1, keepdims=True)
     for row, item in enumerate(["item-2", "item-9"]):
         c = labels.index(item)
@@ -836,8 +841,10 @@ def test_similar_items_exclude_the_item_itself_and_rank_by_cosine(string_labelle
 def test_similar_items_of_an_unknown_item_raise_data_error(string_labelled):
     model = MatrixFactorization(method="als", dim=2, steps=1, rating_range=(1, 5), seed=3)
     model.fit(string_labelled)
-    with pytest.raises(DataError, match="Unknown item id"):
-        model.similar_items(["item-2", "no-such-item"])
+    with pytest.raises(DataError, match="Unknown item code"):
+        model.similar_items(model.item_codes(["item-2", "no-such-item"]))
+    with pytest.raises(InvalidParameterError, match=r"similar_items\(model.item_codes\(ids\)\)"):
+        model.similar_items(["item-2"])
 
 
 def test_accountant_reports_gaussian_runs_with_dp_accounting_pld_and_rdp_too():
@@ -919,8 +926,9 @@ def test_the_unobserved_items_term_pulls_unrated_scores_to_zero(method):
         model.fit(data)
         scores = model.user_factors(data) @ model.item_factors_.T
         mean_other[alpha] = float(scores[other].mean())
-        ids, _ = model.recommend(data, users=np.arange(200), N=5)
-        own = [np.mean((ids[u].to_numpy() >= 20) == (u % 2 == 1)) for u in range(200)]
+        codes, _ = model.recommend(np.arange(200), data, N=5)
+        ids = model.item_labels_.take(pa.array(codes.ravel())).to_numpy().reshape(codes.shape)
+        own = [np.mean((ids[u] >= 20) == (u % 2 == 1)) for u in range(200)]
         assert np.mean(own) > 0.9
     assert abs(mean_other[1.0]) < 0.1 < 0.3 < abs(mean_other[0.0])
 

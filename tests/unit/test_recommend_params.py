@@ -21,6 +21,7 @@ _CUSTOM_BAD = {
     "center": ["typo", math.inf, None],
     "items": [["a", "a"], [None, "b"]],
     "min_item_count": ["typo", math.nan],
+    "target_clip": ["typo", 0.0, -1.0, math.nan],
     "biases": ["yes", 1, None],
     "encoder": [object(), None],
     "loss": ["hinge", None, 1.0],

@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-import pyarrow as pa
 
 from userdp._params import ParamsMixin, check_accountant
 from userdp._validation import MIN_EPSILON, check_choice, check_real
@@ -26,8 +25,9 @@ from userdp.privacy.noise import NoiseSource
 from userdp.recommend.centring import CENTRES, centre_all
 from userdp.recommend.items import ItemSet, as_item_set
 from userdp.recommend.model import RecommenderModel
+from userdp.recommend.spec import RunSpec
 
-__all__ = ["SHARED_CONSTRAINTS", "RecommenderBase"]
+__all__ = ["SHARED_CONSTRAINTS", "RecommenderBase", "prepare_ratings"]
 
 #: Keywords a release never keeps: the seed (it would regenerate the noise), the progress bar,
 #: the item set (saved as the model's item labels) and the encoder object (its parameters and
@@ -217,6 +217,10 @@ class RecommenderBase(ParamsMixin):
             raise InvalidParameterError(f"The item set of {caller} is empty; nothing to train.")
         return item_set
 
+    def _run_spec(self, dim: int, biased: bool) -> RunSpec:
+        """The preamble's declared inputs, resolved once at the top of ``fit``."""
+        return RunSpec(self.rating_range, self.center, self.count_sample, int(dim), biased)
+
     def _prepare(
         self,
         ratings: Any,
@@ -226,44 +230,11 @@ class RecommenderBase(ParamsMixin):
         count_noise: float | None,
         center_noise: float | None,
     ) -> _Prepared:
-        """Read the ratings on the fixed item set, release the counts, centre (Algorithm 3's
-        preamble, shared by both recommenders).
-
-        Ratings of items outside the item set are dropped (counted in ``diagnostics_``); the
-        private counts take at most ``count_sample`` items per user
-        (:func:`~userdp.multitask.private_counts`) and the centre uses every rating, those
-        outside the item set too (:func:`~userdp.recommend.centring.centre_all`); the private
-        mean's per-user cap is chosen from the released counts (post-processing).
-        ``count_noise`` None: not private (exact counts, exact centre).
-        """
-        full = as_ratings(ratings)
-        if item_set is None:
-            data, item_set, dropped = full, ItemSet(full.item_labels, "data"), 0
-        else:
-            data, dropped = full.restrict_items(item_set.labels)
-        if self.rating_range is not None:
-            lo, hi = self.rating_range
-        else:
-            lo, hi = float(data.values.min()), float(data.values.max())
-        values = np.clip(data.values, lo, hi)
-        private = count_noise is not None
-        # Per-row random keys from (user label, item label): a user's random choices depend
-        # only on that user's rows.
-        keys = counts = exact = released_total = None
-        if private:
-            keys = row_keys(data.users, data.items, data.user_labels, data.item_labels, noise.salt)
-            counts = private_counts(
-                data.users, data.items, data.n_items, count_sample=self.count_sample,
-                noise_multiplier=count_noise, noise=noise, keys=keys,
-            ).counts  # fmt: skip
-            released_total = float(np.sum(counts))
-        else:
-            exact = np.bincount(data.items, minlength=data.n_items).astype(np.float64)
-        center = centre_all(
-            full, lo, hi, center=self.center, count_sample=self.count_sample,
-            noise_multiplier=center_noise, noise=noise, released_total=released_total,
-        )  # fmt: skip
-        return _Prepared(data, item_set, dropped, lo, hi, values, keys, counts, exact, center)
+        """:func:`prepare_ratings` with this estimator's declared keywords."""
+        spec = self._run_spec(0, False)
+        return prepare_ratings(
+            spec, ratings, item_set, noise, count_noise=count_noise, center_noise=center_noise
+        )
 
     def _center_fraction(self) -> float | None:
         """The private mean's budget share (None: the centre is free, nothing to plan)."""
@@ -301,22 +272,24 @@ class RecommenderBase(ParamsMixin):
 
     def recommend(
         self,
-        history: Any,
-        users: np.ndarray | None = None,
-        *,
+        userid: Any,
+        user_items: Any = None,
         N: int = 10,
         filter_already_liked_items: bool = True,
-    ) -> tuple[list[pa.Array], list[np.ndarray]]:
+        *,
+        users: Any = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """See :meth:`RecommenderModel.recommend`."""
         return self._check_fitted().recommend(
-            history, users, N=N, filter_already_liked_items=filter_already_liked_items
-        )
+            userid, user_items, N=N, filter_already_liked_items=filter_already_liked_items,
+            users=users,
+        )  # fmt: skip
 
     def similar_items(
-        self, item_ids: Any, *, N: int = 10, metric: str = "cosine"
-    ) -> tuple[list[pa.Array], np.ndarray]:
+        self, itemid: Any, N: int = 10, *, metric: str = "cosine"
+    ) -> tuple[np.ndarray, np.ndarray]:
         """See :meth:`RecommenderModel.similar_items`."""
-        return self._check_fitted().similar_items(item_ids, N=N, metric=metric)
+        return self._check_fitted().similar_items(itemid, N=N, metric=metric)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the released model (:meth:`RecommenderModel.save`; no seed, no fit time)."""
@@ -335,3 +308,52 @@ def diagnostics(dropped: int, seconds: float) -> dict[str, Any]:
         "ratings_outside_item_set": int(dropped),
         "fit_seconds": float(seconds),
     }
+
+
+def prepare_ratings(
+    spec: RunSpec,
+    ratings: Any,
+    item_set: ItemSet | None,
+    noise: NoiseSource,
+    *,
+    count_noise: float | None,
+    center_noise: float | None,
+) -> _Prepared:
+    """Read the ratings on the fixed item set, release the counts, centre (Algorithm 3's
+    preamble, shared by both recommenders).
+
+    Ratings of items outside the item set are dropped (counted in ``diagnostics_``); the
+    private counts take at most ``count_sample`` items per user
+    (:func:`~userdp.multitask.private_counts`) and the centre uses every rating, those
+    outside the item set too (:func:`~userdp.recommend.centring.centre_all`); the private
+    mean's per-user cap is chosen from the released counts (post-processing).
+    ``count_noise`` None: not private (exact counts, exact centre).
+    """
+    full = as_ratings(ratings)
+    if item_set is None:
+        data, item_set, dropped = full, ItemSet(full.item_labels, "data"), 0
+    else:
+        data, dropped = full.restrict_items(item_set.labels)
+    if spec.rating_range is not None:
+        lo, hi = spec.rating_range
+    else:
+        lo, hi = float(data.values.min()), float(data.values.max())
+    values = np.clip(data.values, lo, hi)
+    private = count_noise is not None
+    # Per-row random keys from (user label, item label): a user's random choices depend
+    # only on that user's rows.
+    keys = counts = exact = released_total = None
+    if private:
+        keys = row_keys(data.users, data.items, data.user_labels, data.item_labels, noise.salt)
+        counts = private_counts(
+            data.users, data.items, data.n_items, count_sample=spec.count_sample,
+            noise_multiplier=count_noise, noise=noise, keys=keys,
+        ).counts  # fmt: skip
+        released_total = float(np.sum(counts))
+    else:
+        exact = np.bincount(data.items, minlength=data.n_items).astype(np.float64)
+    center = centre_all(
+        full, lo, hi, center=spec.center, count_sample=spec.count_sample,
+        noise_multiplier=center_noise, noise=noise, released_total=released_total,
+    )  # fmt: skip
+    return _Prepared(data, item_set, dropped, lo, hi, values, keys, counts, exact, center)

@@ -3,8 +3,9 @@
 noisy gradient descent with user-level clipping (Algorithm 2) for the DPSGD family, and the
 released all-users Gram of the implicit-feedback ("gravity") term.
 
-Each function reads the estimator's declared hyper-parameters (``model``) and the released
-plan; the sensitivities are stated in ``MatrixFactorization.fit``'s Privacy section.
+Each function reads the fit's :class:`~userdp.recommend.spec.ItemUpdateSpec` (``model``, the
+declared hyper-parameters resolved once at the top of ``fit``) and the released plan; the
+sensitivities are stated in ``MatrixFactorization.fit``'s Privacy section.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from userdp.exceptions import InvalidParameterError
 from userdp.multitask.allocation import adaptive_weights, tail_sampling, uniform_sampling
 from userdp.multitask.ssp import perturb_statistics, project_psd, solve_ridge
 from userdp.privacy.noise import NoiseSource
+from userdp.recommend.prior import bias_prior, count_noise_sd, solve_with_prior
+from userdp.recommend.spec import Allocation, ItemUpdateSpec
 
 log = logging.getLogger("userdp.recommend")
 
@@ -29,6 +32,7 @@ __all__ = [
     "GradientOperator",
     "check_biases",
     "check_min_item_count",
+    "check_target_clip",
     "gd_update",
     "gravity_gram",
     "ssp_update",
@@ -40,30 +44,36 @@ __all__ = [
 _CHUNK = 1 << 18  # rows per chunk in the DPSGD residual pass (16 MiB per gathered block)
 
 
-def user_weights(model: Any, users, items, item_counts, noise: NoiseSource, keys) -> np.ndarray:
+def user_weights(
+    rule: Allocation,
+    users: np.ndarray,
+    items: np.ndarray,
+    item_counts: np.ndarray,
+    noise: NoiseSource,
+    keys: np.ndarray | None,
+) -> np.ndarray:
     """Per-rating weights with every user's squared weights summing to at most 1 (Table 2)."""
-    rule = model._allocation
-    if rule == "uniform":
-        return uniform_sampling(users, model.sample_size, noise, beta=1.0, keys=keys)
-    if rule == "tail":
+    if rule.rule == "uniform":
+        return uniform_sampling(users, rule.sample_size, noise, beta=1.0, keys=keys)
+    if rule.rule == "tail":
         return tail_sampling(
-            users, items, item_counts, model.sample_size, noise, beta=1.0, keys=keys
+            users, items, item_counts, rule.sample_size, noise, beta=1.0, keys=keys
         )
-    return adaptive_weights(users, items, item_counts, mu=model.mu, beta=1.0)
+    return adaptive_weights(users, items, item_counts, mu=rule.mu, beta=1.0)
 
 
-def user_side_norm(model: Any) -> float:
+def user_side_norm(model: ItemUpdateSpec) -> float:
     """Bound on the norm of a user's vector in the item update.
 
     ``max_norm`` (the clipped user factor ``v``); with ``biases`` the vector is ``[v,
     max_norm]`` (the user side of the item bias coordinate), so ``sqrt(2) * max_norm``.
     """
-    if getattr(model, "_biased", False):
+    if model.biased:
         return math.sqrt(2.0) * model.max_norm
     return model.max_norm
 
 
-def gravity_gram(model: Any, g: np.ndarray, plan: Any, noise: NoiseSource) -> np.ndarray:
+def gravity_gram(model: ItemUpdateSpec, g: np.ndarray, plan: Any, noise: NoiseSource) -> np.ndarray:
     """``sum_j v_j v_j^T`` over all users (``g``, exact, from the runner); released with noise
     when training privately.
 
@@ -83,7 +93,17 @@ def gravity_gram(model: Any, g: np.ndarray, plan: Any, noise: NoiseSource) -> np
     return (vecs * np.maximum(vals, 0.0)) @ vecs.T
 
 
-def ssp_update(model: Any, gram, moment, freq, half, plan, noise, gravity, labels) -> np.ndarray:
+def ssp_update(
+    model: ItemUpdateSpec,
+    gram: np.ndarray,
+    moment: np.ndarray,
+    freq: np.ndarray,
+    half: float,
+    plan: Any,
+    noise: NoiseSource,
+    gravity: np.ndarray | None,
+    labels: Any,
+) -> np.ndarray:
     """Item solve by task-weighted SSP (Algorithm 1) with PSD projection.
 
     ``gram``, ``moment``: the exact weighted statistics ``A_i = sum_j w_ij x_j x_j^T``,
@@ -102,14 +122,38 @@ def ssp_update(model: Any, gram, moment, freq, half, plan, noise, gravity, label
     )  # fmt: skip
     noise_ridge = model.noise_reg * sigma_a * math.sqrt(gram.shape[1])
     ridge = model.reg * np.maximum(freq, 1.0) * model.max_norm**2 + noise_ridge
-    if gravity is not None:
+    prior = None
+    if model.bias_prior and model.biased:
+        # Empirical-Bayes prior of the bias coordinate (post-processing of this step's
+        # released statistics and the released counts; :mod:`userdp.recommend.prior`).
+        k = gram.shape[1] - 1
+        prior = bias_prior(
+            gram[:, k, k], moment[:, k], beta=float(model.max_norm), counts=freq,
+            count_sd=count_noise_sd(plan.counts, model.count_sample), gram_sd=sigma_a,
+            moment_sd=sigma_b, half=half,
+        )  # fmt: skip
+    if gravity is not None or prior is not None:
         # Released and PSD: add it after the per-item projection so it is not clipped.
         vals, vecs = project_psd(gram)
-        gram = np.einsum("mdk,mk,mek->mde", vecs, vals, vecs) + model.unobserved_weight * gravity
+        gram = np.einsum("mdk,mk,mek->mde", vecs, vals, vecs)
+        if gravity is not None:
+            gram = gram + model.unobserved_weight * gravity
+    if prior is not None:
+        return solve_with_prior(gram, moment, ridge, prior, float(model.max_norm))
     return solve_ridge(gram, moment, ridge)
 
 
-def gd_update(model: Any, U, V, gd, freq, plan, noise, gravity, labels) -> np.ndarray:
+def gd_update(
+    model: ItemUpdateSpec,
+    U: np.ndarray,
+    V: np.ndarray,
+    gd: GradientOperator,
+    freq: np.ndarray,
+    plan: Any,
+    noise: NoiseSource,
+    gravity: np.ndarray | None,
+    labels: Any,
+) -> np.ndarray:
     """``sgd_steps`` full-batch noisy gradient steps on the items, user-level clipping."""
     sd = plan.gradient * model.clip_norm
     # Ridge as in the SSP update: frequency-scaled plus a multiple of the noise's size, so
@@ -140,7 +184,17 @@ class GradientOperator:
     a user changes the stacked gradient by at most C.
     """
 
-    def __init__(self, users, items, y, weights, order, offsets, n_items, n_users) -> None:
+    def __init__(
+        self,
+        users: np.ndarray,
+        items: np.ndarray,
+        y: np.ndarray,
+        weights: np.ndarray,
+        order: np.ndarray,
+        offsets: np.ndarray,
+        n_items: int,
+        n_users: int,
+    ) -> None:
         self.users, self.items, self.y, self.w = users, items, y, weights
         self.n_users = n_users
         # (items x users) CSR structure in item order; data filled per step.
@@ -180,6 +234,14 @@ def check_min_item_count(value: Any, name: str, caller: str) -> None:
                    high_open=True)  # fmt: skip
 
 
+def check_target_clip(value: Any, name: str, caller: str) -> None:
+    """``"auto"`` or a positive number (a bound on the item update's targets)."""
+    if isinstance(value, str):
+        check_choice(value, name, caller, ["auto"])
+    else:
+        check_real(value, name, caller, low=0.0, high=math.inf, low_open=True, high_open=True)
+
+
 def check_biases(value: Any, name: str, caller: str) -> None:
     """True, False or ``"auto"`` (the command line's on, off, auto)."""
     if not (value == "auto" if isinstance(value, str) else isinstance(value, bool | np.bool_)):
@@ -189,7 +251,7 @@ def check_biases(value: Any, name: str, caller: str) -> None:
         )
 
 
-def trained_items(model: Any, score: np.ndarray, n_items: int, plan: Any) -> np.ndarray:
+def trained_items(model: ItemUpdateSpec, score: np.ndarray, n_items: int, plan: Any) -> np.ndarray:
     """Items to train: the ``top_items`` share and those reaching ``min_item_count``.
 
     ``score`` is the released counts (exact for ``als``); the number kept is a fraction

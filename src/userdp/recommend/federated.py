@@ -73,8 +73,8 @@ from userdp.recommend.federated_messages import (
 )
 from userdp.recommend.model import RecommenderModel
 from userdp.recommend.plans import SSPPlan, plan_ssp_noise
-from userdp.recommend.public import METHOD_NAMES, PublicFeatureRecommender
-from userdp.recommend.public_steps import Adam, ssp_gradient, ssp_noise_ridge
+from userdp.recommend.public import PublicFeatureRecommender
+from userdp.recommend.public_steps import METHOD_NAMES, Adam, ssp_gradient, ssp_noise_ridge
 
 __all__ = [
     "CentreContribution",

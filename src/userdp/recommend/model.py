@@ -28,14 +28,16 @@ import dp_accounting
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from scipy import sparse
 
 from userdp._validation import check_choice, check_int
 from userdp.data.io import check_model_file
-from userdp.data.ratings import as_ratings
+from userdp.data.ratings import Ratings, as_ratings
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.multitask.kernels import batched, segment_offsets, segment_statistics
 from userdp.privacy import events as userdp_events
 from userdp.privacy.budget import PrivacyBudget
+from userdp.recommend.public_steps import user_feature_matrix
 
 __all__ = ["ITEM_SOURCES", "RecommenderModel", "solve_users"]
 
@@ -186,8 +188,6 @@ class RecommenderModel:
         lam = (self.params["reg"] if reg is None else reg) * np.maximum(np.diff(offsets), 1)
         lam = lam.astype(np.float64)
         if user_features is not None:
-            from userdp.recommend.public import user_feature_matrix
-
             if self.user_prior is None:
                 raise InvalidParameterError(
                     "This model was trained without user features; refit with "
@@ -218,67 +218,118 @@ class RecommenderModel:
             out[ok] += self.item_biases[codes[ok]]
         return np.clip(out, *self.rating_range)
 
+    def _histories(self, user_items: Any, users: np.ndarray) -> tuple[Any, np.ndarray]:
+        """``user_items`` as a Ratings over this model's item codes and the rows of ``users``.
+
+        A SciPy sparse matrix (users x items, columns are this model's item codes, values the
+        ratings or confidences) is sliced to the requested rows first; anything else is read by
+        :func:`~userdp.data.as_ratings` (its user codes are the rows)."""
+        if sparse.issparse(user_items):
+            csr = sparse.csr_matrix(user_items)
+            if csr.shape[1] != self.n_items:
+                raise InvalidParameterError(
+                    f"user_items has {csr.shape[1]} columns; the model has {self.n_items} items "
+                    "(columns are item codes: model.item_codes(ids))."
+                )
+            if users.size and (users.min() < 0 or users.max() >= csr.shape[0]):
+                raise InvalidParameterError(
+                    f"userid must be row numbers of user_items (0..{csr.shape[0] - 1})."
+                )
+            sub = csr[users].tocoo()
+            h = Ratings.from_codes(
+                sub.row, sub.col, sub.data.astype(np.float64), n_users=users.size,
+                n_items=self.n_items, item_labels=self.item_labels, keep_empty_users=True,
+            )  # fmt: skip
+            return h, np.arange(users.size)
+        h = as_ratings(user_items)
+        if users.size and (users.min() < 0 or users.max() >= h.n_users):
+            raise InvalidParameterError(
+                f"userid must be user codes of user_items (0..{h.n_users - 1})."
+            )
+        return h, users
+
     def recommend(
         self,
-        history: Any,
-        users: np.ndarray | None = None,
-        *,
+        userid: Any,
+        user_items: Any = None,
         N: int = 10,
         filter_already_liked_items: bool = True,
-    ) -> tuple[list[pa.Array], list[np.ndarray]]:
-        """Top-``N`` items for users of ``history`` (codes; default all), best first.
+        *,
+        users: Any = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``N`` items for one user or many, best first (the ``implicit`` library's call).
 
-        Returns ``(ids, scores)``: per user, a PyArrow array of item ids and an array of their
-        predicted centred ratings. Items the user rated are excluded unless
-        ``filter_already_liked_items=False``, so a user who rated all but fewer than ``N``
-        items gets fewer than ``N``.
+        ``userid``: a user's row (an int) or an array of rows of ``user_items``, their
+        histories: a SciPy sparse matrix (users x items; columns are this model's item codes,
+        values the ratings) or a :class:`~userdp.data.Ratings` / table (rows: its user codes).
+        Returns ``(ids, scores)``, item codes (``item_labels.take(ids)`` gives the ids) and
+        predicted centred ratings, of shape (N,) for one user and (n, N) for an array. Items the
+        user rated are excluded unless ``filter_already_liked_items=False``; rows with fewer
+        than ``N`` candidates are padded with code -1 and score ``-inf``. ``users``: the old
+        call's keyword, refused with a message naming this form.
         """
-        h = as_ratings(history)
-        V, c = self._solve_users(h)
-        users = np.arange(h.n_users) if users is None else np.asarray(users)
+        old = isinstance(userid, Ratings | pa.Table | Mapping) or _is_frame(userid)
+        if old or users is not None or user_items is None:
+            raise InvalidParameterError(
+                "recommend(history, users) is now recommend(userid, user_items): user rows "
+                "first, then their histories (CSR matrix, Ratings or table)."
+            )
+        scalar = np.ndim(userid) == 0
+        users = np.atleast_1d(np.asarray(userid))
+        if users.size and not np.issubdtype(users.dtype, np.integer):
+            raise InvalidParameterError(
+                f"userid must be an int or an array of ints (rows of user_items); got "
+                f"{users.dtype}."
+            )
+        users = users.astype(np.int64)
         N = check_int(N, "N", "recommend", low=1)
-        N = min(N, self.n_items)
-        scores = V[users] @ self.item_factors.T
+        h, rows = self._histories(user_items, users)
+        V, c = self._solve_users(h)
+        scores = V[rows] @ self.item_factors.T
         if self.item_biases is not None:
-            scores += self.item_biases[None, :] + c[users][:, None]
+            scores += self.item_biases[None, :] + c[rows][:, None]
         if filter_already_liked_items:
             codes = self.item_codes(h.item_labels)[h.items]
             pos = np.full(h.n_users, -1)
-            pos[users] = np.arange(users.size)
+            pos[rows] = np.arange(rows.size)
             row = pos[h.users]
             keep = (row >= 0) & (codes >= 0)
             scores[row[keep], codes[keep]] = -np.inf
-        top = np.argpartition(-scores, N - 1, axis=1)[:, :N]
-        part = np.take_along_axis(scores, top, axis=1)
-        order = np.argsort(-part, axis=1, kind="stable")
-        top = np.take_along_axis(top, order, axis=1)
-        part = np.take_along_axis(part, order, axis=1)
-        ok = np.isfinite(part)
-        ids = [self.item_labels.take(pa.array(t[k])) for t, k in zip(top, ok, strict=True)]
-        return ids, [p[k] for p, k in zip(part, ok, strict=True)]
+        ids, top = _top(scores, N)
+        return (ids[0], top[0]) if scalar else (ids, top)
 
     def similar_items(
-        self, item_ids: Any, *, N: int = 10, metric: str = "cosine"
-    ) -> tuple[list[pa.Array], np.ndarray]:
-        """Nearest neighbours of each item by cosine similarity (or ``metric="dot"``, the paper's
-        inner product, which favours items with large norms). The item itself is excluded."""
+        self, itemid: Any, N: int = 10, *, metric: str = "cosine"
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Nearest neighbours of one item or many by cosine similarity (or ``metric="dot"``, the
+        paper's inner product, which favours items with large norms), the item excluded.
+
+        ``itemid``: an item code or an array of codes (``item_codes(ids)`` maps ids to codes).
+        Returns ``(ids, scores)``: item codes and similarities, shape (N,) or (n, N).
+        """
         metric = check_choice(metric, "metric", "similar_items", ["cosine", "dot"])
         N = check_int(N, "N", "similar_items", low=1)
-        codes = self.item_codes(item_ids)
-        if np.any(codes < 0):
-            missing = pa.array(item_ids).filter(pa.array(codes < 0)).to_pylist()[:5]
-            raise DataError(f"Unknown item id(s) {missing!r}: the model has no embedding for them.")
+        scalar = np.ndim(itemid) == 0
+        codes = np.atleast_1d(np.asarray(itemid))
+        if codes.size and not np.issubdtype(codes.dtype, np.integer):
+            raise InvalidParameterError(
+                "similar_items takes item codes now: similar_items(model.item_codes(ids)); "
+                "it returns codes (item_labels.take(codes) gives the ids)."
+            )
+        codes = codes.astype(np.int64)
+        if codes.size and (codes.min() < 0 or codes.max() >= self.n_items):
+            bad = codes[(codes < 0) | (codes >= self.n_items)][:5].tolist()
+            raise DataError(
+                f"Unknown item code(s) {bad!r}: codes run from 0 to {self.n_items - 1} "
+                "(item_codes gives -1 for ids the model does not know)."
+            )
         U = self.item_factors
         if metric == "cosine":
             U = U / np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-12)
         scores = U[codes] @ U.T
         scores[np.arange(codes.size), codes] = -np.inf
-        N = min(N, U.shape[0] - 1)
-        top = np.argsort(-scores, axis=1, kind="stable")[:, :N]
-        return (
-            [self.item_labels.take(pa.array(t)) for t in top],
-            np.take_along_axis(scores, top, axis=1),
-        )
+        ids, top = _top(scores, min(N, max(U.shape[0] - 1, 1)))
+        return (ids[0], top[0]) if scalar else (ids, top)
 
     # -- persistence ----------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -358,6 +409,34 @@ class RecommenderModel:
 
 
 # -- dp_event <-> JSON (attrs events of dp-accounting and userdp.privacy.events only) -----------
+def _top(scores: np.ndarray, N: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``N`` best columns of each row, best first (ties by code): codes and scores, with
+    code -1 where the row has fewer than ``N`` finite scores (or columns)."""
+    n, m = scores.shape
+    k = min(N, m)
+    ids = np.full((n, N), -1, dtype=np.int64)
+    out = np.full((n, N), -np.inf)
+    if k == 0 or n == 0:
+        return ids, out
+    if k < m:
+        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    else:
+        top = np.tile(np.arange(m), (n, 1))
+    part = np.take_along_axis(scores, top, axis=1)
+    order = np.argsort(-part, axis=1, kind="stable")
+    top = np.take_along_axis(top, order, axis=1)
+    part = np.take_along_axis(part, order, axis=1)
+    ok = np.isfinite(part)
+    ids[:, :k] = np.where(ok, top, -1)
+    out[:, :k] = np.where(ok, part, -np.inf)
+    return ids, out
+
+
+def _is_frame(value: Any) -> bool:
+    """A pandas or Spark DataFrame (the old call's history), without importing either."""
+    return type(value).__name__ == "DataFrame"
+
+
 def _event_classes() -> dict[str, type]:
     out: dict[str, type] = {}
     for module in (dp_accounting, userdp_events):

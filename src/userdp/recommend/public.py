@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import time
-from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -36,10 +35,13 @@ from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnostics
 from userdp.recommend.als_steps import check_biases
+from userdp.recommend.engines import make_runner, resolve_engine
 from userdp.recommend.model import RecommenderModel, solve_users
 from userdp.recommend.plans import SSPPlan, plan_ssp_noise
+from userdp.recommend.prior import bias_prior, count_noise_sd, item_covariates
 from userdp.recommend.public_convex import CONVEX_CONSTRAINTS, fit_convex
 from userdp.recommend.public_steps import (
+    METHOD_NAMES,
     Adam,
     BiasedEncoder,
     check_encoder,
@@ -55,7 +57,8 @@ from userdp.recommend.public_steps import (
     user_side_norm,
     user_solve_inputs,
 )
-from userdp.recommend.runner import UserSolve, make_runner, resolve_engine, spark_supported
+from userdp.recommend.runner import UserSolve, spark_supported
+from userdp.recommend.spec import Allocation
 
 __all__ = [
     "SSP_VARIANTS",
@@ -75,12 +78,10 @@ log = logging.getLogger("userdp.recommend")
 SSP_VARIANTS = ("ssp2", "ssp1", "minibatch")
 VARIANTS = (*SSP_VARIANTS, "dpsgd")
 #: The released model's ``method`` for each variant (the CLI's ``--method`` names).
-METHOD_NAMES = {
-    "ssp2": "am-ssp",
-    "ssp1": "am-ssp1",
-    "minibatch": "am-ssp-minibatch",
-    "dpsgd": "am-dpsgd",
-}
+
+
+#: Public item feature columns beyond which the bias prior uses log(count) alone.
+MAX_COVARIATES = 1000
 
 
 class PublicFeatureRecommender(RecommenderBase):
@@ -180,6 +181,19 @@ class PublicFeatureRecommender(RecommenderBase):
         ``benchmarks/public_biases.py``: on ml-100k and ml-latest-small biases lower test RMSE
         for ssp2, ssp1 and dpsgd at epsilon 1, 5 and 20 (by 0.1-6.4%); on a
         ``lowrank_ratings_with_features`` draw, which has no biases, they cost 0.4-3.4%.
+        ``"auto"`` is off with ``implicit=True``.
+    implicit : bool, default=False
+        The data kind: True for implicit feedback (every rating 1, e.g. clicks or watches),
+        where item and user biases alone explain every rating and the bias model collapses
+        (Recall@20 0.003-0.017 against 0.11-0.31 without biases), so ``biases="auto"`` is off;
+        False for explicit ratings (``"auto"``: on).
+    bias_prior : bool, default=True
+        As in :class:`~userdp.recommend.MatrixFactorization`: the SSP variants with biases
+        solve the bias coordinate with a ridge toward an empirical-Bayes prior fitted from
+        each release (:mod:`userdp.recommend.prior`), with the encoder's public item features
+        (row-normalised feature families of at most 200 values each, so not an id family) as
+        covariates when it has them (up to ``MAX_COVARIATES`` columns in all).
+        Post-processing: the releases and event are unchanged.
     rating_range, center, mu, count_sample, count_fraction, center_fraction, moment_share,
     max_norm, reg, noise_reg, seed, progress
         As in :class:`~userdp.recommend.MatrixFactorization` (``reg`` scales the item ridge by
@@ -230,6 +244,15 @@ class PublicFeatureRecommender(RecommenderBase):
             "help": "Add released item biases and per-user biases (solved, never released); "
             "auto: on (the am-* methods train on explicit ratings).",
         },
+        "implicit": {
+            "bool": True, "cli": False,
+            "help": "Implicit feedback (all ratings 1): biases='auto' is then off.",
+        },
+        "bias_prior": {
+            "bool": True, "cli": False,
+            "help": "Shrink the released item biases toward an empirical-Bayes prior fitted "
+            "from each release's statistics and the public item features (post-processing).",
+        },
     }  # fmt: skip
 
     def __init__(
@@ -262,6 +285,8 @@ class PublicFeatureRecommender(RecommenderBase):
         gradient_clip: float | None = None,
         negatives: float | None = None,
         biases: bool | str = "auto",
+        implicit: bool = False,
+        bias_prior: bool = True,
         seed: int | None = None,
         progress: bool = False,
     ) -> None:
@@ -292,6 +317,8 @@ class PublicFeatureRecommender(RecommenderBase):
         self.gradient_clip = gradient_clip
         self.negatives = negatives
         self.biases = biases
+        self.implicit = implicit
+        self.bias_prior = bias_prior
         self.seed = seed
         self.progress = progress
 
@@ -303,11 +330,11 @@ class PublicFeatureRecommender(RecommenderBase):
 
     @property
     def _biased(self) -> bool:
-        """``biases`` resolved: "auto" is on for the squared loss (explicit ratings, as
-        MatrixFactorization's auto without the implicit term), off for the other losses,
-        whose path (Appendix D) has no bias coordinate."""
+        """``biases`` resolved: "auto" is on for the squared loss on explicit ratings (as
+        MatrixFactorization's auto without the implicit term), off with ``implicit=True``
+        and for the other losses, whose path (Appendix D) has no bias coordinate."""
         if self.biases == "auto":
-            return isinstance(self.loss, str) and self.loss == "squared"
+            return not self.implicit and isinstance(self.loss, str) and self.loss == "squared"
         return bool(self.biases)
 
     def _check_encoder_size(self, n_items: int) -> None:
@@ -393,7 +420,8 @@ class PublicFeatureRecommender(RecommenderBase):
         if item_set is not None:
             self._check_encoder_size(len(item_set))
         runner = make_runner(ratings, engine, segment_statistics)
-        runner.check(self, item_set)
+        run_spec = self._run_spec(self.encoder.dim, self._biased)
+        runner.check(run_spec, item_set)
         dpsgd = self.variant == "dpsgd"
         per_step = self.inner_steps if self.variant in ("ssp1", "dpsgd") else 1
         plan = None
@@ -410,7 +438,7 @@ class PublicFeatureRecommender(RecommenderBase):
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x5353)  # mini-batch sampling
         prep = runner.prepare(
-            self, item_set, noise, count_noise=None if plan is None else plan.counts,
+            run_spec, item_set, noise, count_noise=None if plan is None else plan.counts,
             center_noise=None if plan is None else plan.center,
         )  # fmt: skip
         try:
@@ -475,7 +503,7 @@ class PublicFeatureRecommender(RecommenderBase):
         self._check_encoder_size(n_items)
         counts = prep.counts if private else prep.exact_counts
         runner.restrict(np.ones(n_items, dtype=bool))  # AM-SSP trains every item
-        rule = SimpleNamespace(_allocation="adaptive", mu=self.mu, sample_size=1)
+        rule = Allocation("adaptive", 1, self.mu)
         runner.allocate(rule, counts if private else None, noise)  # adaptive weights (Table 2)
         half = range_half = max(hi - center, center - lo)
         if private and self.rating_clip is not None:
@@ -535,11 +563,12 @@ class PublicFeatureRecommender(RecommenderBase):
             for _t in range(self.inner_steps):
                 if stats is None or self.variant == "ssp1":
                     stats = self._release(exact_a, exact_b, plan, norm, half, noise, prep.labels)
+                    stats = self._with_prior(stats, ridge, beta, counts, plan, half)
                 batch = None
                 if self.variant == "minibatch":
                     size = min(self.batch_items, n_items)
                     batch = np.sort(rng.choice(n_items, size, replace=False))
-                grad = ssp_gradient(encoder, params, stats[0], stats[1], ridge, batch)
+                grad = ssp_gradient(encoder, params, stats[0], stats[1], stats[2], batch)
                 params = opt.step(params, grad)
             del exact_a, exact_b
         return params, encoder, beta, prior
@@ -569,6 +598,31 @@ class PublicFeatureRecommender(RecommenderBase):
         """The user-feature prior's release (:func:`public_steps.release_prior`)."""
         return release_prior(phi, n_families, U, counts, plan, noise, self.max_norm)
 
+    def _with_prior(self, stats, ridge, beta, counts, plan, half):
+        """``(A, b, ridge)`` for the encoder's steps: with ``bias_prior`` (private, biases),
+        the bias coordinate's ridge pulls toward the empirical-Bayes prior mean fitted from
+        this release (:mod:`userdp.recommend.prior`, public item features as covariates):
+        ``b_j[k] += rho_j m_j / beta`` and ridge ``rho_j`` there. Post-processing of the
+        release and the released counts."""
+        gram, moment, raw_kk = stats
+        if plan is None or beta is None or not self.bias_prior:
+            return gram, moment, ridge
+        norm = user_side_norm(self.max_norm, beta)
+        covariates = item_covariates(self.encoder)
+        if covariates is not None and covariates.shape[1] > MAX_COVARIATES:
+            covariates = None
+        prior = bias_prior(
+            raw_kk, moment[:, -1], beta=beta, counts=counts,
+            count_sd=count_noise_sd(plan.counts, self.count_sample),
+            gram_sd=plan.gram * norm**2, moment_sd=plan.moment * norm * half, half=half,
+            covariates=covariates,
+        )  # fmt: skip
+        full = np.repeat(np.asarray(ridge, dtype=np.float64)[:, None], moment.shape[1], axis=1)
+        full[:, -1] = prior.ridge
+        moment = moment.copy()
+        moment[:, -1] += prior.ridge * prior.mean / beta
+        return gram, moment, full
+
     def _release(self, gram, moment, plan, norm, half, noise, labels):
         """One noisy release of the item statistics (exact when training without privacy).
 
@@ -580,14 +634,15 @@ class PublicFeatureRecommender(RecommenderBase):
         its negative directions, and training then drifts wherever the noise points.
         """
         if plan is None:
-            return gram, moment
+            return gram, moment, None
         gram, moment = perturb_statistics(
             gram, moment, gram_sigma=plan.gram * norm**2,
             moment_sigma=plan.moment * norm * half, noise=noise,
             gram_l2=norm**2, moment_l2=norm * half, index=labels,
         )  # fmt: skip
+        raw_kk = gram[:, -1, -1].copy()  # the released bias diagonal (the prior's input)
         vals, vecs = project_psd(gram)
-        return np.einsum("mdk,mk,mek->mde", vecs, vals, vecs), moment
+        return np.einsum("mdk,mk,mek->mde", vecs, vals, vecs), moment, raw_kk
 
     def user_factors(self, history: Any, user_features: Any = None) -> np.ndarray:
         """Users' embeddings from their own ratings (billboard model); see

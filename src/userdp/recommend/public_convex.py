@@ -45,6 +45,7 @@ from userdp.recommend._base import diagnostics
 from userdp.recommend.model import RecommenderModel, solve_users
 from userdp.recommend.plans import plan_ssp_noise
 from userdp.recommend.public_steps import (
+    METHOD_NAMES,
     Adam,
     clipped_user_gradients,
     ssp_noise_ridge,
@@ -497,7 +498,6 @@ def fit_convex(
 
 def _finish(model, params, plan, prep, counts, prior, loss, clips, budget, started):
     """Set the fitted attributes as :meth:`PublicFeatureRecommender.fit` does."""
-    from userdp.recommend.public import METHOD_NAMES
 
     private = plan is not None
     factors = np.asarray(model.encoder.forward(params, None)[0], dtype=np.float64)

@@ -18,6 +18,7 @@ from userdp.multitask.ssp import clip_rows
 from userdp.recommend.encoders import IdEncoder, PublicFeatureEncoder
 
 __all__ = [
+    "METHOD_NAMES",
     "Adam",
     "BiasedEncoder",
     "check_encoder",
@@ -33,6 +34,13 @@ __all__ = [
     "user_side_norm",
     "user_solve_inputs",
 ]
+
+METHOD_NAMES = {
+    "ssp2": "am-ssp",
+    "ssp1": "am-ssp1",
+    "minibatch": "am-ssp-minibatch",
+    "dpsgd": "am-dpsgd",
+}
 
 
 class Adam:
@@ -61,7 +69,8 @@ def ssp_gradient(
     ridge: np.ndarray,
     items: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``sum_j J_j^T ((A_j + ridge_j I) v_j - b_j)`` over ``items`` (default: all).
+    """``sum_j J_j^T ((A_j + ridge_j I) v_j - b_j)`` over ``items`` (default: all); ``ridge``
+    of shape (m,) or (m, d') (per coordinate: the bias prior's ridge on the bias column).
 
     The gradient of ``sum_j 1/2 v_j^T (A_j + ridge_j I) v_j - b_j^T v_j``, i.e. of the
     weighted squared loss up to a constant when A, b are exact (paper eq. (5)). One forward
@@ -69,7 +78,8 @@ def ssp_gradient(
     """
     idx = np.arange(gram.shape[0]) if items is None else np.asarray(items)
     v, cache = encoder.forward(params, idx)
-    resid = np.einsum("jde,je->jd", gram[idx], v) + ridge[idx, None] * v - moment[idx]
+    r = ridge[idx, None] if ridge.ndim == 1 else ridge[idx]  # per item or per coordinate
+    resid = np.einsum("jde,je->jd", gram[idx], v) + r * v - moment[idx]
     return encoder.vjp(params, idx, cache, resid)
 
 
@@ -290,7 +300,19 @@ def check_encoder(value: Any, name: str, caller: str) -> None:
 
 
 def dpsgd_gradient(
-    encoder, params, U, users, items, y, weights, order, offsets, ridge, plan, noise, clip_norm
+    encoder: Any,
+    params: np.ndarray,
+    U: np.ndarray,
+    users: np.ndarray,
+    items: np.ndarray,
+    y: np.ndarray,
+    weights: np.ndarray | None,
+    order: np.ndarray,
+    offsets: np.ndarray,
+    ridge: np.ndarray,
+    plan: Any,
+    noise: Any,
+    clip_norm: float,
 ) -> np.ndarray:
     """One full-batch DP-SGD gradient of the encoder (AM-DPSGD), each user's gradient clipped.
 
@@ -314,7 +336,15 @@ def dpsgd_gradient(
     return total + encoder.vjp(params, everything, None, ridge[:, None] * V)
 
 
-def release_prior(phi, n_families, U, counts, plan, noise, max_norm):
+def release_prior(
+    phi: sparse.csr_matrix,
+    n_families: int,
+    U: np.ndarray,
+    counts: np.ndarray | None,
+    plan: Any,
+    noise: Any,
+    max_norm: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Release the user-feature prior table ``P`` (feature values x dim) with noise.
 
     ``P_f = S_f / max(c_f, 1)``: the noisy mean factor of the users holding value f. The

@@ -33,28 +33,24 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from userdp._validation import check_choice
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask.kernels import segment_offsets, segment_statistics
 from userdp.multitask.ssp import clip_rows
 from userdp.privacy.noise import NoiseSource
+from userdp.recommend._base import prepare_ratings
 from userdp.recommend.als_steps import GradientOperator, gd_update, user_weights
 from userdp.recommend.items import ItemSet
 from userdp.recommend.model import solve_users
-from userdp.spark import is_spark_dataframe
+from userdp.recommend.spec import Allocation, ItemUpdateSpec, RunSpec
 
 __all__ = [
-    "ENGINES",
     "LocalRunner",
     "Preamble",
     "UserSolve",
-    "make_runner",
-    "resolve_engine",
     "spark_supported",
 ]
 
 #: The ``engine`` choices of the recommenders' ``fit``.
-ENGINES = ("auto", "local", "spark")
 
 
 @dataclass(frozen=True)
@@ -115,22 +111,24 @@ class LocalRunner:
         self.ratings = ratings
         self.kernel = kernel
 
-    def check(self, model: Any, item_set: ItemSet | None) -> None:
+    def check(self, spec: RunSpec, item_set: ItemSet | None) -> None:
         """Refuse what this runner cannot train, before anything is charged (nothing here)."""
 
     def prepare(
         self,
-        model: Any,
+        spec: RunSpec,
         item_set: ItemSet | None,
         noise: NoiseSource,
         *,
         count_noise: float | None,
         center_noise: float | None,
     ) -> Preamble:
-        """The shared preamble (:meth:`RecommenderBase._prepare`), noise draws in its order."""
-        prep = model._prepare(
-            self.ratings, item_set, noise, count_noise=count_noise, center_noise=center_noise
-        )
+        """The shared preamble (:func:`~userdp.recommend._base.prepare_ratings`), noise draws
+        in its order."""
+        prep = prepare_ratings(
+            spec, self.ratings, item_set, noise, count_noise=count_noise,
+            center_noise=center_noise,
+        )  # fmt: skip
         data = prep.data
         self.users, self.items, self.keys = data.users, data.items, prep.keys
         self.n_users, self.n_items = data.n_users, data.n_items
@@ -152,15 +150,22 @@ class LocalRunner:
         self.target = self.y
         self._gd: GradientOperator | None = None
 
-    def allocate(self, model: Any, counts: np.ndarray | None, noise: NoiseSource) -> None:
+    def allocate(self, rule: Allocation, counts: np.ndarray | None, noise: NoiseSource) -> None:
         """Per-rating weights with every user's squared weights summing to at most 1 (from
-        the released ``counts``; None: not private, weight 1). ``model`` names the rule:
-        ``_allocation`` ("uniform", "tail", "adaptive"), ``sample_size`` and ``mu``."""
+        the released ``counts``; None: not private, weight 1) by ``rule`` (Table 2)."""
         if counts is not None:
-            self.weights = user_weights(model, self.users, self.items, counts, noise, self.keys)
+            self.weights = user_weights(rule, self.users, self.items, counts, noise, self.keys)
 
     @classmethod
-    def from_codes(cls, users, items, y, weights, n_users: int, n_items: int) -> LocalRunner:
+    def from_codes(
+        cls,
+        users: np.ndarray,
+        items: np.ndarray,
+        y: np.ndarray,
+        weights: np.ndarray | None,
+        n_users: int,
+        n_items: int,
+    ) -> LocalRunner:
         """A runner over coded rows already on the item set (one Spark bucket of users)."""
         self = cls(None)
         self.users, self.items, self.y, self.keys = users, items, y, None
@@ -225,7 +230,16 @@ class LocalRunner:
     def close(self) -> None:
         """Nothing to release (the Spark runner unpersists its cached frames)."""
 
-    def gd_update(self, model, U, freq, plan, noise, gravity, labels) -> np.ndarray:
+    def gd_update(
+        self,
+        model: ItemUpdateSpec,
+        U: np.ndarray,
+        freq: np.ndarray,
+        plan: Any,
+        noise: NoiseSource,
+        gravity: np.ndarray | None,
+        labels: Any,
+    ) -> np.ndarray:
         """The DPSGD family's item update (:func:`~userdp.recommend.als_steps.gd_update`)."""
         if self._gd is None:
             self._gd = GradientOperator(
@@ -233,25 +247,6 @@ class LocalRunner:
                 self.item_offsets, self.n_items, self.n_users,
             )  # fmt: skip
         return gd_update(model, U, self.V, self._gd, freq, plan, noise, gravity, labels)
-
-
-def resolve_engine(ratings: Any, engine: str, caller: str) -> str:
-    """``engine`` checked, ``"auto"`` resolved from the input's type (before any charge):
-    ``"spark"`` for a Spark DataFrame, else ``"local"``."""
-    engine = check_choice(engine, "engine", caller, list(ENGINES))
-    if engine == "auto":
-        engine = "spark" if is_spark_dataframe(ratings) else "local"
-    return engine
-
-
-def make_runner(ratings: Any, engine: str, kernel: Any = segment_statistics) -> Any:
-    """The runner of a resolved ``engine`` (PySpark imported only for ``"spark"``);
-    ``kernel``: the local runner's statistics kernel (see :class:`LocalRunner`)."""
-    if engine == "spark":
-        from userdp.recommend.spark import SparkRunner
-
-        return SparkRunner(ratings)
-    return LocalRunner(ratings, kernel)
 
 
 def spark_supported(model: Any, user_features: Any, caller: str) -> None:

@@ -45,7 +45,6 @@ their noise there costs no more than the collection.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,6 +56,7 @@ from userdp.privacy.noise import NoiseSource
 from userdp.recommend.centring import centre_cap, release_mean
 from userdp.recommend.items import ItemSet
 from userdp.recommend.runner import LocalRunner, Preamble, UserSolve
+from userdp.recommend.spec import Allocation, ItemUpdateSpec, RunSpec
 from userdp.spark import require_pyspark
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -295,14 +295,13 @@ class SparkRunner:
         self._frames: list[DataFrame] = []
 
     # -- preamble -------------------------------------------------------------------------------
-    def check(self, model: Any, item_set: ItemSet | None) -> None:
+    def check(self, spec: RunSpec, item_set: ItemSet | None) -> None:
         """Refuse an item set whose statistics the driver cannot hold (m x d'^2 floats over
         :data:`MAX_DRIVER_BYTES`), before anything is charged or read."""
         if item_set is None:  # the data's items: checked in prepare, once they are known
             return
         m = len(item_set)
-        dim = model.encoder.dim if hasattr(model, "encoder") else model.dim  # AM-SSP: encoder's
-        d = int(dim) + (1 if getattr(model, "_biased", False) else 0)
+        d = int(spec.dim) + (1 if spec.biased else 0)
         if m * d * d * 8 > MAX_DRIVER_BYTES:
             raise InvalidParameterError(
                 f"The Spark engine collects the item statistics (m x d'^2 floats) to the "
@@ -312,7 +311,7 @@ class SparkRunner:
 
     def prepare(
         self,
-        model: Any,
+        spec: RunSpec,
         item_set: ItemSet | None,
         noise: NoiseSource,
         *,
@@ -329,7 +328,7 @@ class SparkRunner:
             item_set = ItemSet(labels, "data")
         vocab = item_set.labels.to_pylist()
         m = len(vocab)
-        self.check(model, item_set)
+        self.check(spec, item_set)
         codes = self.spark.createDataFrame([(v, c) for c, v in enumerate(vocab)], ["_v", "_code"])
         df = self.data.select(
             F.col(f"`{user}`").alias("_u"), F.col(f"`{item}`").alias("_l"),
@@ -349,7 +348,7 @@ class SparkRunner:
             .repartition(self.buckets, "_u")  # whole users per partition, balanced
             .withColumn(_B, F.spark_partition_id().cast("long"))
         )
-        salt, cs = noise.salt, int(model.count_sample)
+        salt, cs = noise.salt, int(spec.count_sample)
 
         def prep(pdf: pd.DataFrame) -> pd.DataFrame:
             return _prepare_bucket(vocab, salt, cs, pdf)
@@ -370,7 +369,7 @@ class SparkRunner:
                 "appear once (aggregate repeated rows first, e.g. keep each pair's last rating)."
             )
         self.n_users = int(row["users"])
-        lo, hi = model.rating_range if model.rating_range is not None else (row["lo"], row["hi"])
+        lo, hi = spec.rating_range if spec.rating_range is not None else (row["lo"], row["hi"])
         lo, hi = float(lo), float(hi)
         private = count_noise is not None
         counted = inside & F.col(_C) if private else inside
@@ -384,18 +383,18 @@ class SparkRunner:
                 exact, float(row["users_inside"]), cs, count_noise, noise
             ).counts
             released_total = float(np.sum(counts))
-        center = self._centre(model, lo, hi, center_noise, noise, released_total)
+        center = self._centre(spec, lo, hi, center_noise, noise, released_total)
         self._range = (lo, hi, center)
         return Preamble(
             item_set, item_set.labels, m, int(row["dropped"]), lo, hi, counts,
             None if private else exact, center,
         )  # fmt: skip
 
-    def _centre(self, model, lo, hi, noise_multiplier, noise, released_total) -> float:
+    def _centre(self, spec, lo, hi, noise_multiplier, noise, released_total) -> float:
         """The centre over every rating (items outside the set too), as ``centre_all``."""
         from pyspark.sql import functions as F
 
-        center = model.center
+        center = spec.center
         if not isinstance(center, str):
             return float(np.clip(center, lo, hi))
         mid, hw = 0.5 * (lo + hi), 0.5 * (hi - lo)
@@ -406,10 +405,10 @@ class SparkRunner:
             value = self.prepared.agg(F.avg(r)).collect()[0][0]
             return mid if value is None else float(value)
         if center == "sampled-mean":
-            k = float(model.count_sample)
+            k = float(spec.count_sample)
             w = F.when(F.col(_S), 1.0).otherwise(0.0)
         else:
-            k = centre_cap(released_total, model.count_sample, noise_multiplier, lo, hi)
+            k = centre_cap(released_total, spec.count_sample, noise_multiplier, lo, hi)
             w = F.least(F.lit(1.0), F.lit(k) / F.greatest(F.col(_N), F.lit(1)))
         row = self.prepared.agg(
             F.sum(w * (r - F.lit(mid))).alias("total"), F.sum(w).alias("count")
@@ -424,13 +423,11 @@ class SparkRunner:
         self.rule = self.counts = None
         self.training = None
 
-    def allocate(self, model: Any, counts: np.ndarray | None, noise: NoiseSource) -> None:
+    def allocate(self, rule: Allocation, counts: np.ndarray | None, noise: NoiseSource) -> None:
         """The training rows and their allocation weights, per partition of users, from the row
         keys and the released ``counts`` (no noise drawn; None: not private, weight 1)."""
         if counts is not None:
-            self.rule = SimpleNamespace(
-                _allocation=model._allocation, sample_size=model.sample_size, mu=model.mu
-            )
+            self.rule = rule
             self.counts = np.asarray(counts, dtype=np.float64)
         self._training()
 
@@ -499,7 +496,16 @@ class SparkRunner:
         gram, moment, _ = self._step(weighted)
         return gram, moment
 
-    def gd_update(self, model, U, freq, plan, noise, gravity, labels) -> np.ndarray:
+    def gd_update(
+        self,
+        model: ItemUpdateSpec,
+        U: np.ndarray,
+        freq: np.ndarray,
+        plan: Any,
+        noise: NoiseSource,
+        gravity: np.ndarray | None,
+        labels: Any,
+    ) -> np.ndarray:
         """The DPSGD family's item update (:func:`~userdp.recommend.als_steps.gd_update`):
         every gradient is one pass (user solves against the step's factors, then clipped
         per-user gradients summed per item); the noise is added on the driver."""

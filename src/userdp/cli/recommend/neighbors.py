@@ -124,7 +124,9 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             f"Unknown item id(s) {shown}{more}: the model has no embedding for them."
         )
-    neighbours, scores = model.similar_items(ids, N=args.n, metric=args.metric)
+    found_codes, scores = model.similar_items(codes, N=args.n, metric=args.metric)
+    neighbours = [model.item_labels.take(pa.array(row[row >= 0])) for row in found_codes]
+    scores = [row[row_codes >= 0] for row, row_codes in zip(scores, found_codes, strict=True)]
     header = ["item", "rank", "neighbor", "score"] + (["title"] if titles is not None else [])
     lines = ["\t".join(header)]
     for text, found, row in zip(args.items, neighbours, scores, strict=True):

@@ -1,0 +1,58 @@
+"""Where a recommender's statistics are computed: the engine names, the ``Runner`` protocol
+every runner implements and the one factory that builds them (NumPy locally, Spark on a
+cluster). The training loops see a runner only through this protocol, so a step cannot tell
+(or touch) where the data live.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from userdp._validation import check_choice
+from userdp.multitask.kernels import segment_statistics
+from userdp.privacy.noise import NoiseSource
+from userdp.recommend.runner import LocalRunner, UserSolve
+from userdp.spark import is_spark_dataframe
+
+__all__ = ["ENGINES", "Runner", "make_runner", "resolve_engine"]
+
+ENGINES = ("auto", "local", "spark")
+
+
+class Runner(Protocol):
+    """The calls of :mod:`userdp.recommend.runner`'s table (exact statistics, never released)."""
+
+    n_users: int
+
+    def restrict(self, trained: np.ndarray) -> None: ...
+
+    def allocate(self, model: Any, counts: np.ndarray | None, noise: NoiseSource) -> None: ...
+
+    def solve_users(self, U: np.ndarray, how: UserSolve, reg: float) -> None: ...
+
+    def gravity(self) -> np.ndarray: ...
+
+    def item_statistics(self, weighted: bool) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def close(self) -> None: ...
+
+
+def resolve_engine(ratings: Any, engine: str, caller: str) -> str:
+    """``engine`` checked, ``"auto"`` resolved from the input's type (before any charge):
+    ``"spark"`` for a Spark DataFrame, else ``"local"``."""
+    engine = check_choice(engine, "engine", caller, list(ENGINES))
+    if engine == "auto":
+        engine = "spark" if is_spark_dataframe(ratings) else "local"
+    return engine
+
+
+def make_runner(ratings: Any, engine: str, kernel: Any = segment_statistics) -> Runner:
+    """The runner of a resolved ``engine`` (PySpark imported only for ``"spark"``);
+    ``kernel``: the local runner's statistics kernel (see :class:`LocalRunner`)."""
+    if engine == "spark":
+        from userdp.recommend.spark import SparkRunner
+
+        return SparkRunner(ratings)
+    return LocalRunner(ratings, kernel)

@@ -325,7 +325,7 @@ def test_the_threshold_on_a_grid_bounds_every_novel_items_crossing_where_the_tex
 def test_every_rounds_threshold_holds_for_its_safe_noise_on_the_weight_grid(h_scale):
     dt, cap = 2.5e-6, 100
     rnd = Round.gaussian(4.0, dt, cap, h_scale)
-    assert rnd.grid == WEIGHT_GRID == 2.0**-27
+    assert rnd.grid == WEIGHT_GRID == 2.0**-32
     # the scale drawn by the engines: gaussian_on_grid's for l2 = 1 on WEIGHT_GRID_ITEMS values
     assert rnd.noise_scale == grid_noise_scale(4.0, 1.0, WEIGHT_GRID_ITEMS, "l2", WEIGHT_GRID)
     assert rnd.noise_scale >= 4.0 * (1 + 2.0**-12)
@@ -354,5 +354,5 @@ def test_every_spark_bucket_noises_its_weights_on_the_runs_one_grid():
 
 def test_a_run_with_more_items_than_the_weight_grid_covers_is_refused():
     check_item_count(WEIGHT_GRID_ITEMS)
-    with pytest.raises(DataError, match="at most 1073741824"):
+    with pytest.raises(DataError, match="at most 1099511627776"):
         check_item_count(WEIGHT_GRID_ITEMS + 1)

@@ -294,6 +294,19 @@ def test_auto_cap_follows_the_degrees():
     # bins that are pure noise (below 3 sigma) do not pull the cap up
     noise_only = small + np.where(np.arange(small.size) > 30, 2.9, 0.0)
     assert choose_cap(noise_only, 1.0, rho) == choose_cap(small, 1.0, rho)
+    # a histogram that is all noise (a few hundred users) falls back to the fixed default
+    # instead of scoring every candidate 0 and taking the smallest
+    assert choose_cap(np.full(small.size, 2.9), 1.0, rho) == 100
+    assert choose_cap(np.full(small.size, 2.9), 1.0, rho, fallback=64) == 64
+
+
+def test_auto_cap_on_a_few_hundred_users_keeps_the_fixed_caps_output():
+    rng = np.random.default_rng(5)
+    pairs = [(u, f"m{int(m)}") for u in range(600) for m in rng.zipf(1.4, size=20 + u % 60)]
+    auto = select_partitions(pairs, epsilon=1.0, delta=1e-5, max_items_per_user="auto", seed=3)
+    fixed = select_partitions(pairs, epsilon=1.0, delta=1e-5, seed=3)
+    assert auto.parameters["max_items_per_user"] >= 32
+    assert len(auto) >= 0.8 * len(fixed)
 
 
 # -- safe noise: the threshold on the weight grid (issue 12) ------------------------------------

@@ -141,7 +141,7 @@ def _auto_cap(
     def rho_of(c: int) -> float:
         return spec.plan(total, {**o, "max_items_per_user": c}).rounds[-1].rho
 
-    cap = choose_cap(noisy, plan.histogram_sigma, rho_of)
+    cap = choose_cap(noisy, plan.histogram_sigma, rho_of, fallback=COMMON["max_items_per_user"])
     if "d_max" in o:  # MAD: d_max <= cap; default min(50, cap)
         cap = max(cap, o["d_max"] or 0)
         o = {**o, "d_max": o["d_max"] or min(50, cap)}

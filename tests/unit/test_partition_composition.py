@@ -197,13 +197,15 @@ def test_the_simulation_matches_the_local_runner_given_the_same_noise(rounds):
     """The vectorised simulation below is the algorithm: same releases for the same noise."""
     rng = np.random.default_rng(rounds)
     n = 22
-    base = select_partitions(_tiny(n), epsilon=1.0, delta=1e-5, rounds=rounds, seed=0)
+    base = select_partitions(_tiny(n), epsilon=1.0, delta=1e-5, rounds=rounds, pooled=False, seed=0)
     params = base.parameters["rounds"]
     for _ in range(60):
         z = rng.normal(size=rounds)
         # items in play get noise z_r sigma_r in round r (a pure function of the item)
         tap = Tap(noise=lambda r, labels, sigma, z=z: np.full(len(labels), z[r] * sigma))
-        res = select_partitions(_tiny(n), epsilon=1.0, delta=1e-5, rounds=rounds, seed=0, _tap=tap)
+        res = select_partitions(
+            _tiny(n), epsilon=1.0, delta=1e-5, rounds=rounds, pooled=False, seed=0, _tap=tap
+        )
         # weight n in every round where "a" is in play (an empty round once it is not)
         for w in tap.weights:
             assert w == {} or w == {"a": pytest.approx(n, rel=1e-12)}
@@ -227,7 +229,9 @@ def test_empirical_epsilon_stays_below_the_claimed_epsilon(rounds):
     round) sits at the last round's threshold, or 2 sigma below it (where the ratio of release
     probabilities is largest). 10^5 runs per side; Clopper-Pearson 95%."""
     eps, delta, n_runs = 1.0, 1e-5, 100_000
-    probe = select_partitions(_tiny(20), epsilon=eps, delta=delta, rounds=rounds, seed=0)
+    probe = select_partitions(
+        _tiny(20), epsilon=eps, delta=delta, rounds=rounds, pooled=False, seed=0
+    )
     params = probe.parameters["rounds"]
     last = params[-1]
     rng = np.random.default_rng(100 + rounds)

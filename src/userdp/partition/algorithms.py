@@ -214,7 +214,8 @@ class Mad2rDecision:
     sigma_{r-1}`` is below every remaining threshold ``rho_floor = min_{s >= r} rho_s`` (lines
     11-13; = rho_2 for two rounds: an item hopeless in round r may still pass a later, lower
     threshold); bias the rest by ``b = min(1, rho_r / w_lb)`` with ``w_lb = max(0, noisy -
-    c_lb sigma_{r-1})`` (lines 10, 14).
+    c_lb sigma_{r-1})`` (lines 10, 14). In a pooled run ``rho`` is the pooled test's threshold
+    rho_Y (what an item must reach in the end), not round r's own.
     """
 
     rho_prev: float

@@ -38,8 +38,11 @@ as ``(rint(w_r/g) + floor(Z/g + 1/2)) g``, a function of the Gaussian mechanism 
 weights, whose l2 sensitivity ``1 + g sqrt(N)`` is matched by the noise scale ``sigma_r (1 + g
 sqrt(N))`` (same noise multiplier, step 1); rho_r covers the snapping and the float sums, so a
 novel item still crosses it with probability <= its textbook bound (step 2; :class:`Round`).
-The accountant composes the rounds' :class:`~userdp.privacy.ThresholdedGaussianDpEvent` exactly
-this way, so a selection composes with other Gaussian releases in one accountant.
+A pooled run (``plan_rounds(pooled=True)``) replaces the last round's threshold by one test on
+the precision-weighted sum of every round's noisy weights (:class:`PooledTest`); only step 2's
+bound for that round changes. The accountant composes the rounds'
+:class:`~userdp.privacy.ThresholdedGaussianDpEvent` exactly this way, so a selection composes
+with other Gaussian releases in one accountant.
 """
 
 from __future__ import annotations

@@ -370,6 +370,10 @@ def test_every_spark_bucket_noises_its_weights_on_the_runs_one_grid():
 
 
 def test_a_run_with_more_items_than_the_weight_grid_covers_is_refused():
+    # the bound is past anything the local engine can hold (int32 item codes), so no local
+    # input, and no user added to one, can flip the refusal; Spark refuses past 10^12 items
+    assert WEIGHT_GRID_ITEMS == 2**40 > 2 * (np.iinfo(np.int32).max + 1)
+    assert WEIGHT_GRID == 2.0**-32
     check_item_count(WEIGHT_GRID_ITEMS)
     with pytest.raises(DataError, match="at most 1099511627776"):
         check_item_count(WEIGHT_GRID_ITEMS + 1)

@@ -9,8 +9,8 @@ item exponent 1.1), never on the datasets the benchmark reports. Run from the re
 Passes, in order: ``--part all`` (first grid), ``--part wide`` (larger round-1 shares, after
 the first grid peaked at its edge), ``--part final`` (after the removal fix; the chosen split's
 b_max check), ``--part pooled --seeds 2`` (the pooled final test: rounds, precision schedule and
-threshold-delta split of today's default). Prints mean +- sd output sizes of MAD2R (and DP-SIPS) per setting, and writes
-them as JSON.
+threshold-delta split of today's default). Prints mean +- sd output sizes of MAD2R (and
+DP-SIPS) per setting, and writes them as JSON.
 """
 
 from __future__ import annotations

@@ -109,7 +109,8 @@ def npm_contributions(path: Path, bigrams: bool = True) -> Contributions:
     items: list[str] = []
     with open(path, encoding="utf-8", errors="replace") as f:
         header = f.readline().rstrip("\n").split("\t")
-        col = header.index("summary")
+        # the listing's summary column may carry a note after its name
+        col = next(k for k, name in enumerate(header) if name.split(" ")[0] == "summary")
         for row, line in enumerate(f):
             parts = line.rstrip("\n").split("\t")
             if len(parts) <= col:

@@ -13,7 +13,9 @@ heavy users); for every candidate cap c the Basic weight mass the capped users w
 grows with c), and the best candidate wins. When no bin clears its noise (small data: with a
 few hundred users every bin may be noise), every candidate scores 0 and the choice would be the
 smallest cap; the choice then falls back to the fixed default cap instead (still
-post-processing: the fallback is a function of the noisy histogram only).
+post-processing: the fallback is a function of the noisy histogram only). Measured on
+ml-latest-small (610 users, seeds 0-4): 31.0 items with the fallback, 11.8 without, 32.6 at the
+fixed cap.
 """
 
 from __future__ import annotations

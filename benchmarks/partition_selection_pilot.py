@@ -8,8 +8,9 @@ item exponent 1.1), never on the datasets the benchmark reports. Run from the re
 
 Passes, in order: ``--part all`` (first grid), ``--part wide`` (larger round-1 shares, after
 the first grid peaked at its edge), ``--part final`` (after the removal fix; the chosen split's
-b_max check). Prints mean +- sd output sizes of MAD2R (and DP-SIPS) per setting, and writes
-them as JSON.
+b_max check), ``--part pooled --seeds 2`` (the pooled final test: rounds, precision schedule and
+threshold-delta split of today's default). Prints mean +- sd output sizes of MAD2R (and
+DP-SIPS) per setting, and writes them as JSON.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=HERE / "results" / "partition_pilot.json")
     p.add_argument(
         "--part",
-        choices=("all", "wide", "final"),
+        choices=("all", "wide", "final", "pooled"),
         default="all",
         help="wide: the second pass, larger round-1 precision shares (after 'all' found the "
         "best at the top of its grid)",
@@ -61,6 +62,30 @@ def main() -> int:
         print(f"{tag:60s} {r['mean']:8.1f} +- {r['sd']:5.1f}", flush=True)
 
     t0 = time.perf_counter()
+    if args.part == "pooled":  # the pooled final test: rounds and precision schedule (2 seeds)
+        show("mad2r 2 rounds unpooled (former default)", sizes(c, args.seeds, pooled=False))
+        for k in (3, 4, 5, 6, 8):  # p_r proportional to r, dt 5% over rounds < k, 95% pooled
+            show(f"mad2r pooled {k} rounds, linear schedule", sizes(c, args.seeds, rounds=k))
+        q = 0.05 / 3
+        for fr in ((0.2, 0.2, 0.2, 0.4), (0.05, 0.15, 0.3, 0.5), (0.15, 0.2, 0.25, 0.4)):
+            show(
+                f"mad2r pooled 4 rounds p={fr}",
+                sizes(c, args.seeds, rounds=4, fractions=fr, delta_fractions=(q, q, q, 0.95)),
+            )
+        for share in (0.02, 0.1):
+            d = (share / 3,) * 3 + (1 - share,)
+            show(f"mad2r pooled 4 rounds dt={d}", sizes(c, args.seeds, delta_fractions=d))
+        show(
+            "mad2r 4 rounds unpooled, capped once",
+            sizes(c, args.seeds, rounds=4, pooled=False, recap=False,
+                  fractions=(0.1, 0.2, 0.3, 0.4), delta_fractions=(q, q, q, 0.95)),
+        )  # fmt: skip
+        for k in (3, 4):
+            show(f"dp-sips pooled {k} rounds", sizes(c, args.seeds, algorithm="dp-sips",
+                                                      rounds=k, pooled=True))  # fmt: skip
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"draw": str(c), "rows": rows}, indent=2, default=float))
+        return 0
     if args.part == "final":  # third pass, after the round-r removal used min_{s>=r} rho_s
         for p1 in (0.3, 0.4, 0.5, 0.6, 0.7):
             show(

@@ -125,6 +125,25 @@ def test_options_reach_the_algorithm(csv_path, capsys, monkeypatch):
     assert "--no-recap does not apply to basic; ignored" in err
 
 
+def test_no_pooled_reaches_mad2r_as_the_former_two_round_default(csv_path, capsys, monkeypatch):
+    calls: list[tuple[dict, object]] = []
+    real = select_cli.select_partitions
+
+    def spy(data, **kwargs):
+        result = real(data, **kwargs)
+        calls.append((kwargs, result))
+        return result
+
+    monkeypatch.setattr(select_cli, "select_partitions", spy)
+    assert _select(csv_path, *EPS_DELTA, "--seed", "1") == 0
+    assert _select(csv_path, *EPS_DELTA, "--seed", "1", "--no-pooled") == 0
+    (pooled_kw, pooled), (plain_kw, plain) = calls
+    assert "pooled" not in pooled_kw and plain_kw["pooled"] is False
+    assert pooled.parameters["pooled"] and len(pooled.parameters["rounds"]) == 4
+    assert plain.parameters["pooled"] is False and len(plain.parameters["rounds"]) == 2
+    assert plain.parameters["recap"] is True
+
+
 def test_composition_rounds_and_split_reach_the_algorithm(csv_path, capsys, monkeypatch):
     calls: list[dict] = []
     real = select_cli.select_partitions

@@ -103,8 +103,10 @@ CASES = {
     "basic-composition": ("basic", {"composition": "basic"}),
     "dp-sips": ("dp-sips", {"fractions": (0.2, 0.3, 0.5)}),
     "dp-sips-no-recap": ("dp-sips", {"recap": False}),
+    "dp-sips-pooled": ("dp-sips", {"rounds": 3, "pooled": True}),
     "mad": ("mad", {"d_max": 4}),
-    "mad2r": ("mad2r", {"d_max": 4}),
+    "mad2r": ("mad2r", {"d_max": 4}),  # the default: pooled, 4 rounds, capped once
+    "mad2r-unpooled": ("mad2r", {"d_max": 4, "pooled": False}),
     "mad2r-basic": ("mad2r", {"d_max": 4, "composition": "basic"}),
     "mad2r-3-rounds": ("mad2r", {"d_max": 4, "rounds": 3}),
     "mad2r-no-recap": ("mad2r", {"d_max": 5, "recap": False}),

@@ -448,7 +448,7 @@ def test_every_algorithm_reports_exact_input_diagnostics(name, results, mixed_da
         ("policy-gaussian", 1),
         ("greedy-update", 1),
         ("dp-sips", 2),
-        ("mad2r", 2),
+        ("mad2r", 1),  # pooled by default: capped once
     ],
 )
 @pytest.mark.parametrize("cap", [5, 100])
@@ -530,7 +530,7 @@ SMALL = [(u, "a") for u in range(10)]
         ("mad2r", {"fractions": (0.5, 0.4)}, "'fractions' parameter of mad2r .*summing to 1"),
         ("dp-sips", {"fractions": (0.5, 0.6)}, "'fractions' parameter of dp_sips"),
         ("mad2r", {"fractions": (0.2, 0.3, 0.5)}, "'fractions' parameter of mad2r must have"),
-        ("mad2r", {"fractions": (1.0,)}, "exactly 2 parts"),
+        ("mad2r", {"fractions": (1.0,)}, "exactly 4 parts"),
         ("basic", {"max_items_per_user": 0}, "'max_items_per_user' parameter of basic"),
         ("dp-sips", {"max_items_per_user": 0}, "'max_items_per_user' parameter of dp_sips"),
         ("policy-gaussian", {"max_items_per_user": 0}, "'max_items_per_user' parameter"),

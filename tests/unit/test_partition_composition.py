@@ -197,13 +197,15 @@ def test_the_simulation_matches_the_local_runner_given_the_same_noise(rounds):
     """The vectorised simulation below is the algorithm: same releases for the same noise."""
     rng = np.random.default_rng(rounds)
     n = 22
-    base = select_partitions(_tiny(n), epsilon=1.0, delta=1e-5, rounds=rounds, seed=0)
+    base = select_partitions(_tiny(n), epsilon=1.0, delta=1e-5, rounds=rounds, pooled=False, seed=0)
     params = base.parameters["rounds"]
     for _ in range(60):
         z = rng.normal(size=rounds)
         # items in play get noise z_r sigma_r in round r (a pure function of the item)
         tap = Tap(noise=lambda r, labels, sigma, z=z: np.full(len(labels), z[r] * sigma))
-        res = select_partitions(_tiny(n), epsilon=1.0, delta=1e-5, rounds=rounds, seed=0, _tap=tap)
+        res = select_partitions(
+            _tiny(n), epsilon=1.0, delta=1e-5, rounds=rounds, pooled=False, seed=0, _tap=tap
+        )
         # weight n in every round where "a" is in play (an empty round once it is not)
         for w in tap.weights:
             assert w == {} or w == {"a": pytest.approx(n, rel=1e-12)}
@@ -227,7 +229,9 @@ def test_empirical_epsilon_stays_below_the_claimed_epsilon(rounds):
     round) sits at the last round's threshold, or 2 sigma below it (where the ratio of release
     probabilities is largest). 10^5 runs per side; Clopper-Pearson 95%."""
     eps, delta, n_runs = 1.0, 1e-5, 100_000
-    probe = select_partitions(_tiny(20), epsilon=eps, delta=delta, rounds=rounds, seed=0)
+    probe = select_partitions(
+        _tiny(20), epsilon=eps, delta=delta, rounds=rounds, pooled=False, seed=0
+    )
     params = probe.parameters["rounds"]
     last = params[-1]
     rng = np.random.default_rng(100 + rounds)
@@ -294,6 +298,19 @@ def test_auto_cap_follows_the_degrees():
     # bins that are pure noise (below 3 sigma) do not pull the cap up
     noise_only = small + np.where(np.arange(small.size) > 30, 2.9, 0.0)
     assert choose_cap(noise_only, 1.0, rho) == choose_cap(small, 1.0, rho)
+    # a histogram that is all noise (a few hundred users) falls back to the fixed default
+    # instead of scoring every candidate 0 and taking the smallest
+    assert choose_cap(np.full(small.size, 2.9), 1.0, rho) == 100
+    assert choose_cap(np.full(small.size, 2.9), 1.0, rho, fallback=64) == 64
+
+
+def test_auto_cap_on_a_few_hundred_users_keeps_the_fixed_caps_output():
+    rng = np.random.default_rng(5)
+    pairs = [(u, f"m{int(m)}") for u in range(600) for m in rng.zipf(1.4, size=20 + u % 60)]
+    auto = select_partitions(pairs, epsilon=1.0, delta=1e-5, max_items_per_user="auto", seed=3)
+    fixed = select_partitions(pairs, epsilon=1.0, delta=1e-5, seed=3)
+    assert auto.parameters["max_items_per_user"] >= 32
+    assert len(auto) >= 0.8 * len(fixed)
 
 
 # -- safe noise: the threshold on the weight grid (issue 12) ------------------------------------
@@ -325,7 +342,7 @@ def test_the_threshold_on_a_grid_bounds_every_novel_items_crossing_where_the_tex
 def test_every_rounds_threshold_holds_for_its_safe_noise_on_the_weight_grid(h_scale):
     dt, cap = 2.5e-6, 100
     rnd = Round.gaussian(4.0, dt, cap, h_scale)
-    assert rnd.grid == WEIGHT_GRID == 2.0**-27
+    assert rnd.grid == WEIGHT_GRID == 2.0**-32
     # the scale drawn by the engines: gaussian_on_grid's for l2 = 1 on WEIGHT_GRID_ITEMS values
     assert rnd.noise_scale == grid_noise_scale(4.0, 1.0, WEIGHT_GRID_ITEMS, "l2", WEIGHT_GRID)
     assert rnd.noise_scale >= 4.0 * (1 + 2.0**-12)
@@ -353,6 +370,10 @@ def test_every_spark_bucket_noises_its_weights_on_the_runs_one_grid():
 
 
 def test_a_run_with_more_items_than_the_weight_grid_covers_is_refused():
+    # the bound is past anything the local engine can hold (int32 item codes), so no local
+    # input, and no user added to one, can flip the refusal; Spark refuses past 10^12 items
+    assert WEIGHT_GRID_ITEMS == 2**40 > 2 * (np.iinfo(np.int32).max + 1)
+    assert WEIGHT_GRID == 2.0**-32
     check_item_count(WEIGHT_GRID_ITEMS)
-    with pytest.raises(DataError, match="at most 1073741824"):
+    with pytest.raises(DataError, match="at most 1099511627776"):
         check_item_count(WEIGHT_GRID_ITEMS + 1)

@@ -173,7 +173,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=positive_int,
         default=None,
         metavar="K",
-        help="Number of rounds of mad2r (>= 2) or dp-sips. Default: 2.",
+        help="Number of rounds of mad2r (>= 2) or dp-sips. Default: 4 for mad2r's pooled "
+        "test, else 2.",
     )
     algo.add_argument(
         "--split",
@@ -188,8 +189,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--no-recap",
         dest="recap",
         action="store_false",
-        help="Do not re-apply the per-user cap to the items left for the second round "
-        "(mad2r and dp-sips only). Default: re-apply it.",
+        help="Do not re-apply the per-user cap to the items left for later rounds "
+        "(mad2r and dp-sips only). Default: re-apply it, except in mad2r's pooled test, which "
+        "caps once.",
+    )
+    algo.add_argument(
+        "--no-pooled",
+        dest="pooled",
+        action="store_const",
+        const=False,
+        default=None,
+        help="mad2r: decide the last round on its own noisy weights, re-capping between rounds "
+        "(the former two-round default), instead of the pooled final test on every round's "
+        "noisy weights. Default: pooled under --composition gaussian.",
     )
     algo.add_argument(
         "--seed",
@@ -245,6 +257,7 @@ _FLAGS = {
     "composition": "--composition",
     "rounds": "--rounds",
     "fractions": "--split",
+    "pooled": "--no-pooled",
 }
 
 
@@ -267,6 +280,7 @@ def _check_parameters(args: argparse.Namespace) -> dict[str, Any]:
         "composition": args.composition,
         "rounds": args.rounds,
         "fractions": args.split,
+        "pooled": args.pooled,
     }
     for option, value in given.items():
         if value is None:

@@ -10,7 +10,12 @@ Choice (post-processing of the noisy histogram only): bins whose noisy count is 
 ``3 sigma_h`` are dropped as noise (empty bins of huge degrees would otherwise add phantom
 heavy users); for every candidate cap c the Basic weight mass the capped users would spread,
 ``sum_b n_b sqrt(min(d_b, c))``, is divided by the last round's threshold ``rho(c)`` (which
-grows with c), and the best candidate wins.
+grows with c), and the best candidate wins. When no bin clears its noise (small data: with a
+few hundred users every bin may be noise), every candidate scores 0 and the choice would be the
+smallest cap; the choice then falls back to the fixed default cap instead (still
+post-processing: the fallback is a function of the noisy histogram only). Measured on
+ml-latest-small (610 users, seeds 0-4): 31.0 items with the fallback, 11.8 without, 32.6 at the
+fixed cap.
 """
 
 from __future__ import annotations
@@ -40,9 +45,14 @@ def degree_counts(degrees: np.ndarray) -> np.ndarray:
     return np.bincount(bins, minlength=DEGREE_EDGES.size).astype(np.float64)
 
 
-def choose_cap(noisy: np.ndarray, sigma: float, rho_of: Callable[[int], float]) -> int:
-    """The candidate cap with the most Basic weight mass per unit of threshold (see above)."""
+def choose_cap(
+    noisy: np.ndarray, sigma: float, rho_of: Callable[[int], float], fallback: int = 100
+) -> int:
+    """The candidate cap with the most Basic weight mass per unit of threshold (see above), or
+    ``fallback`` when no bin of the noisy histogram clears the noise."""
     counts = np.where(noisy >= 3.0 * sigma, noisy, 0.0)
+    if not counts.any():
+        return fallback
     hi = np.concatenate([DEGREE_EDGES[1:] - 1, [DEGREE_EDGES[-1]]]).astype(np.float64)
     reps = np.sqrt(DEGREE_EDGES.astype(np.float64) * hi)  # a bin's typical degree
     best, best_score = CANDIDATES[0], -np.inf

@@ -38,8 +38,11 @@ as ``(rint(w_r/g) + floor(Z/g + 1/2)) g``, a function of the Gaussian mechanism 
 weights, whose l2 sensitivity ``1 + g sqrt(N)`` is matched by the noise scale ``sigma_r (1 + g
 sqrt(N))`` (same noise multiplier, step 1); rho_r covers the snapping and the float sums, so a
 novel item still crosses it with probability <= its textbook bound (step 2; :class:`Round`).
-The accountant composes the rounds' :class:`~userdp.privacy.ThresholdedGaussianDpEvent` exactly
-this way, so a selection composes with other Gaussian releases in one accountant.
+A pooled run (``plan_rounds(pooled=True)``) replaces the last round's threshold by one test on
+the precision-weighted sum of every round's noisy weights (:class:`PooledTest`); only step 2's
+bound for that round changes. The accountant composes the rounds'
+:class:`~userdp.privacy.ThresholdedGaussianDpEvent` exactly this way, so a selection composes
+with other Gaussian releases in one accountant.
 """
 
 from __future__ import annotations
@@ -47,8 +50,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import dp_accounting
+import numpy as np
+from scipy import stats
 
 from userdp._validation import check_choice, check_fractions, check_real
 from userdp.exceptions import DataError, InvalidParameterError
@@ -68,31 +74,33 @@ __all__ = [
     "WEIGHT_GRID",
     "WEIGHT_GRID_ITEMS",
     "Plan",
+    "PooledTest",
     "Round",
     "check_item_count",
     "default_fractions",
     "plan_rounds",
 ]
 
-#: Public bound on the number of distinct items of a run (2^30, about 1.07e9; larger inputs
-#: are refused, :func:`check_item_count`). The rounds' noisy weights are released on ONE
-#: power-of-two grid fixed for this many coordinates (safe noise,
-#: :func:`userdp.privacy.gaussian_on_grid`), so the grid depends on no data and every engine,
-#: bucket and executor uses the same one. A larger bound would make the grid finer, closer to
-#: the float resolution of the noise itself (at 2^30 and sigma = 40, |Z| <= 10 sigma, the grid
-#: is still 2^16 of Z's ulps).
-WEIGHT_GRID_ITEMS = 4**15
-#: The grid: 2^-27 for the weights' l2 sensitivity 1 (snapping adds at most 2^-12 to it).
+#: Public bound on the number of distinct items of a run (2^40, about 1.1e12). The rounds'
+#: noisy weights are released on ONE power-of-two grid fixed for this many coordinates (safe
+#: noise, :func:`userdp.privacy.gaussian_on_grid`), so the grid depends on no data and every
+#: engine, bucket and executor uses the same one. The local engine holds items as int32 codes,
+#: so it can never reach the bound (no check depends on the data there); the Spark runner
+#: refuses more (:func:`check_item_count`), an input of at least 10^12 distinct items, i.e.
+#: 16 TB of pairs. The grid 2^-32 stays far above the float resolution of the noise: at
+#: sigma = 100 and |Z| <= 10 sigma it is 2^10 of Z's ulps.
+WEIGHT_GRID_ITEMS = 4**20
+#: The grid: 2^-32 for the weights' l2 sensitivity 1 (snapping adds at most 2^-12 to it).
 WEIGHT_GRID = grid_spacing(1.0, WEIGHT_GRID_ITEMS, "l2")
 
 
 def check_item_count(n_items: int) -> None:
     """Refuse a run with more distinct items than :data:`WEIGHT_GRID_ITEMS` (its weight grid
-    would not cover them)."""
+    would not cover them; only a Spark input of 10^12 distinct items can get there)."""
     if n_items > WEIGHT_GRID_ITEMS:
         raise DataError(
             f"The input has {n_items} distinct items; partition selection supports at most "
-            f"{WEIGHT_GRID_ITEMS} (2^30), the bound its safe noise grid is fixed for."
+            f"{WEIGHT_GRID_ITEMS} (2^40), the bound its safe noise grid is fixed for."
         )
 
 
@@ -121,11 +129,20 @@ DEFAULT_THRESHOLD_SHARE = 0.5
 
 
 def default_fractions(
-    composition: str, rounds: int, algorithm: str = "mad2r"
+    composition: str, rounds: int, algorithm: str = "mad2r", pooled: bool = False
 ) -> tuple[tuple[float, ...], ...]:
     """(fractions, delta_fractions) for ``rounds`` rounds of ``algorithm``: the table, the
     papers' split for one or two rounds, else 5% spread over the early rounds (each 4x the one
-    before) and 95% in the last."""
+    before) and 95% in the last.
+
+    Pooled runs: precision growing linearly, ``p_r = r / (1 + ... + k)`` ((0.1, 0.2, 0.3, 0.4)
+    for 4 rounds), and 5% of the threshold delta spread evenly over rounds 1..k-1, 95% for the
+    pooled test (chosen on the pilot draw, see :data:`DEFAULT_POOLED_ROUNDS`)."""
+    if pooled:
+        ramp = tuple(r / (rounds * (rounds + 1) / 2) for r in range(1, rounds + 1))
+        if rounds == 1:
+            return ramp, (1.0,)
+        return ramp, tuple([0.05 / (rounds - 1)] * (rounds - 1) + [0.95])
     key = (algorithm, composition, rounds)
     if key in _DEFAULT_FRACTIONS:
         return _DEFAULT_FRACTIONS[key]
@@ -187,6 +204,99 @@ class Round:
         return cls(sigma, rho, h_scale, cap, event, scale)
 
 
+#: Most rounds a pooled run may have (the float error bound of the pooled sum, below, is
+#: stated for at most this many terms).
+MAX_POOLED_ROUNDS = 64
+#: Relative slack of the pooled test: an item passes iff ``Y >= rho_Y + POOLED_SLACK * S``,
+#: ``S = sum_r p_r |X_r|`` (see :class:`PooledTest`).
+POOLED_SLACK = 2.0**-40
+
+
+def pooled_statistic(noisy: Sequence[Any], shares: Sequence[float], ops: Any) -> tuple[Any, Any]:
+    """``(Y, S)``: ``Y = sum_r p_r X_r`` and ``S = sum_r p_r |X_r|``, summed in round order.
+
+    Element-wise over NumPy arrays or Spark columns (``ops.abs``); both engines evaluate the
+    same float operations in the same order, so they agree bit for bit.
+    """
+    y = s = None
+    for p, x in zip(shares, noisy, strict=True):
+        term, size = p * x, p * ops.abs(x)
+        y = term if y is None else y + term
+        s = size if s is None else s + size
+    return y, s
+
+
+@dataclass(frozen=True)
+class PooledTest:
+    """The last round's test of a pooled run: ``Y(i) = sum_r p_r X_r(i) >= rho_Y``.
+
+    Rounds 1..k draw ``X_r = w_r + Z_r`` with ``Z_r ~ N(0, s_r^2)``, ``s_r`` round r's drawn
+    noise scale (``sigma_tot / sqrt(p_r)`` grown by the grid's factor), for EVERY item and
+    round; an item still in play after round k-1 is released iff it passes this test. The
+    pooled noise ``sum_r p_r Z_r(i)`` is exactly N(0, s_Y^2) with ``s_Y^2 = sum_r p_r^2
+    s_r^2`` (about sigma_tot^2, the whole run's precision), independent across items. (The
+    Spark runner draws the last round's noise only for the items in it, the only ones tested;
+    given the history those draws are i.i.d. like the others, so the argument is unchanged.)
+
+    Why a novel item passes with probability <= ``threshold_delta`` (D' = D + user v, T the
+    t <= Delta_0 items only v holds): for every history, round r's weights of v's items are
+    v's share of an l2-sensitivity-1 vector, so each lies in [0, min(1, h_r/sqrt(t))] (h_r the
+    round's novel bound: 1 for MAD, b_max biased), even though w_r(i) depends on earlier noise,
+    the item's own included. So, pointwise, the pooled mean of a novel item is at most
+    ``H(t) = sum_r p_r min(1, h_r/sqrt(t)) <= 1`` and ``Y(i) <= H(t) + sum_r p_r Z_r(i)``:
+    it passes only if its pooled noise exceeds ``rho_0 - H(t)``, probability
+    ``1 - Phi((rho_0 - H(t))/s_Y)`` per item, independently, and
+    ``rho_0 = max_{t <= Delta_0} H(t) + s_Y Phi^-1((1 - dt)^(1/t))`` makes the chance that
+    any of the t passes at most dt. Being in play is a subset of these events (it can only
+    lower the probability). Re-capping between rounds would break this (an item could enter a
+    user's capped set late and which items reach the test would depend on their own noise):
+    pooled runs cap once.
+
+    Floating point: each ``X_r = fl(A_r) g`` with the integer ``A_r <= (w_r + Z_r)/g + 3/2``
+    (see :class:`Round`), ``|fl(A_r) - A_r| <= 2^-53 |A_r|``, so the exact
+    ``sum_r p_r X_r <= H(t) + Z_Y + 1.5 g + 2^-52 S``; the float dot product errs by at most
+    ``gamma_k S`` (``k <= 64``: below ``2^-46 S``) and the right-hand side ``rho_Y +
+    2^-40 fl(S)`` is computed with two roundings of positive numbers. With ``rho_Y = (rho_0 +
+    2g)(1 + 2^-52)`` rounded up, a pass implies ``Z_Y >= rho_0 - H(t)`` (the 0.5 g left over
+    also covers the float error of the weights themselves, ~1e-15 on values <= 1).
+    """
+
+    shares: tuple[float, ...]
+    sigma: float  # s_Y, the pooled noise's standard deviation (rounded up)
+    rho: float
+    threshold_delta: float
+    cap: int
+    slack: float = POOLED_SLACK
+
+    @classmethod
+    def calibrate(
+        cls, rounds: Sequence[Round], shares: Sequence[float], threshold_delta: float, cap: int
+    ) -> PooledTest:
+        shares = tuple(float(p) for p in shares)
+        if len(shares) > MAX_POOLED_ROUNDS:
+            raise InvalidParameterError(
+                f"A pooled run takes at most {MAX_POOLED_ROUNDS} rounds; got {len(shares)}."
+            )
+        var = math.fsum((p * r.noise_scale) ** 2 for p, r in zip(shares, rounds, strict=True))
+        s_y = math.nextafter(math.sqrt(var) * (1 + 2.0**-50), math.inf)
+        t = np.arange(1, cap + 1, dtype=np.float64)
+        h = np.zeros(cap)
+        for p, r in zip(shares, rounds, strict=True):
+            h += p * np.minimum(1.0, r.h_scale / np.sqrt(t))
+        tail = -np.expm1(np.log1p(-threshold_delta) / t)  # 1 - (1 - dt)^(1/t)
+        rho0 = float(np.max(h + s_y * stats.norm.isf(tail)))
+        rho = math.nextafter((rho0 + 2.0 * WEIGHT_GRID) * (1.0 + 2.0**-52), math.inf)
+        return cls(shares, s_y, rho, threshold_delta, cap)
+
+    def describe(self) -> dict[str, float]:
+        return {"sigma": self.sigma, "rho": self.rho, "threshold_delta": self.threshold_delta}
+
+    def passes(self, noisy: Sequence[Any], ops: Any) -> Any:
+        """Element-wise: does each item's pooled statistic pass (see above)?"""
+        y, s = pooled_statistic(noisy, self.shares, ops)
+        return y >= self.rho + self.slack * s
+
+
 @dataclass(frozen=True)
 class Plan:
     """Every round of a run, fixed before the data is read."""
@@ -198,6 +308,7 @@ class Plan:
     delta_fractions: tuple[float, ...]
     gaussian_delta: float  # delta_g (0.0 under basic composition without a histogram)
     histogram_sigma: float | None = None  # noise of the degree histogram (auto cap)
+    pooled: PooledTest | None = None  # the last round's pooled test, if any
 
     @property
     def histogram_event(self) -> dp_accounting.DpEvent | None:
@@ -221,6 +332,7 @@ class Plan:
             "fractions": self.fractions,
             "delta_fractions": self.delta_fractions,
             "gaussian_delta": self.gaussian_delta,
+            **({} if self.pooled is None else {"pooled": self.pooled.describe()}),
         }
 
 
@@ -232,13 +344,15 @@ def check_composition(
     delta_fractions: Sequence[float] | None,
     threshold_share: float,
     algorithm: str = "mad2r",
+    *,
+    pooled: bool = False,
 ) -> tuple[str, tuple[float, ...], tuple[float, ...]]:
     """Validate the composition options; returns (composition, fractions, delta_fractions)."""
     composition = check_choice(composition, "composition", caller, list(COMPOSITIONS))
     check_real(
         threshold_share, "threshold_share", caller, low=0.0, high=1.0, low_open=True, high_open=True
     )
-    dflt_f, dflt_d = default_fractions(composition, rounds, algorithm)
+    dflt_f, dflt_d = default_fractions(composition, rounds, algorithm, pooled)
     frac = dflt_f if fractions is None else check_fractions(fractions, "fractions", caller)
     if delta_fractions is None:
         dfrac = frac if (composition == "basic" and fractions is not None) else dflt_d
@@ -263,6 +377,7 @@ def plan_rounds(
     delta_fractions: Sequence[float],
     threshold_share: float = DEFAULT_THRESHOLD_SHARE,
     histogram_share: float = 0.0,
+    pooled: bool = False,
 ) -> Plan:
     """Calibrate every round of a run (see the module docstring for both compositions).
 
@@ -272,7 +387,20 @@ def plan_rounds(
     composed Gaussian with precision share ``histogram_share`` (the rounds' shares shrink by
     1 - histogram_share); under ``"basic"`` it is (histogram_share epsilon, histogram_share
     delta)-DP by the analytic Gaussian and the rounds split the rest.
+
+    ``pooled=True`` (gaussian composition only): the last round is tested on the pooled
+    statistic of every round (:class:`PooledTest`), with ``delta_fractions[-1]`` of the
+    threshold delta; its event is still ``ThresholdedGaussianDpEvent(sigma_k, dt_Y)``, so
+    the accountant composes the run exactly: one Gaussian of precision ``1/sigma_tot^2`` plus
+    ``sum_{r<k} dt_r + dt_Y``. Privacy: steps 1 and 3 of the module docstring are unchanged
+    (the pooled test is a function of X = (X_1..X_k)); in step 2, the event that a novel item
+    passes the pooled test has probability <= dt_Y (:class:`PooledTest`) instead of dt_k.
     """
+    if pooled and composition != "gaussian":
+        raise InvalidParameterError(
+            "The pooled final test needs composition='gaussian' (it pools the rounds' noise "
+            "into one Gaussian)."
+        )
     h = histogram_share
     frac, dfrac = tuple(fractions), tuple(delta_fractions)
     if composition == "basic":
@@ -293,4 +421,9 @@ def plan_rounds(
         for p, q, hs in zip(frac, dfrac, h_scales, strict=True)
     )
     sigma_h = sigma_tot / math.sqrt(h) * (1 + 1e-12) if h else None
-    return Plan(budget, composition, rounds, frac, dfrac, delta_g, sigma_h)
+    if not pooled:
+        return Plan(budget, composition, rounds, frac, dfrac, delta_g, sigma_h)
+    # The last round releases nothing alone: its threshold delta pays for the pooled test.
+    # Its own rho (calibrated as if it did) still sets MAD's tau and the removal floor.
+    test = PooledTest.calibrate(rounds, frac, dt_total * dfrac[-1], cap)
+    return Plan(budget, composition, rounds, frac, dfrac, delta_g, sigma_h, test)

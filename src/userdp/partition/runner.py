@@ -20,6 +20,11 @@ The five steps:
     item of the input a noisy weight (pure noise when absent from the round: the w_ext of
     Alg. 1 line 9) for later rounds to query; only items of the round's input are ever
     released.
+``release_pooled(weights, round, history, test)``
+    The last round of a pooled run: like ``release`` (same noise, same event), but the items
+    released are those of the round's input whose pooled statistic over ``history`` (the
+    earlier rounds' noisy weights, as ``release`` returned them) and this round passes the
+    :class:`~userdp.partition.rounds.PooledTest`.
 ``remove(noisy, decide)``
     ``decide(noisy, present, ops) -> (removed, bias)`` is an element-wise expression of one
     item's noisy weight and whether it was in the round's input (so a function of the release
@@ -43,7 +48,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from userdp.partition.rounds import Plan, Round
+from userdp.partition.rounds import Plan, PooledTest, Round
 
 __all__ = ["WEIGHT_STREAM", "Basic", "Decide", "Mad", "Runner", "Tap"]
 
@@ -81,6 +86,10 @@ class Runner(Protocol):
     def weights(self, rule: Basic | Mad) -> Any: ...
 
     def release(self, weights: Any, rnd: Round, *, every_item: bool = False) -> tuple[Any, Any]: ...
+
+    def release_pooled(
+        self, weights: Any, rnd: Round, history: Sequence[Any], test: PooledTest
+    ) -> tuple[Any, Any]: ...
 
     def remove(self, noisy: Any, decide: Decide) -> None: ...
 

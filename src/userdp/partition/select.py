@@ -8,7 +8,7 @@ is a NumPy array over all item codes. The algorithms themselves are in
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dp_accounting
@@ -22,7 +22,13 @@ from userdp.partition._hashing import salted_hash
 from userdp.partition._local import cap_degrees, filter_pairs
 from userdp.partition.cap import HISTOGRAM_STREAM, degree_counts
 from userdp.partition.result import SelectionDiagnostics, SelectionResult
-from userdp.partition.rounds import WEIGHT_GRID_ITEMS, Plan, Round, check_item_count
+from userdp.partition.rounds import (
+    WEIGHT_GRID_ITEMS,
+    Plan,
+    PooledTest,
+    Round,
+    check_item_count,
+)
 from userdp.partition.runner import WEIGHT_STREAM, Basic, Decide, Mad, Tap
 from userdp.partition.weights import basic_weights, mad_weights
 from userdp.privacy import (
@@ -90,13 +96,18 @@ class _Run:
         return u, i
 
     def release(
-        self, rnd: Round, weights: np.ndarray, items: np.ndarray
+        self,
+        rnd: Round,
+        weights: np.ndarray,
+        items: np.ndarray,
+        test: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Noisy weights over every item code and the released mask (Alg. 1 lines 7-9).
 
         Codes absent from this round's input get pure noise (the w_ext of line 9), which later
         rounds may query; only items present in the round's input can be released. Composes
-        the round into the accountant.
+        the round into the accountant. ``test(noisy)`` replaces ``noisy >= rho`` (the pooled
+        final test).
         """
         r = len(self.round_sizes)
         check_item_count(weights.size)
@@ -122,7 +133,10 @@ class _Run:
             labels = self.data.item_labels.to_pylist()
             noise = np.asarray(tap.noise(r, labels, rnd.sigma), dtype=np.float64)
             noisy = add_on_grid(weights, noise, rnd.grid)
-        selected = release_mask(noisy, items, rnd.rho)
+        if test is None:
+            selected = release_mask(noisy, items, rnd.rho)
+        else:
+            selected = release_mask(np.where(test(noisy), 1.0, 0.0), items, 1.0)
         self.accountant.compose(rnd.event)
         self.round_sizes.append(int(selected.sum()))
         return noisy, selected
@@ -258,6 +272,23 @@ class LocalRunner:
     ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
         # Locally every code gets noise anyway (w_ext), so ``every_item`` changes nothing.
         noisy, selected = self.run.release(rnd, weights, self.items)
+        present = np.zeros(noisy.size, dtype=bool)
+        present[self.items] = True
+        return (noisy, present), selected
+
+    def release_pooled(
+        self,
+        weights: np.ndarray,
+        rnd: Round,
+        history: Sequence[tuple[np.ndarray, np.ndarray]],
+        test: PooledTest,
+    ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+        """The last round of a pooled run: its noisy weights (on every item code, like every
+        round's) and the items of its input that pass ``test`` on all rounds' noisy weights."""
+        earlier = [noisy for noisy, _ in history]
+        noisy, selected = self.run.release(
+            rnd, weights, self.items, lambda x: test.passes([*earlier, x], np)
+        )
         present = np.zeros(noisy.size, dtype=bool)
         present[self.items] = True
         return (noisy, present), selected

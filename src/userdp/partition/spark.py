@@ -64,6 +64,7 @@ from userdp.partition.rounds import (
     WEIGHT_GRID,
     WEIGHT_GRID_ITEMS,
     Plan,
+    PooledTest,
     Round,
     check_item_count,
 )
@@ -288,13 +289,20 @@ class _SparkRun:
 
     # -- release (Alg. 1 lines 6-9) -------------------------------------------------------------
     def release(
-        self, rnd: Round, weights: DataFrame, all_items: DataFrame | None = None
+        self,
+        rnd: Round,
+        weights: DataFrame,
+        all_items: DataFrame | None = None,
+        pooled: tuple[PooledTest, Sequence[DataFrame]] | None = None,
     ) -> tuple[DataFrame, DataFrame]:
         """Noisy weights (``_noisy``) and the released items of one round.
 
         ``weights`` has one row per item present in the round (``_i, _hi, _ib, _w``). With
         ``all_items``, every item of the input gets noisy weight (pure noise when absent: the
         w_ext of line 9, queried by MAD2R's round 2); only present items can be released.
+        ``pooled = (test, earlier noisy frames)``: release the present items that pass the
+        pooled test on the earlier rounds' ``_noisy`` and this round's (the same float
+        operations, in the same order, as the local runner).
         """
         F = _functions()
         from pyspark.sql.types import BooleanType, DoubleType, StructField, StructType
@@ -328,9 +336,17 @@ class _SparkRun:
             return _add_noise(noise, round_index, sigma, key, pdf)
 
         noisy = self.cache(frame.groupBy(_IB).applyInPandas(body, schema))
-        released = self.cache(
-            noisy.where(F.col("_present") & (F.col("_noisy") >= rnd.rho)).select(*_ITEM)
-        )
+        if pooled is None:
+            passed = F.col("_noisy") >= rnd.rho
+            tested = noisy
+        else:
+            test, earlier = pooled
+            tested = noisy
+            for r, e in enumerate(earlier):  # every earlier round noised every item
+                tested = tested.join(e.select(_I, F.col("_noisy").alias(f"_x{r}")), _I, "inner")
+            xs = [F.col(f"_x{r}") for r in range(len(earlier))] + [F.col("_noisy")]
+            passed = test.passes(xs, _ColumnOps)
+        released = self.cache(tested.where(F.col("_present") & passed).select(*_ITEM))
         if self.n_rows > WEIGHT_GRID_ITEMS:  # only then can the items exceed the grid's bound
             check_item_count(noisy.count())
         self.accountant.compose(rnd.event)
@@ -394,6 +410,10 @@ class _ColumnOps:
     def maximum(a: Any, b: Any) -> Any:
         F = _functions()
         return F.greatest(*(x if hasattr(x, "alias") else F.lit(x) for x in (a, b)))
+
+    @staticmethod
+    def abs(a: Any) -> Any:
+        return _functions().abs(a)
 
 
 class SparkRunner:
@@ -493,6 +513,11 @@ class SparkRunner:
                 self._all_items = self.run.pairs.select(*_ITEM).distinct()
             all_items = self._all_items
         return self.run.release(rnd, weights, all_items)
+
+    def release_pooled(
+        self, weights: DataFrame, rnd: Round, history: Sequence[DataFrame], test: PooledTest
+    ) -> tuple[DataFrame, DataFrame]:
+        return self.run.release(rnd, weights, None, (test, list(history)))
 
     def remove(self, noisy: DataFrame, decide: Decide) -> None:
         F = _functions()

@@ -170,9 +170,9 @@ def mad_weights(
         users, weights=np.where(adaptive_pair, r[items], 0.0), minlength=n_users
     ) * np.where(adaptive, inv, 0.0)
     alpha = b_min - 1.0 / (2.0 * math.sqrt(d_max))  # line 2
-    w_reroute = np.bincount(
-        items, weights=(alpha / d_max * excess)[users], minlength=n_items
-    )  # line 11
     wb = user_weights(users, items, n_users, biases, b_min, b_max)  # line 13
-    # lines 14-17: adaptive users add w_b - 1/|S_u|, the others add w_b
-    return w_trunc + w_reroute + np.bincount(items, weights=wb - init_pair, minlength=n_items)
+    # line 11 (rerouted alpha/d_max e_u) and lines 14-17 (adaptive users add w_b - 1/|S_u|,
+    # the others add w_b) in one pass over the pairs
+    wb += (alpha / d_max * excess)[users]
+    wb -= init_pair
+    return w_trunc + np.bincount(items, weights=wb, minlength=n_items)

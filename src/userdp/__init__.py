@@ -2,7 +2,8 @@
 
 The privacy core (:mod:`userdp.privacy`), the contributions table (:mod:`userdp.data`) and
 private partition selection (:mod:`userdp.partition`); the other capabilities live in
-:mod:`userdp.estimate`, :mod:`userdp.multitask` and :mod:`userdp.recommend`.
+:mod:`userdp.estimate`, :mod:`userdp.multitask`, :mod:`userdp.recommend` and
+:mod:`userdp.aggregate` (private GROUP BY).
 
 The names below are re-exported lazily (PEP 562): ``import userdp.privacy`` or ``userdp --version``
 loads no capability, and ``from userdp import select_partitions`` imports partition selection
@@ -24,6 +25,7 @@ from userdp.exceptions import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from userdp.aggregate import AggregateResult, aggregate
     from userdp.data import Contributions, read
     from userdp.partition import SelectionResult, select_partitions
     from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
@@ -32,6 +34,8 @@ __version__ = "0.1.0"
 
 #: public name -> module that defines it
 _LAZY = {
+    "AggregateResult": "userdp.aggregate",
+    "aggregate": "userdp.aggregate",
     "Contributions": "userdp.data",
     "read": "userdp.data",
     "SelectionResult": "userdp.partition",
@@ -42,6 +46,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "AggregateResult",
     "BudgetExceededError",
     "Contributions",
     "DataError",
@@ -54,6 +59,7 @@ __all__ = [
     "UnsupportedEventError",
     "UserDPError",
     "__version__",
+    "aggregate",
     "read",
     "select_partitions",
 ]

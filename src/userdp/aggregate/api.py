@@ -1,0 +1,462 @@
+"""``aggregate``: a private GROUP BY (users, count, sum, mean, quantiles per key).
+
+Written once over the engines (:mod:`userdp.aggregate.local`, :mod:`userdp.aggregate.spark`):
+the engine computes exact statistics of bounded sensitivity over a public key set; this driver
+plans the budget, selects the keys, chooses the bounds, adds every noise and composes every
+event.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import dp_accounting
+import numpy as np
+import pyarrow as pa
+
+from userdp._validation import check_choice, check_int, check_real
+from userdp.aggregate.local import (
+    HISTOGRAM_BINS,
+    Columns,
+    LocalEngine,
+    choose_bound,
+    key_quantiles,
+)
+from userdp.aggregate.plan import DEFAULT_SHARES, Plan, event_cost, make_plan
+from userdp.aggregate.result import AggregateDiagnostics, AggregateResult
+from userdp.exceptions import DataError, InvalidParameterError
+from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
+
+__all__ = ["ENGINES", "METRICS", "aggregate"]
+
+METRICS = ("users", "count", "sum", "mean", "quantiles")
+ENGINES = ("auto", "local", "spark")
+BOUNDINGS = ("smooth", "limit")
+_SELECTION_SEED_KEY = 0xA66E
+_OPTIONS = {
+    "bounding": "smooth",
+    "max_partitions_contributed": 1,
+    "max_contributions_per_partition": 1,
+    "contribution_bounds": None,
+    "quantiles": (0.5,),
+    "shares": None,
+    "selection": None,
+    "_noise": None,
+}
+
+
+def _is_spark(data: Any) -> bool:
+    cls = type(data)
+    return cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame"
+
+
+def _as_table(data: Any) -> pa.Table:
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, Mapping):
+        return pa.table(
+            {
+                k: pa.array(np.asarray(v)) if isinstance(v, np.ndarray) else v
+                for k, v in data.items()
+            }
+        )
+    if type(data).__module__.startswith("pandas") and hasattr(data, "columns"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise DataError(
+        "aggregate: 'data' must be a pyarrow.Table, a pandas.DataFrame, a dict of columns or a "
+        f"pyspark.sql.DataFrame; got {type(data).__name__}."
+    )
+
+
+def _metrics(metrics: Any) -> tuple[str, ...]:
+    items = metrics.split(",") if isinstance(metrics, str) else list(metrics)
+    out = tuple(dict.fromkeys(m.strip() for m in items if str(m).strip()))
+    bad = [m for m in out if m not in METRICS]
+    if not out or bad:
+        raise InvalidParameterError(
+            f"The 'metrics' parameter of aggregate must name one or more of {list(METRICS)}. "
+            f"Got {metrics!r} instead."
+        )
+    return out
+
+
+def _bounds(bounds: Any) -> tuple[float, float]:
+    from userdp.estimate.weighting import check_bounds
+
+    return check_bounds(bounds, "aggregate")
+
+
+def aggregate(
+    data: Any,
+    *,
+    user_column: str = "user",
+    key_column: str | None = "key",
+    value_column: str | None = None,
+    metrics: Sequence[str] | str = ("users", "count"),
+    bounds: tuple[float, float] | None = None,
+    keys: str | Sequence[Any] = "select",
+    epsilon: float,
+    delta: float,
+    accountant: PrivacyAccountant | None = None,
+    engine: str = "auto",
+    seed: int | None = None,
+    **options: Any,
+) -> AggregateResult:
+    """Private ``SELECT key, COUNT(DISTINCT user), COUNT(*), SUM(v), AVG(v) ... GROUP BY key``.
+
+    Parameters
+    ----------
+    data : pyarrow.Table, pandas.DataFrame, dict of columns or pyspark.sql.DataFrame
+        One row per record; the privacy unit is a user with all their rows (add/remove).
+    user_column, key_column, value_column : str
+        Column roles; ``key_column=None`` treats the whole table as one key (the smooth-bounded
+        mean and quantiles of :mod:`userdp.estimate`, on either engine).
+    metrics : sequence of {"users", "count", "sum", "mean", "quantiles"} or a comma list
+        ``users`` = distinct users per key; ``count`` = rows; ``sum``, ``mean`` and
+        ``quantiles`` need ``value_column`` and ``bounds`` (values are clipped to them).
+    bounds : (float, float) or None
+        Public range of the values.
+    keys : "select" or a sequence of keys
+        ``"select"``: keys chosen privately by :func:`userdp.partition.select_partitions`
+        (MAD2R) with a share of the budget; a public list costs nothing, includes keys absent
+        from the data (noise-only values) and drops rows of other keys.
+    epsilon, delta : float
+        The user-level budget of the whole run.
+    accountant : PrivacyAccountant or None
+        Charged with the run's event; refuses (BudgetExceededError) before any data is read.
+    engine : {"auto", "local", "spark"}
+    seed : int or None
+        None draws from OS entropy; a fixed seed is for tests and benchmarks only.
+    **options
+        ``bounding`` ("smooth", default, or "limit": the baseline of PipelineDP-style hard
+        limits, keep ``max_partitions_contributed`` random keys per user and
+        ``max_contributions_per_partition`` random rows per user and key, defaults 1 and 1);
+        ``contribution_bounds`` (a mapping family -> C, public: skips the bound choice);
+        ``quantiles`` (levels, default (0.5,)); ``shares`` (overrides of
+        :data:`~userdp.aggregate.plan.DEFAULT_SHARES`); ``selection`` (options passed to
+        ``select_partitions``, e.g. ``{"algorithm": "mad2r", "max_items_per_user": 100}``).
+
+    Returns
+    -------
+    AggregateResult
+
+    Bias
+    ----
+    Smooth bounding scales user u's vector by ``w_u = min(1, C / ||x_u||_2)``: a key's released
+    users/count/sum is biased low by ``sum_u (1 - w_u) x_uk`` (heavy users are scaled down;
+    light users, ``||x_u|| <= C``, count fully). C is chosen to balance that loss against the
+    noise ``z C`` per key. The mean is a ratio of noisy weighted sums (same weights top and
+    bottom), so the weighting only re-weights users; its noise adds a ratio bias of order
+    ``sd_N^2 / N^2`` and it is clipped to the bounds (where the noisy count is <= 0 it is the
+    bounds' midpoint). Hard limits drop rows instead (biased low by the dropped rows).
+    Quantiles use the weighted exponential mechanism of :mod:`userdp.estimate.quantile` per
+    key, with a user's weights over all keys summing to at most h (smooth) or the kept rows
+    (limit).
+
+    Privacy
+    -------
+    For a fixed key set each metric vector has l2 sensitivity C (its bound) and gets Gaussian
+    noise z C; the selection's rounds, the bound histograms (one user in one bin: l2
+    sensitivity 1) and the metrics compose as one Gaussian plus the selection's threshold
+    deltas (:mod:`userdp.aggregate.plan`). Quantile level j is one exponential mechanism over
+    all keys: key k's utility moves by at most ``max(q, 1-q) t_uk`` with ``sum_k t_uk <= h``,
+    so the per-key losses ``eps t_uk / h`` sum to at most eps (basic composition).
+
+    Examples
+    --------
+    >>> rows = {"user": [u for u in range(3000) for _ in (0, 1)],
+    ...         "key": [k for u in range(3000) for k in ("a", f"rare{u}")]}
+    >>> r = aggregate(rows, epsilon=1.0, delta=1e-5, seed=0)
+    >>> r.to_arrow().column("key").to_pylist()
+    ['a']
+    """
+    started = time.perf_counter()
+    caller = "aggregate"
+    budget = PrivacyBudget(epsilon, delta)
+    ms = _metrics(metrics)
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise InvalidParameterError(
+            f"aggregate does not take the option(s) {', '.join(map(repr, unknown))}; it takes "
+            f"{', '.join(repr(k) for k in _OPTIONS if not k.startswith('_'))}."
+        )
+    o = {**_OPTIONS, **options}
+    bounding = check_choice(o["bounding"], "bounding", caller, list(BOUNDINGS))
+    engine = check_choice(engine, "engine", caller, list(ENGINES))
+    if engine == "auto":
+        engine = "spark" if _is_spark(data) else "local"
+    needs_values = bool({"sum", "mean", "quantiles"} & set(ms))
+    if needs_values and (value_column is None or bounds is None):
+        raise InvalidParameterError(
+            "aggregate: metrics sum, mean and quantiles need 'value_column' and 'bounds'."
+        )
+    lo_hi = _bounds(bounds) if needs_values else None
+    select = isinstance(keys, str)
+    if select and keys != "select":
+        raise InvalidParameterError(
+            f"The 'keys' parameter of aggregate must be 'select' or a sequence of keys. Got "
+            f"{keys!r} instead."
+        )
+    if key_column is None:
+        select = False
+    l0 = check_int(o["max_partitions_contributed"], "max_partitions_contributed", caller, low=1)
+    linf = check_int(
+        o["max_contributions_per_partition"], "max_contributions_per_partition", caller, low=1
+    )
+    levels = (
+        tuple(
+            check_real(q, "quantiles", caller, low=0.0, high=1.0, low_open=True, high_open=True)
+            for q in o["quantiles"]
+        )
+        if "quantiles" in ms
+        else ()
+    )
+    shares = {**DEFAULT_SHARES, **(o["shares"] or {})}
+    for name, v in shares.items():
+        check_real(v, f"shares[{name!r}]", caller, low=0.0, high=1.0, low_open=True, high_open=True)
+    given_c = dict(o["contribution_bounds"] or {})
+    for name, v in given_c.items():
+        check_real(v, f"contribution_bounds[{name!r}]", caller, low=0.0, low_open=True)
+    selection_options = dict(o["selection"] or {})
+
+    mean = "mean" in ms
+    vectors = [
+        v
+        for v, want in (
+            ("users", "users" in ms),
+            ("count", "count" in ms or mean),
+            ("sum", "sum" in ms or mean),
+        )
+        if want
+    ]
+    smooth = bounding == "smooth"
+    families = [f for f in vectors if f not in given_c] if smooth else []
+    plan = make_plan(
+        epsilon,
+        delta,
+        select=select,
+        vectors=vectors,
+        families=families,
+        quantile_levels=levels,
+        smooth=smooth,
+        size_histogram=smooth and "h" not in given_c,
+        shares=shares,
+        selection_options=selection_options,
+    )
+    planned = dp_accounting.ComposedDpEvent(plan.events(None))
+    own = PrivacyAccountant(budget)
+    own.check(planned)
+    if accountant is not None:
+        accountant.check(planned)  # refuses before any data is read
+
+    centre = 0.5 * (lo_hi[0] + lo_hi[1]) if (mean and lo_hi) else 0.0
+    cols = Columns(user_column, key_column, value_column, lo_hi)
+    eng = _engine(engine, data, cols)
+    noise = o["_noise"] if o["_noise"] is not None else NoiseSource(seed)
+
+    # 1. keys
+    events: list[Any] = []
+    parameters: dict[str, Any] = {"bounding": bounding, "shares": shares}
+    if select:
+        sel = _select(eng, plan, selection_options, seed)
+        events.append(sel.dp_event)
+        key_array = sel.to_arrow()
+        parameters.update(
+            selection_epsilon=plan.selection_epsilon,
+            selection_delta=plan.selection_delta,
+            selection_algorithm=sel.algorithm,
+        )
+        if event_cost(sel.dp_event).precision > plan.selection_cost.precision * (1 + 1e-9):
+            raise InvalidParameterError("aggregate: the selection cost more than planned.")
+    elif key_column is None:
+        key_array = None
+    else:
+        key_array = pa.array(list(dict.fromkeys(keys)))
+    eng.set_keys(key_array)
+    n_keys = eng.n_keys
+    eng.restrict()
+    if not smooth:
+        eng.random_keep(noise.random_bits(eng.n_rows, 62).astype(np.int64), l0, linf)
+
+    # 2. contribution bounds
+    width = (
+        (lo_hi[1] - lo_hi[0]) / 2 if mean else max(abs(lo_hi[0]), abs(lo_hi[1])) if lo_hi else 1.0
+    )
+    units = {"users": 1.0, "count": 1.0, "sum": width}
+    c_bound: dict[str, float] = {}
+    if smooth:
+        c_bound.update({f: float(given_c[f]) for f in vectors if f in given_c})
+        if families:
+            hists = eng.norm_histograms({f: units[f] for f in families}, centre)
+            for f in families:
+                z = plan.histogram_z[f]
+                noisy = noise.add_gaussian(
+                    hists[f],
+                    z,
+                    statistic=f"aggregate.{f}.norm_histogram",
+                    l2=1.0,
+                    index=np.arange(HISTOGRAM_BINS),
+                )
+                c_bound[f] = choose_bound(noisy, z, units[f], plan.metric_z[f], n_keys)
+                events.append(dp_accounting.GaussianDpEvent(z))
+        fams = {"users": ("users",), "count": ("count",), "sum": ("sum",)}
+        if mean:
+            fams["count"] = fams["sum"] = ("count", "sum")
+    else:
+        root = math.sqrt(l0)
+        c_bound = {"users": root, "count": root * linf, "sum": root * linf * units["sum"]}
+        c_bound = {v: c_bound[v] for v in vectors}
+        fams = {v: () for v in vectors}
+
+    # 3. metric vectors
+    exact = eng.weighted_sums(c_bound, {v: fams[v] for v in vectors}, centre)
+    labels = np.asarray(key_array.to_pylist(), dtype=object) if key_array is not None else None
+    noisy_v: dict[str, np.ndarray] = {}
+    noise_sd: dict[str, float] = {}
+    for v in vectors:
+        sd = plan.metric_z[v] * c_bound[v]
+        noisy_v[v] = noise.add_gaussian(
+            exact[v], sd, statistic=f"aggregate.{v}", l2=c_bound[v], index=labels
+        )
+        noise_sd[v] = sd
+        events.append(dp_accounting.GaussianDpEvent(plan.metric_z[v]))
+
+    columns: dict[str, Any] = {}
+    if "users" in ms:
+        columns["users"] = noisy_v["users"]
+    if "count" in ms:
+        columns["count"] = noisy_v["count"]
+    if "sum" in ms:
+        columns["sum"] = noisy_v["sum"] + centre * noisy_v["count"] if mean else noisy_v["sum"]
+    if mean:
+        n = noisy_v["count"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            m = np.where(n > 0, centre + noisy_v["sum"] / n, centre)
+        columns["mean"] = np.clip(m, lo_hi[0], lo_hi[1])
+
+    # 4. quantiles
+    if levels:
+        columns.update(
+            _quantiles(eng, plan, levels, lo_hi, smooth, given_c, l0 * linf, noise, events, c_bound)
+        )
+
+    ordered = {m: columns[m] for m in ["users", "count", "sum", "mean"] if m in columns}
+    ordered.update({k: v for k, v in columns.items() if k.startswith("q")})
+    key_col = key_array if key_array is not None else pa.array([None], pa.string())
+    table = pa.table({"key": key_col, **{k: pa.array(v, pa.float64()) for k, v in ordered.items()}})
+    event = dp_accounting.ComposedDpEvent(events)
+    own.compose(event)
+    if accountant is not None:
+        accountant.compose(event)
+    parameters.update(
+        keys_released=n_keys,
+        noise_multipliers=dict(plan.metric_z),
+        histogram_noise_multipliers=dict(plan.histogram_z),
+    )
+    diag = AggregateDiagnostics(
+        eng.total_rows, eng.n_users, eng.n_rows, time.perf_counter() - started
+    )
+    return AggregateResult(
+        table=eng.finish(table),
+        metrics=ms,
+        budget=own.spent(),
+        dp_event=event,
+        contribution_bounds=c_bound,
+        noise_sd=noise_sd,
+        parameters=parameters,
+        diagnostics=diag,
+        engine=eng.name,
+    )
+
+
+def _engine(engine: str, data: Any, cols: Columns) -> Any:
+    if engine == "spark":
+        from userdp.aggregate.spark import SparkEngine  # pyspark only when asked for
+
+        return SparkEngine(data, cols)
+    table = _as_table(data)
+    for role, name in (("user", cols.user), ("key", cols.key), ("value", cols.value)):
+        if name is not None and name not in table.column_names:
+            raise DataError(
+                f"aggregate: the {role} column {name!r} is not in the data (columns: "
+                f"{', '.join(table.column_names)})."
+            )
+    return LocalEngine(table, cols)
+
+
+def _select(eng: Any, plan: Plan, options: Mapping[str, Any], seed: int | None) -> Any:
+    """Run the key selection with its planned budget (its own seed stream)."""
+    from userdp.partition import select_partitions
+
+    sel_seed = None
+    if seed is not None:
+        seq = np.random.SeedSequence(seed, spawn_key=(_SELECTION_SEED_KEY,))
+        sel_seed = int(seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
+    opts = {k: v for k, v in options.items() if k not in ("user_column", "item_column")}
+    return select_partitions(
+        eng.selection_input(),
+        epsilon=plan.selection_epsilon,
+        delta=plan.selection_delta,
+        engine=eng.name,
+        seed=sel_seed,
+        **opts,
+    )
+
+
+def _quantiles(
+    eng: Any,
+    plan: Plan,
+    levels: tuple[float, ...],
+    lo_hi: Any,
+    smooth: bool,
+    given: Mapping[str, float],
+    limit_h: int,
+    noise: NoiseSource,
+    events: list[Any],
+    c_bound: dict[str, float],
+) -> dict[str, np.ndarray]:
+    """Per-key weighted exponential mechanism, one level at a time (see ``aggregate``)."""
+    from userdp.estimate.weighting import best_smooth_h, private_size_histogram, smooth_weights
+    from userdp.privacy import ExponentialMechanismDpEvent
+
+    users, codes, values, sizes = eng.quantile_inputs()
+    present = sizes[sizes > 0]
+    table_h: tuple[Any, Any] = (present, None)
+    if smooth and "h" not in given and present.size:
+        acc = PrivacyAccountant()
+        hist = private_size_histogram(present, plan.size_histogram_epsilon, noise, acc)
+        events.extend(acc.ledger)
+        table_h = (hist.representatives, hist.counts)
+    out = {}
+    for q in levels:
+        eps = plan.quantile_epsilon
+        spread = max(q, 1.0 - q)
+        if not smooth:
+            h = float(limit_h)
+            w = np.ones(users.size)
+        else:
+            if "h" in given:
+                h = float(given["h"])
+            elif present.size:
+                h = best_smooth_h(table_h[0], q * (1 - q), 2 * spread / eps, counts=table_h[1])
+            else:
+                h = 1.0
+            w = smooth_weights(users, np.maximum(sizes, 1), h) if users.size else np.ones(0)
+        c_bound[f"h(q{q:g})"] = h
+        out[f"q{q:g}"] = key_quantiles(
+            users,
+            codes,
+            values,
+            w,
+            eng.n_keys,
+            q,
+            epsilon=eps,
+            sensitivity=spread * h,
+            bounds=lo_hi,
+            noise=noise,
+        )
+        events.append(ExponentialMechanismDpEvent(eps))
+    return out

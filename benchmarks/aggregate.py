@@ -330,9 +330,8 @@ def pdp_replica_users_error(
 ) -> float:
     """Total absolute users error of PipelineDP's PRIVACY_ID_COUNT at ``l0``, simulated: the
     grid search of the oracle only (the reported rows run PipelineDP itself)."""
-    from pipeline_dp.partition_selection import create_partition_selection_strategy
-
     import pipeline_dp
+    from pipeline_dp.partition_selection import create_partition_selection_strategy
 
     eps_count, eps_sel = pdp_budget_split(ds.bounds, eps)
     # uniform sampling of at most l0 keys per user: random order, keep the first l0 per user
@@ -394,7 +393,10 @@ def bench_dataset(
             log(f"  eps {eps}: userdp      {_line(e['userdp'], ds.metrics)}")
         if pdp:
             oracle, errs = pdp_oracle_l0(ds, true["users"], eps, 0, grid)
-            for label, l0 in (("pipelinedp default", PDP_DEFAULT_L0), ("pipelinedp oracle", oracle)):
+            for label, l0 in (
+                ("pipelinedp default", PDP_DEFAULT_L0),
+                ("pipelinedp oracle", oracle),
+            ):
                 runs = [run_pipelinedp(ds, rows, true, eps, l0) for _ in range(ds.pipelinedp_seeds)]
                 e[label] = summarise_runs(runs, ds.metrics)
                 e[label]["l0"] = l0
@@ -425,7 +427,7 @@ def bench_spark(sizes: list[int], seeds: int) -> list[dict[str, Any]]:
         from userdp.spark import spark_session
 
         spark = spark_session("local[2]")
-    except Exception as err:  # noqa: BLE001 - reported, not fatal
+    except Exception as err:
         log(f"Spark unavailable ({err}): skipping the Spark part")
         return []
     out = []
@@ -440,7 +442,9 @@ def bench_spark(sizes: list[int], seeds: int) -> list[dict[str, Any]]:
                 runs = []
                 for s in range(seeds):
                     t0 = time.perf_counter()
-                    data = pq.read_table(path) if engine == "local" else spark.read.parquet(str(path))
+                    data = (
+                        pq.read_table(path) if engine == "local" else spark.read.parquet(str(path))
+                    )
                     r = run_userdp(ds, data, true, 1.0, s, engine)
                     r["seconds"] = time.perf_counter() - t0  # reading the file included
                     runs.append(r)
@@ -460,7 +464,9 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     for name, d in data.items():
         for eps, e in d["by_epsilon"].items():
             if "userdp" in e and "pipelinedp default" in e:
-                best = max(e["pipelinedp default"]["keys"]["mean"], e["pipelinedp oracle"]["keys"]["mean"])
+                best = max(
+                    e["pipelinedp default"]["keys"]["mean"], e["pipelinedp oracle"]["keys"]["mean"]
+                )
                 ratio = e["userdp"]["keys"]["mean"] / best if best > 0 else float("inf")
                 key_ratios.append((name, eps, ratio))
     if key_ratios:
@@ -567,20 +573,34 @@ def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
 # -- main ----------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run: ml-100k (or a small generated set), epsilon 1, 1 seed")  # fmt: skip
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: ml-100k (or a small generated set), epsilon 1, 1 seed",
+    )
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--epsilons", default=",".join(str(e) for e in EPSILONS))
     p.add_argument("--zipf-path", type=Path, default=DEFAULT_ZIPF)
     p.add_argument("--npm-path", type=Path, default=DEFAULT_NPM)
     p.add_argument("--movielens-root", type=Path, default=DEFAULT_MOVIELENS)
-    p.add_argument("--big-rows", type=float, default=10e6,
-                   help="rows of the generated Zipf set timed in the main table (0: skip)")  # fmt: skip
-    p.add_argument("--pipelinedp-seeds", type=int, default=1,
-                   help="PipelineDP runs per setting on the large sets (3 on MovieLens)")  # fmt: skip
+    p.add_argument(
+        "--big-rows",
+        type=float,
+        default=10e6,
+        help="rows of the generated Zipf set timed in the main table (0: skip)",
+    )
+    p.add_argument(
+        "--pipelinedp-seeds",
+        type=int,
+        default=1,
+        help="PipelineDP runs per setting on the large sets (3 on MovieLens)",
+    )
     p.add_argument("--skip-pipelinedp", action="store_true")
-    p.add_argument("--pipelinedp-big", action="store_true",
-                   help="also time one PipelineDP run on the --big-rows set (minutes, GBs)")  # fmt: skip
+    p.add_argument(
+        "--pipelinedp-big",
+        action="store_true",
+        help="also time one PipelineDP run on the --big-rows set (minutes, GBs)",
+    )
     p.add_argument("--spark", action="store_true", help="time engine='spark' against local")
     p.add_argument("--spark-sizes", default="1e6,3e6,10e6")
     p.add_argument("--out-dir", type=Path, default=RESULTS)
@@ -629,7 +649,8 @@ def main(argv: list[str] | None = None) -> int:
         loaders += [
             ("ml-latest-small", args.movielens_root / "ml-latest-small",
              lambda: load_movielens(args.movielens_root, "ml-latest-small", 3)),
-            ("shared Zipf", args.zipf_path, lambda: load_zipf(args.zipf_path, args.pipelinedp_seeds)),
+            ("shared Zipf", args.zipf_path,
+             lambda: load_zipf(args.zipf_path, args.pipelinedp_seeds)),
             ("npm words", args.npm_path, lambda: load_npm(args.npm_path, args.pipelinedp_seeds)),
         ]  # fmt: skip
     for name, path, load in loaders:
@@ -639,7 +660,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         ds = load()
         results["datasets"][ds.name] = bench_dataset(
-            ds, args.seeds, epsilons, pdp, have_aggregate, grid=QUICK_GRID if args.quick else L0_GRID
+            ds,
+            args.seeds,
+            epsilons,
+            pdp,
+            have_aggregate,
+            grid=QUICK_GRID if args.quick else L0_GRID,
         )
     if args.quick and not results["datasets"]:
         ds = make_zipf_rows(100_000)

@@ -71,3 +71,24 @@ def test_the_recommender_protocol_tunes_on_one_draw_and_scores_another(tmp_path)
     assert set(result["baselines"]) == {"global-mean", "item-bias", "user+item-bias"}
     assert [t["status"] in ("PASS", "FAIL") for t in result["targets"]] == [True, True]
     assert "user+item-bias" in done.stdout and "Targets" in done.stdout
+
+
+def test_the_aggregate_benchmark_quick_mode_runs_without_its_data(tmp_path):
+    # No data folder and no PipelineDP: --quick falls back to a small generated Zipf set and
+    # still writes userdp's row, its scores and the targets it can judge.
+    script = BENCHMARKS / "aggregate.py"
+    args = ["--quick", "--skip-pipelinedp", "--movielens-root", str(tmp_path / "absent")]
+    done = subprocess.run(
+        [sys.executable, str(script), *args, "--out-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "aggregate.json").read_text())
+    assert any("not found, skipped" in n for n in result["notes"])
+    (name, data), *_ = result["datasets"].items()
+    assert name.startswith("Zipf") and data["true_keys"] > 0
+    row = data["by_epsilon"]["1.0"]["userdp"]
+    assert 0 < row["keys"]["mean"] <= data["true_keys"]
+    for metric in ("users", "mean"):
+        assert row[metric]["total_abs_error"]["mean"] > 0
+    assert "Targets" in done.stdout

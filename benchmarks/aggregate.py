@@ -60,6 +60,7 @@ EPSILONS = (0.5, 1.0, 4.0)
 DELTA = 1e-5
 PDP_DEFAULT_L0 = 100
 L0_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 300)
+LARGE_GRID = (1, 4, 16, 64, 300)  # the large sets: one replica draw per value
 QUICK_GRID = (1, 8, 64)
 DEFAULT_ZIPF = SHARED_DATA / "partition/synth_zipf_200k.user_item.tsv.gz"
 DEFAULT_NPM = Path("/work/.library/env/packages/npm.tsv")
@@ -352,13 +353,15 @@ def pdp_replica_users_error(
 
 
 def pdp_oracle_l0(
-    ds: Dataset, true_users: np.ndarray, eps: float, seed: int, grid: tuple[int, ...]
+    ds: Dataset, true_users: np.ndarray, eps: float, seed: int, grid: tuple[int, ...], draws: int
 ) -> tuple[int, dict[int, float]]:
     rng = np.random.default_rng([seed, 25])
     max_deg = int(np.bincount(ds.users).max())
     grid = [g for g in grid if g <= max_deg] or [1]
     errs = {
-        g: float(np.mean([pdp_replica_users_error(ds, true_users, eps, g, rng) for _ in range(2)]))
+        g: float(
+            np.mean([pdp_replica_users_error(ds, true_users, eps, g, rng) for _ in range(draws)])
+        )
         for g in grid
     }
     return min(errs, key=errs.get), errs
@@ -372,7 +375,9 @@ def bench_dataset(
     pdp: bool,
     have_aggregate: bool,
     grid: tuple[int, ...] = L0_GRID,
+    pdp_epsilons: tuple[float, ...] | None = None,
 ) -> dict[str, Any]:
+    """userdp at every epsilon and seed; PipelineDP at ``pdp_epsilons`` (all when None)."""
     log(f"[{ds.name}] {ds.rows:,} rows, {np.unique(ds.users).size:,} users, {ds.n_keys:,} keys")
     true = truth(ds)
     table = ds.table()
@@ -391,8 +396,9 @@ def bench_dataset(
             runs = [run_userdp(ds, table, true, eps, s, "local") for s in range(seeds)]
             e["userdp"] = summarise_runs(runs, ds.metrics)
             log(f"  eps {eps}: userdp      {_line(e['userdp'], ds.metrics)}")
-        if pdp:
-            oracle, errs = pdp_oracle_l0(ds, true["users"], eps, 0, grid)
+        if pdp and (pdp_epsilons is None or eps in pdp_epsilons):
+            draws = 2 if ds.pipelinedp_seeds > 1 else 1
+            oracle, errs = pdp_oracle_l0(ds, true["users"], eps, 0, grid, draws)
             for label, l0 in (
                 ("pipelinedp default", PDP_DEFAULT_L0),
                 ("pipelinedp oracle", oracle),
@@ -564,7 +570,7 @@ def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
             ax.set_xlabel("epsilon")
         axes[0][j].legend(fontsize=7)
     fig.tight_layout()
-    path = out_dir / "aggregate.png"
+    path = out_dir / f"{results['name']}.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [str(path)]
@@ -595,6 +601,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=1,
         help="PipelineDP runs per setting on the large sets (3 on MovieLens)",
     )
+    p.add_argument(
+        "--pipelinedp-large-epsilons",
+        default="1.0",
+        help="epsilons at which PipelineDP runs on the shared Zipf and npm sets (every epsilon on "
+        "MovieLens): its pure-Python backend takes minutes per run there",
+    )
+    p.add_argument(
+        "--datasets",
+        default="ml-100k,ml-latest-small,shared Zipf,npm words",
+        help="comma list of the named datasets to run",
+    )
+    p.add_argument("--name", default="aggregate", help="base name of the JSON and PNG files")
     p.add_argument("--skip-pipelinedp", action="store_true")
     p.add_argument(
         "--pipelinedp-big",
@@ -620,6 +638,7 @@ def main(argv: list[str] | None = None) -> int:
         "delta": DELTA,
         "epsilons": list(epsilons),
         "seeds": args.seeds,
+        "name": args.name,
         "notes": [],
         "datasets": {},
     }
@@ -653,19 +672,25 @@ def main(argv: list[str] | None = None) -> int:
              lambda: load_zipf(args.zipf_path, args.pipelinedp_seeds)),
             ("npm words", args.npm_path, lambda: load_npm(args.npm_path, args.pipelinedp_seeds)),
         ]  # fmt: skip
+    wanted = set(args.datasets.split(","))
+    large_eps = tuple(float(e) for e in args.pipelinedp_large_epsilons.split(","))
     for name, path, load in loaders:
+        if name not in wanted:
+            continue
         if not path.exists():
             results["notes"].append(f"{name}: {path} not found, skipped")
             log(results["notes"][-1])
             continue
         ds = load()
+        large = ds.rows > 1_000_000
         results["datasets"][ds.name] = bench_dataset(
             ds,
             args.seeds,
             epsilons,
             pdp,
             have_aggregate,
-            grid=QUICK_GRID if args.quick else L0_GRID,
+            grid=QUICK_GRID if args.quick else (LARGE_GRID if large else L0_GRID),
+            pdp_epsilons=large_eps if large else None,
         )
     if args.quick and not results["datasets"]:
         ds = make_zipf_rows(100_000)
@@ -683,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [int(float(s)) for s in args.spark_sizes.split(",")]
         results["spark"] = bench_spark(sizes, 1 if args.quick else 2)
     results["targets"] = targets(results)
-    finish(results, args.out_dir, "aggregate", plots=plots, summary=print_summary)
+    finish(results, args.out_dir, args.name, plots=plots, summary=print_summary)
     return 0
 
 

@@ -74,3 +74,9 @@ def test_readme_estimate_cli_block_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _run_cli_block(next(b for b in _blocks("bash") if "userdp estimate mean" in b), capsys)
     assert (tmp_path / "model.json").exists()
+
+
+def test_readme_aggregate_cli_block_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _run_cli_block(next(b for b in _blocks("bash") if "userdp aggregate" in b), capsys)
+    assert (tmp_path / "per_item.csv").exists()

@@ -1,9 +1,9 @@
 """``aggregate``: a private GROUP BY (users, count, sum, mean, quantiles per key).
 
 Written once over the engines (:mod:`userdp.aggregate.local`, :mod:`userdp.aggregate.spark`):
-the engine computes exact statistics of bounded sensitivity over a public key set; this driver
-plans the budget, selects the keys, chooses the bounds, adds every noise and composes every
-event.
+the engine computes exact statistics of bounded sensitivity over a
+public key set; this driver plans the budget, selects the keys, chooses the bounds, adds
+every noise and composes every event.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from userdp.aggregate.local import (
     Columns,
     LocalEngine,
     choose_bound,
-    key_quantiles,
 )
 from userdp.aggregate.plan import DEFAULT_SHARES, Plan, event_cost, make_plan
 from userdp.aggregate.result import AggregateDiagnostics, AggregateResult
@@ -253,7 +252,7 @@ def aggregate(
         accountant.check(planned)  # refuses before any data is read
 
     centre = 0.5 * (lo_hi[0] + lo_hi[1]) if (mean and lo_hi) else 0.0
-    cols = Columns(user_column, key_column, value_column, lo_hi)
+    cols = Columns(user_column, key_column, value_column if needs_values else None, lo_hi)
     eng = _engine(engine, data, cols)
     noise = o["_noise"] if o["_noise"] is not None else NoiseSource(seed)
 
@@ -300,7 +299,14 @@ def aggregate(
                     l2=1.0,
                     index=np.arange(HISTOGRAM_BINS),
                 )
-                c_bound[f] = choose_bound(noisy, z, units[f], plan.metric_z[f], n_keys)
+                c_bound[f] = choose_bound(
+                    noisy,
+                    z,
+                    units[f],
+                    plan.metric_z[f],
+                    n_keys,
+                    spread=1.0 if f == "users" else 0.5,
+                )
                 events.append(dp_accounting.GaussianDpEvent(z))
         fams = {"users": ("users",), "count": ("count",), "sum": ("sum",)}
         if mean:
@@ -414,49 +420,45 @@ def _quantiles(
     smooth: bool,
     given: Mapping[str, float],
     limit_h: int,
-    noise: NoiseSource,
+    noise: Any,
     events: list[Any],
     c_bound: dict[str, float],
 ) -> dict[str, np.ndarray]:
-    """Per-key weighted exponential mechanism, one level at a time (see ``aggregate``)."""
-    from userdp.estimate.weighting import best_smooth_h, private_size_histogram, smooth_weights
+    """Per-key weighted exponential mechanism, one level at a time (see ``aggregate``).
+
+    ``h`` is chosen as :func:`userdp.estimate.weighted_quantile` chooses it (Claim 1's v(h) on
+    the released size histogram), for the users' row counts over all keys.
+    """
+    from userdp.estimate.weighting import best_smooth_h, private_size_histogram
     from userdp.privacy import ExponentialMechanismDpEvent
 
-    users, codes, values, sizes = eng.quantile_inputs()
-    present = sizes[sizes > 0]
-    table_h: tuple[Any, Any] = (present, None)
-    if smooth and "h" not in given and present.size:
+    sizes = eng.quantile_sizes()
+    table_h: tuple[Any, Any] = (sizes, None)
+    if smooth and "h" not in given:
         acc = PrivacyAccountant()
-        hist = private_size_histogram(present, plan.size_histogram_epsilon, noise, acc)
+        hist = private_size_histogram(sizes, plan.size_histogram_epsilon, noise, acc)
         events.extend(acc.ledger)
         table_h = (hist.representatives, hist.counts)
     out = {}
-    for q in levels:
+    for j, q in enumerate(levels):
         eps = plan.quantile_epsilon
         spread = max(q, 1.0 - q)
         if not smooth:
             h = float(limit_h)
-            w = np.ones(users.size)
+        elif "h" in given:
+            h = float(given["h"])
         else:
-            if "h" in given:
-                h = float(given["h"])
-            elif present.size:
-                h = best_smooth_h(table_h[0], q * (1 - q), 2 * spread / eps, counts=table_h[1])
-            else:
-                h = 1.0
-            w = smooth_weights(users, np.maximum(sizes, 1), h) if users.size else np.ones(0)
+            h = best_smooth_h(table_h[0], q * (1 - q), 2 * spread / eps, counts=table_h[1])
         c_bound[f"h(q{q:g})"] = h
-        out[f"q{q:g}"] = key_quantiles(
-            users,
-            codes,
-            values,
-            w,
-            eng.n_keys,
+        out[f"q{q:g}"] = eng.key_quantiles(
             q,
+            j,
+            h,
+            smooth,
             epsilon=eps,
             sensitivity=spread * h,
             bounds=lo_hi,
-            noise=noise,
+            entropy=noise.entropy,
         )
         events.append(ExponentialMechanismDpEvent(eps))
     return out

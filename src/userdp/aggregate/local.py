@@ -26,7 +26,17 @@ import pyarrow as pa
 
 from userdp.estimate.weighting import smooth_weights
 
-__all__ = ["HISTOGRAM_BINS", "Columns", "LocalEngine", "bin_of", "limit_keep"]
+__all__ = [
+    "HISTOGRAM_BINS",
+    "QUANTILE_STREAM",
+    "Columns",
+    "LocalEngine",
+    "StreamNoise",
+    "bin_of",
+    "key_quantile",
+    "limit_keep",
+    "user_weights",
+]
 
 #: Norm histogram bins: bin j >= 1 holds norms/unit in [2^((j - 1 + LOW)/4), 2^((j + LOW)/4));
 #: bin 0 everything below (zero included), the last bin everything above.
@@ -208,10 +218,49 @@ class LocalEngine:
             out[v] = np.bincount(pk, weights=w[pu] * values[v], minlength=self.n_keys)
         return out
 
-    def quantile_inputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Per-row (user code, key code, clipped value) and users' row counts on K."""
+    def quantile_sizes(self) -> np.ndarray:
+        """Row counts on K of the users present there (for the size histogram)."""
         sizes = np.bincount(self._user, minlength=self.n_users)
-        return self._user, self._code, self._value, sizes
+        return sizes[sizes > 0]
+
+    def key_quantiles(
+        self,
+        q: float,
+        level: int,
+        h: float,
+        smooth: bool,
+        *,
+        epsilon: float,
+        sensitivity: float,
+        bounds: tuple[float, float],
+        entropy: int,
+    ) -> np.ndarray:
+        """One draw per key; record weights ``min(h, s_u) / s_u`` (smooth, ``s_u`` the user's
+        rows on K: a user's weights over all keys sum to ``min(h, s_u) <= h``) or 1 (limit)."""
+        from userdp.privacy.noise import spawn_generator
+
+        if smooth and self._user.size:
+            sizes = np.bincount(self._user, minlength=self.n_users)
+            w = smooth_weights(self._user, np.maximum(sizes, 1), h)
+        else:
+            w = np.ones(self._user.size)
+        order = np.argsort(self._code, kind="stable")
+        starts = np.searchsorted(self._code[order], np.arange(self.n_keys + 1))
+        y, ws = self._value[order], w[order]
+        out = np.empty(self.n_keys)
+        for k in range(self.n_keys):
+            a, b = starts[k], starts[k + 1]
+            noise = StreamNoise(spawn_generator(entropy, (QUANTILE_STREAM, level, k)))
+            out[k] = key_quantile(
+                y[a:b],
+                ws[a:b],
+                q,
+                epsilon=epsilon,
+                sensitivity=sensitivity,
+                bounds=bounds,
+                noise=noise,
+            )
+        return out
 
 
 def user_weights(norms: np.ndarray, c: float) -> np.ndarray:
@@ -226,50 +275,75 @@ def user_weights(norms: np.ndarray, c: float) -> np.ndarray:
 
 
 def choose_bound(
-    noisy: np.ndarray, z_hist: float, unit: float, z_metric: float, n_keys: int
+    noisy: np.ndarray,
+    z_hist: float,
+    unit: float,
+    z_metric: float,
+    n_keys: int,
+    *,
+    spread: float = 1.0,
 ) -> float:
     """The bound C minimising a proxy of the total absolute error over the keys.
 
-    ``sum_j c_j max(0, r_j - C) r_j / unit`` (the l1 mass heavy users lose, each user's vector
-    taken as equal entries of one unit: exact for ``users``) plus ``n_keys z C sqrt(2/pi)``
-    (the expected absolute noise summed over the keys), over C on the bins' lower edges, from
-    the noisy bin counts ``c_j`` thresholded at 4.5 sd (an empty bin passes with probability
-    3.4e-6, so the ~190 empty bins add a phantom heavy user group with probability < 7e-4; a
-    phantom at a large norm would drag C up). Post-processing of the noisy histogram.
+    ``sum_j c_j max(0, r_j - C) (r_j / unit)^spread`` (the l1 mass heavy users lose: scaling a
+    vector of l2 norm r to C removes ``(1 - C/r) ||x||_1``, and ``||x||_1 = r^2`` for the ones
+    of ``users`` (``spread=1``); for counts and sums ``||x||_1`` lies between r (one key) and
+    r^2 (unit entries), taken as ``r^1.5`` (``spread=0.5``), which did best on the pilot draw)
+    plus ``n_keys z C sqrt(2/pi)`` (the expected absolute noise summed over the keys), over C
+    on the bins' lower edges, from the noisy bin counts ``c_j`` thresholded at 4.5 sd (an
+    empty bin passes with probability 3.4e-6, so the ~190 empty bins add a phantom group with
+    probability < 7e-4; a phantom at a large norm would drag C up). Post-processing of the
+    noisy histogram.
     """
     c = np.where(noisy > 4.5 * z_hist, noisy, 0.0)
-    reps = bin_representatives(unit)
-    cands = unit * 2.0 ** (np.arange(-8, _HIGH + 1) / 4.0)
-    lost = np.maximum(0.0, reps[None, :] - cands[:, None]) * (reps[None, :] / unit)
-    cost = lost @ c + n_keys * z_metric * cands * math.sqrt(2.0 / math.pi)
     if not c.any():
         return unit
+    reps = bin_representatives(unit)
+    cands = unit * 2.0 ** (np.arange(-8, _HIGH + 1) / 4.0)
+    lost = np.maximum(0.0, reps[None, :] - cands[:, None]) * (reps[None, :] / unit) ** spread
+    cost = lost @ c + n_keys * z_metric * cands * math.sqrt(2.0 / math.pi)
     return float(cands[int(np.argmin(cost))])
 
 
-def key_quantiles(
-    users: np.ndarray,
-    codes: np.ndarray,
+#: First key of the quantiles' noise sub-streams: level j of key k draws from
+#: ``(QUANTILE_STREAM, j, k)``, on the driver or on an executor alike.
+QUANTILE_STREAM = 0xA99
+
+
+class StreamNoise:
+    """What the estimate layer's exponential mechanism asks of a noise source, from one
+    sub-stream generator (picklable: Spark executors build it from the run's entropy)."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+
+    def uniform(self, size: int) -> np.ndarray:
+        return self._rng.random(size)
+
+    def fingerprint(self) -> None:
+        return None
+
+
+def key_quantile(
     values: np.ndarray,
     weights: np.ndarray,
-    n_keys: int,
     q: float,
     *,
     epsilon: float,
     sensitivity: float,
     bounds: tuple[float, float],
     noise: Any,
-) -> np.ndarray:
-    """One weighted exponential-mechanism draw per key (the estimate layer's mechanism)."""
+) -> float:
+    """One key's draw of the estimate layer's weighted exponential mechanism."""
     from userdp.estimate.quantile import _exponential_mechanism
 
-    order = np.lexsort((values, codes))
-    c, y, w = codes[order], values[order], weights[order]
-    starts = np.searchsorted(c, np.arange(n_keys + 1))
-    out = np.empty(n_keys)
-    for k in range(n_keys):
-        a, b = starts[k], starts[k + 1]
-        out[k] = _exponential_mechanism(
-            y[a:b], w[a:b], q, epsilon=epsilon, sensitivity=sensitivity, bounds=bounds, noise=noise
-        )
-    return out
+    order = np.argsort(values, kind="stable")  # ties: zero-length intervals, order irrelevant
+    return _exponential_mechanism(
+        values[order],
+        weights[order],
+        q,
+        epsilon=epsilon,
+        sensitivity=sensitivity,
+        bounds=bounds,
+        noise=noise,
+    )

@@ -45,9 +45,13 @@ __all__ = ["DEFAULT_SHARES", "Cost", "Plan", "event_cost", "make_plan"]
 
 #: Shares of the total Gaussian precision: key selection (when keys are selected), the
 #: bound-choosing histograms (together), the metric vectors (the rest, equally). Quantiles take
-#: ``quantile_share`` of epsilon off the top (pure DP). Chosen on a synthetic pilot draw (a Zipf
-#: set of users and keys, not any reported data set): selection at half the precision keeps
-#: most of MAD2R's keys while the counts still get the other half.
+#: ``quantile_share`` of epsilon off the top (pure DP). Chosen on a synthetic pilot draw (20,000
+#: users with Zipf(1.8) row counts over Zipf(1.3) keys, 183k rows, 12.9k keys; users and
+#: count at epsilon 1, delta 1e-5, 3 seeds), never on a reported data set: selection shares
+#: 0.3 / 0.5 / 0.7 kept 102 / 125 / 147 keys; the total absolute error of ``users`` over all
+#: true keys stayed within 40-42k over the whole grid (bounds 0.02-0.1) and that of ``count``
+#: ranged 113k-171k without a trend beyond its seed noise. 0.5 keeps most of the keys while
+#: the metrics still get the larger part of the rest.
 DEFAULT_SHARES: Mapping[str, float] = {"selection": 0.5, "bounds": 0.05, "quantiles": 0.25}
 
 

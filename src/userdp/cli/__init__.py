@@ -1,4 +1,5 @@
-"""The ``userdp`` command line: ``select``, ``recommend``, ``estimate``, ``generate``, ``audit``.
+"""The ``userdp`` command line: ``select``, ``recommend``, ``estimate``, ``aggregate``,
+``generate``, ``audit``.
 
 :func:`main` does the work and returns an exit code (what tests and Python callers use);
 :func:`console_main` is the installed script's entry point and exits the process.
@@ -41,12 +42,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
     commands.required = True
-    from . import audit, estimate, generate, recommend, select  # heavy: NumPy, PyArrow, SciPy, ...
+    from . import (
+        aggregate,
+        audit,
+        estimate,
+        generate,
+        recommend,
+        select,
+    )  # heavy: NumPy, PyArrow, SciPy, ...
 
     select.add_parser(commands)
     generate.add_parser(commands)
     recommend.add_parser(commands)
     estimate.add_parser(commands)
+    aggregate.add_parser(commands)
     audit.add_parser(commands)
     return parser
 

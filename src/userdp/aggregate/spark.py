@@ -1,0 +1,270 @@
+"""The Spark engine of :func:`userdp.aggregate`: the local engine's statistics as DataFrames.
+
+Answers the questions of :class:`userdp.aggregate.local.LocalEngine` with the same functions
+where floating point could differ (norm bins by :func:`~userdp.aggregate.local.bin_of`, user
+weights by :func:`~userdp.aggregate.local.user_weights`, both in pandas UDFs on the executors),
+so its pre-noise statistics equal the local ones up to the order of floating-point sums.
+
+What reaches the driver: counts (rows, users), the public key set (released keys or the
+public list, broadcast back to the executors), one histogram of at most
+:data:`~userdp.aggregate.local.HISTOGRAM_BINS` bins per family and one vector over the keys per
+metric: nothing proportional to users or rows. Per-key quantiles run on the executors, each key
+drawing from its own noise sub-stream, as locally.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from userdp.aggregate.local import (
+    HISTOGRAM_BINS,
+    QUANTILE_STREAM,
+    Columns,
+    StreamNoise,
+    bin_of,
+    key_quantile,
+    user_weights,
+)
+from userdp.exceptions import DataError
+from userdp.privacy.noise import spawn_generator
+from userdp.spark import require_pyspark
+
+__all__ = ["SparkEngine"]
+
+_U, _K, _V, _X = "_agg_u", "_agg_k", "_agg_v", "_agg_x"
+
+
+class SparkEngine:
+    """Rows held as a Spark DataFrame; statistics over a public key array."""
+
+    name = "spark"
+
+    def __init__(self, df: Any, cols: Columns) -> None:
+        require_pyspark()
+        from pyspark.sql import functions as F
+
+        for role, name in (("user", cols.user), ("key", cols.key), ("value", cols.value)):
+            if name is not None and name not in df.columns:
+                raise DataError(
+                    f"aggregate: the {role} column {name!r} is not in the data (columns: "
+                    f"{', '.join(df.columns)})."
+                )
+        self.cols = cols
+        self.spark = df.sparkSession
+        sel = [F.col(f"`{cols.user}`").alias(_U)]
+        sel.append(F.col(f"`{cols.key}`").alias(_K) if cols.key is not None else F.lit(0).alias(_K))
+        if cols.value is not None:
+            lo, hi = cols.bounds  # type: ignore[misc]
+            v = F.col(f"`{cols.value}`").cast("double")
+            sel.append(F.least(F.greatest(v, F.lit(lo)), F.lit(hi)).alias(_V))
+        else:
+            sel.append(F.lit(0.0).alias(_V))
+        self._rows = df.select(*sel).cache()
+        stats = self._rows.agg(
+            F.count(F.lit(1)).alias("n"),
+            F.countDistinct(_U).alias("m"),
+            F.sum(F.when(F.col(_U).isNull(), 1).otherwise(0)).alias("bad"),
+        )
+        row = stats.collect()[0]
+        if row["bad"]:
+            raise DataError(f"aggregate: the user column {cols.user!r} has null values.")
+        self.n_rows = self.total_rows = int(row["n"])
+        self.n_users = int(row["m"])
+        self.key_type = dict(df.dtypes).get(cols.key) if cols.key is not None else None
+        self.n_keys = 0
+
+    # -- selection input and the key set ------------------------------------------------------
+    def selection_input(self) -> Any:
+        from pyspark.sql import functions as F
+
+        return self._rows.select(F.col(_U).alias("user"), F.col(_K).alias("item"))
+
+    def set_keys(self, keys: pa.Array | None) -> None:
+        from pyspark.sql import functions as F
+
+        if keys is None:
+            self.n_keys = 1
+            self._rows = self._rows.withColumn(_X, F.lit(0).cast("long"))
+            return
+        self.n_keys = len(keys)
+        values = keys.to_pylist()
+        key_field = self._rows.schema[_K].dataType
+        frame = self.spark.createDataFrame(
+            pd.DataFrame({_K: pd.Series(values, dtype=object), _X: np.arange(len(values))}),
+            schema=f"{_K} {key_field.simpleString()}, {_X} long",
+        )
+        self._rows = self._rows.join(F.broadcast(frame), on=_K, how="left")
+
+    def restrict(self) -> None:
+        from pyspark.sql import functions as F
+
+        self._rows = self._rows.where(F.col(_X).isNotNull()).cache()
+        self.n_rows = int(self._rows.count())
+
+    def random_keep(self, rand: Any, l0: int, linf: int) -> None:
+        """Hard limits with Spark's own per-row random numbers (seeded from ``rand``'s first
+        value): the same distribution as locally, not the same rows."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        self.restrict()
+        seed = int(rand[0]) % (2**31) if len(rand) else 0
+        rows = self._rows.withColumn("_r", F.rand(seed))
+        rows = rows.withColumn(
+            "_rr", F.row_number().over(Window.partitionBy(_U, _X).orderBy("_r"))
+        ).where(F.col("_rr") <= linf)
+        pair_rank = rows.groupBy(_U, _X).agg(F.min("_r").alias("_pr"))
+        pair_rank = pair_rank.withColumn(
+            "_pk", F.row_number().over(Window.partitionBy(_U).orderBy("_pr"))
+        ).where(F.col("_pk") <= l0)
+        self._rows = rows.join(pair_rank.select(_U, _X), on=[_U, _X]).select(_U, _K, _V, _X)
+        self._rows = self._rows.cache()
+        self.n_rows = int(self._rows.count())
+
+    # -- per-(user, key) aggregates -----------------------------------------------------------
+    def _pairs(self, centre: float) -> Any:
+        from pyspark.sql import functions as F
+
+        return self._rows.groupBy(_U, _X).agg(
+            F.count(F.lit(1)).cast("double").alias("n"),
+            F.sum(F.col(_V) - F.lit(centre)).alias("s"),
+        )
+
+    def _user_norms(self, centre: float) -> Any:
+        from pyspark.sql import functions as F
+
+        return (
+            self._pairs(centre)
+            .groupBy(_U)
+            .agg(
+                F.sqrt(F.count(F.lit(1)).cast("double")).alias("users"),
+                F.sqrt(F.sum(F.col("n") * F.col("n"))).alias("count"),
+                F.sqrt(F.sum(F.col("s") * F.col("s"))).alias("sum"),
+            )
+        )
+
+    def norm_histograms(self, units: dict[str, float], centre: float) -> dict[str, np.ndarray]:
+        """Exact users per norm bin, bins computed by :func:`bin_of` on the executors."""
+        families = list(units)
+        schema = ", ".join(f"{f} long" for f in families)
+
+        def bins(batches):  # no annotations: PySpark reads them
+            for pdf in batches:
+                yield pd.DataFrame(
+                    {f: bin_of(pdf[f].to_numpy(np.float64), units[f]) for f in families}
+                )
+
+        binned = self._user_norms(centre).mapInPandas(bins, schema)
+        out = {}
+        for f in families:
+            counts = np.zeros(HISTOGRAM_BINS)
+            for row in binned.groupBy(f).count().collect():  # at most HISTOGRAM_BINS rows
+                counts[int(row[0])] = float(row[1])
+            out[f] = counts
+        return out
+
+    def weighted_sums(
+        self, bounds_c: dict[str, float], vectors: dict[str, tuple[str, ...]], centre: float
+    ) -> dict[str, np.ndarray]:
+        """Per-key sums of ``w_u x_uk`` (weights by :func:`user_weights` on the executors)."""
+        from pyspark.sql import functions as F
+
+        names = list(vectors)
+        c = dict(bounds_c)
+
+        def weights(batches):  # no annotations: PySpark reads them
+            for pdf in batches:
+                out = {_U: pdf[_U]}
+                for v in names:
+                    w = np.ones(len(pdf))
+                    for f in vectors[v]:
+                        w = np.minimum(w, user_weights(pdf[f].to_numpy(np.float64), c[f]))
+                    out[f"w_{v}"] = w
+                yield pd.DataFrame(out)
+
+        norms = self._user_norms(centre)
+        u_type = norms.schema[_U].dataType.simpleString()
+        schema = ", ".join([f"{_U} {u_type}"] + [f"w_{v} double" for v in names])
+        w = norms.mapInPandas(weights, schema)
+        pairs = self._pairs(centre).join(w, on=_U)
+        value = {"users": F.lit(1.0), "count": F.col("n"), "sum": F.col("s")}
+        sums = pairs.groupBy(_X).agg(*[F.sum(F.col(f"w_{v}") * value[v]).alias(v) for v in names])
+        out = {v: np.zeros(self.n_keys) for v in names}
+        for row in sums.collect():  # one row per key
+            for v in names:
+                out[v][int(row[_X])] = row[v]
+        return out
+
+    def quantile_sizes(self) -> np.ndarray:
+        """Users' row counts on K, as a histogram-ready array (driver: one count per size)."""
+        from pyspark.sql import functions as F
+
+        per_user = self._rows.groupBy(_U).agg(F.count(F.lit(1)).alias("s"))
+        sizes = per_user.groupBy("s").count().collect()  # distinct sizes: at most sqrt(2 rows)
+        return np.repeat(
+            np.array([r["s"] for r in sizes], dtype=np.int64),
+            np.array([r["count"] for r in sizes], dtype=np.int64),
+        )
+
+    def key_quantiles(
+        self,
+        q: float,
+        level: int,
+        h: float,
+        smooth: bool,
+        *,
+        epsilon: float,
+        sensitivity: float,
+        bounds: tuple[float, float],
+        entropy: int,
+    ) -> np.ndarray:
+        """One exponential-mechanism draw per key, on the executors (stream per key)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        rows = self._rows.withColumn("_s", F.count(F.lit(1)).over(Window.partitionBy(_U)))
+        lo, hi = bounds
+
+        def draw(pdf):  # no annotations: PySpark reads them
+            k = int(pdf[_X].iloc[0])
+            s = pdf["_s"].to_numpy(np.float64)
+            w = np.minimum(h, s) / s if smooth else np.ones(s.size)
+            noise = StreamNoise(spawn_generator(entropy, (QUANTILE_STREAM, level, k)))
+            x = key_quantile(
+                pdf[_V].to_numpy(np.float64),
+                w,
+                q,
+                epsilon=epsilon,
+                sensitivity=sensitivity,
+                bounds=(lo, hi),
+                noise=noise,
+            )
+            return pd.DataFrame({_X: [k], "x": [x]})
+
+        out = np.empty(self.n_keys)
+        seen = np.zeros(self.n_keys, dtype=bool)
+        res = rows.select(_X, _V, "_s").groupBy(_X).applyInPandas(draw, f"{_X} long, x double")
+        for row in res.collect():  # one row per key with rows
+            out[int(row[_X])] = row["x"]
+            seen[int(row[_X])] = True
+        for k in np.flatnonzero(~seen):  # keys without rows: the mechanism on no values
+            noise = StreamNoise(spawn_generator(entropy, (QUANTILE_STREAM, level, int(k))))
+            out[k] = key_quantile(
+                np.zeros(0),
+                np.zeros(0),
+                q,
+                epsilon=epsilon,
+                sensitivity=sensitivity,
+                bounds=bounds,
+                noise=noise,
+            )
+        return out
+
+    def finish(self, table: pa.Table) -> Any:
+        """The released table (one row per key) as a Spark DataFrame."""
+        self._rows.unpersist()
+        return self.spark.createDataFrame(table.to_pandas())

@@ -1,0 +1,102 @@
+"""``userdp aggregate``: the table it writes, its errors (one line, exit 2) and its logs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from userdp.cli import main
+
+
+@pytest.fixture
+def ratings(tmp_path):
+    rng = np.random.default_rng(0)
+    lines = ["u,movie,rating"]
+    for u in range(2000):
+        for m in set((rng.zipf(1.5, 4) % 30).tolist()):
+            lines.append(f"{u},m{m},{rng.integers(1, 6)}")
+    path = tmp_path / "ratings.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+BASE = ["--user-column", "u", "--key-column", "movie", "--epsilon", "1", "--delta", "1e-5"]
+
+
+def test_writes_the_table_in_each_format(ratings, tmp_path, capsys):
+    for suffix in ("csv", "parquet", "json"):
+        out = tmp_path / f"out.{suffix}"
+        argv = [
+            str(ratings),
+            *BASE,
+            "--value-column",
+            "rating",
+            "--bounds",
+            "1",
+            "5",
+            "--metrics",
+            "users,count,sum,mean",
+            "--seed",
+            "0",
+            "-o",
+            str(out),
+        ]
+        assert main(["aggregate", *argv]) == 0, capsys.readouterr().err
+        if suffix == "csv":
+            names = pacsv.read_csv(out).column_names
+        elif suffix == "parquet":
+            names = pq.read_table(out).column_names
+        else:
+            names = list(json.loads(out.read_text())[0])
+        assert names == ["key", "users", "count", "sum", "mean"]
+    assert "m1" in pacsv.read_csv(out.with_suffix(".csv")).column("key").to_pylist()
+
+
+def test_public_keys_from_a_file(ratings, tmp_path, capsys):
+    keys = tmp_path / "keys.txt"
+    keys.write_text("m1\nm2\nnever-seen\n")
+    out = tmp_path / "out.json"
+    assert main(["aggregate", str(ratings), *BASE, "--keys", str(keys), "-o", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [r["key"] for r in rows] == ["m1", "m2", "never-seen"]
+
+
+def test_verbose_labels_the_exact_counts_not_private(ratings, capsys):
+    assert main(["aggregate", str(ratings), *BASE, "-v"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith('"key","users","count"')
+    assert "NOT differentially private" in captured.err
+    assert main(["aggregate", str(ratings), *BASE]) == 0
+    assert "NOT" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--metrics", "mean"],  # no value column or bounds
+        ["--metrics", "median"],
+        ["--key-column", "absent"],
+        ["--epsilon", "-1"],
+        ["-o", "out.txt"],
+        ["--keys", "no-such-file"],
+    ],
+)
+def test_errors_are_one_line_and_exit_2(ratings, tmp_path, monkeypatch, capsys, extra):
+    monkeypatch.chdir(tmp_path)
+    code = main(["aggregate", str(ratings), *BASE, *extra])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and err.startswith("userdp aggregate: error:")
+
+
+def test_an_existing_output_is_kept_without_overwrite(ratings, tmp_path, capsys):
+    out = tmp_path / "out.csv"
+    out.write_text("keep me\n")
+    assert main(["aggregate", str(ratings), *BASE, "-o", str(out)]) == 2
+    assert out.read_text() == "keep me\n"
+    assert main(["aggregate", str(ratings), *BASE, "-o", str(out), "--overwrite"]) == 0
+    assert out.read_text() != "keep me\n"

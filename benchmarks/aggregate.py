@@ -357,7 +357,7 @@ def pdp_oracle_l0(
 ) -> tuple[int, dict[int, float]]:
     rng = np.random.default_rng([seed, 25])
     max_deg = int(np.bincount(ds.users).max())
-    grid = [g for g in grid if g <= max_deg] or [1]
+    grid = [g for g in grid if g < max_deg] + [max_deg]  # L0 = max degree: no sampling
     errs = {
         g: float(
             np.mean([pdp_replica_users_error(ds, true_users, eps, g, rng) for _ in range(draws)])

@@ -34,7 +34,7 @@ row per (user, key)):
   pure-Python LocalBackend takes over a minute per run on the large sets; the chosen value is
   then run with PipelineDP itself.
 
-Tumult Analytics is not run: see benchmarks/README.md.
+Tumult Analytics runs from its own environment: benchmarks/aggregate_tumult.py.
 """
 
 from __future__ import annotations
@@ -658,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
     results["notes"].append(
         "PipelineDP oracle: max_partitions_contributed chosen on the true answer (not private)"
     )
-    results["notes"].append("Tumult Analytics not run (see benchmarks/README.md)")
+    results["notes"].append("Tumult Analytics: benchmarks/aggregate_tumult.py (own environment)")
 
     loaders: list[tuple[str, Path, Callable[[], Dataset]]] = [
         ("ml-100k", args.movielens_root / "ml-100k",

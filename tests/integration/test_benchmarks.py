@@ -86,3 +86,24 @@ def test_federated_compares_like_with_like():
     """--quick exited 1: the centralised model had item biases, Algorithm 8 has none."""
     text = (BENCHMARKS / "federated.py").read_text()
     assert '{"biases": False}' in text
+
+
+def test_the_aggregate_benchmark_quick_mode_runs_without_its_data(tmp_path):
+    # No data folder and no PipelineDP: --quick falls back to a small generated Zipf set and
+    # still writes userdp's row, its scores and the targets it can judge.
+    script = BENCHMARKS / "aggregate.py"
+    args = ["--quick", "--skip-pipelinedp", "--movielens-root", str(tmp_path / "absent")]
+    done = subprocess.run(
+        [sys.executable, str(script), *args, "--out-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "aggregate.json").read_text())
+    assert any("not found, skipped" in n for n in result["notes"])
+    (name, data), *_ = result["datasets"].items()
+    assert name.startswith("Zipf") and data["true_keys"] > 0
+    row = data["by_epsilon"]["1.0"]["userdp"]
+    assert 0 < row["keys"]["mean"] <= data["true_keys"]
+    for metric in ("users", "mean"):
+        assert row[metric]["total_abs_error"]["mean"] > 0
+    assert "Targets" in done.stdout

@@ -191,10 +191,10 @@ def _integer_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     n = ids.size
     lo, hi = ids.min(), ids.max()
     span = int(hi) - int(lo) + 1
-    if ids.dtype.kind == "i":  # offsets in [0, span): exact in uint64 whatever the sign of lo
-        off = ids.astype(np.uint64) - np.uint64(int(lo) % (1 << 64))
-    else:
-        off = ids.astype(np.uint64) - np.uint64(int(lo))
+    # Offsets id - lo in [0, span), computed modulo 2^64: exact for every integer dtype, and an
+    # int64 index (no conversion when indexing) whenever span < 2^63.
+    off = ids.astype(np.int64)
+    off -= np.uint64(int(lo) % (1 << 64)).view(np.int64)
     if span <= n + (1 << 20):
         first = _first_rows(off, span)
         present = np.flatnonzero(first < n)
@@ -208,7 +208,8 @@ def _integer_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         row_bits = max(int(n - 1).bit_length(), 1)
         if int(span - 1).bit_length() + row_bits > 64:
             return None
-        key = off << np.uint64(row_bits)
+        key = off.view(np.uint64)
+        key <<= np.uint64(row_bits)
         del off
         key |= np.arange(n, dtype=np.uint64)
         key.sort()
@@ -223,7 +224,7 @@ def _integer_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         to_appearance = np.empty(order.size, dtype=np.int32)
         to_appearance[order] = np.arange(order.size, dtype=np.int32)
         codes = np.empty(n, dtype=np.int32)
-        codes[key] = to_appearance[rank]
+        codes[key.view(np.int64)] = to_appearance[rank]
     distinct += np.uint64(int(lo) % (1 << 64))  # back to the ids (modulo 2^64: exact)
     if ids.dtype.kind == "i":
         distinct = distinct.view(np.int64)

@@ -232,7 +232,12 @@ class Contributions:
                     f"Column {col!r} not found; the input has columns {names!r}. Name the "
                     f"columns with {keywords} (CLI: {flags})."
                 )
-        return cls._from_columns(*(to_arrow(get(col), col) for col in columns.values()))
+        return cls._from_columns(
+            *(
+                to_arrow(get(col), col, keep_dictionary=role in ("user", "item"))
+                for role, col in columns.items()
+            )
+        )
 
     # -- shape ----------------------------------------------------------------------------------
     @property

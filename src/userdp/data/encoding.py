@@ -141,6 +141,18 @@ def _is_text(t: pa.DataType) -> bool:
     )
 
 
+def _dictionaries(arr: pa.ChunkedArray) -> list[pa.Array]:
+    """The distinct dictionaries of a dictionary column's chunks (chunks read from one file
+    often repeat one dictionary: compared by buffer first, then by value)."""
+    seen: dict[tuple[Any, ...], pa.Array] = {}
+    for chunk in arr.chunks:
+        d = chunk.dictionary
+        ident = (len(d), d.offset, *(b.address if b is not None else 0 for b in d.buffers()))
+        if ident not in seen and not any(len(o) == len(d) and o.equals(d) for o in seen.values()):
+            seen[ident] = d
+    return list(seen.values())
+
+
 def _clean_dictionary(arr: pa.ChunkedArray) -> bool:
     """Whether a dictionary column has no null index and only valid ids in its dictionaries
     (no null, no empty string; strings, binary or integers): then its indices can be encoded
@@ -148,8 +160,7 @@ def _clean_dictionary(arr: pa.ChunkedArray) -> bool:
     t = arr.type.value_type
     if arr.null_count or not (_is_text(t) or pa.types.is_integer(t)):
         return False
-    for chunk in arr.chunks:
-        d = chunk.dictionary
+    for d in _dictionaries(arr):
         if d.null_count:
             return False
         if _is_text(t) and len(d) and pc.any(pc.equal(pc.binary_length(d), 0)).as_py():
@@ -259,15 +270,20 @@ def _appearance_codes(ids: Any) -> tuple[np.ndarray, pa.Array] | None:
         return None if out is None else (out[0], pa.array(out[1], type=ids.type))
     if not (pa.types.is_dictionary(ids.type) and _clean_dictionary(ids)):
         return None
-    ids = ids.unify_dictionaries()
-    dictionary = ids.chunk(0).dictionary
-    if pc.count_distinct(dictionary).as_py() != len(dictionary):
-        return None  # an id under two indices: the hash pass over the values merges them
+    dictionaries = _dictionaries(ids)
+    if len(dictionaries) > 1:
+        if sum(len(d) for d in dictionaries) > len(ids):
+            return None  # unifying would hash more values than decoding the column
+        ids = ids.unify_dictionaries()
+        dictionaries = [ids.chunk(0).dictionary]
     indices = pa.chunked_array([c.indices for c in ids.chunks])
     out = _integer_codes(_numpy_ints(indices))
     if out is None:  # pragma: no cover - indices span at most the dictionary
         return None
-    return out[0], dictionary.take(pa.array(out[1]))
+    labels = dictionaries[0].take(pa.array(out[1]))  # the entries in use, first appearance
+    if pc.count_distinct(labels).as_py() != len(labels):
+        return None  # an id under two indices: the hash pass over the values merges them
+    return out[0], labels
 
 
 def _sorted_numeric(ids: np.ndarray, column: str) -> tuple[np.ndarray, np.ndarray]:

@@ -122,9 +122,10 @@ class Contributions:
         n_dup = int(key.size - np.count_nonzero(keep))
         if n_dup:
             key = key[keep]
-        uu = (key >> shift).astype(np.int32)
-        key &= (np.int64(1) << shift) - 1
-        ii = key.astype(np.int32)
+        uu = np.right_shift(key, shift, out=np.empty(key.size, np.int32), casting="unsafe")
+        ii = np.bitwise_and(
+            key, (np.int64(1) << shift) - 1, out=np.empty(key.size, np.int32), casting="unsafe"
+        )
         del key
         ul = pa.array(np.arange(nu)) if user_labels is None else user_labels
         il = pa.array(np.arange(ni)) if item_labels is None else item_labels

@@ -201,12 +201,17 @@ def _integer_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """
     n = ids.size
     lo, hi = ids.min(), ids.max()
+    compact = n + (1 << 20)
+    if 0 <= lo and int(hi) < compact and ids.dtype.itemsize == 8:
+        lo = ids.dtype.type(0)  # small non-negative ids are their own offsets: no copy
+        off = ids.view(np.int64)
+    else:
+        # Offsets id - lo in [0, span), modulo 2^64: exact for every integer dtype, and an
+        # int64 index (no conversion when indexing) whenever span < 2^63.
+        lo_64 = np.uint64(int(lo) % (1 << 64)).view(np.int64)
+        off = np.subtract(ids, lo_64, dtype=np.int64, casting="unsafe")
     span = int(hi) - int(lo) + 1
-    # Offsets id - lo in [0, span), computed modulo 2^64: exact for every integer dtype, and an
-    # int64 index (no conversion when indexing) whenever span < 2^63.
-    off = ids.astype(np.int64)
-    off -= np.uint64(int(lo) % (1 << 64)).view(np.int64)
-    if span <= n + (1 << 20):
+    if span <= compact:
         first = _first_rows(off, span)
         present = np.flatnonzero(first < n)
         by_row = present[np.argsort(first[present])]  # distinct offsets, first appearance
@@ -219,8 +224,7 @@ def _integer_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         row_bits = max(int(n - 1).bit_length(), 1)
         if int(span - 1).bit_length() + row_bits > 64:
             return None
-        key = off.view(np.uint64)
-        key <<= np.uint64(row_bits)
+        key = np.left_shift(off.view(np.uint64), np.uint64(row_bits))
         del off
         key |= np.arange(n, dtype=np.uint64)
         key.sort()

@@ -14,8 +14,8 @@ interleaved with it (so both see the same machine load), the script times:
 1. ``select_partitions((users, items))`` (default algorithm, fixed seed) on unsorted integer
    pairs, split into ingest (``Contributions.from_columns``: encoding the ids, sorting and
    de-duplicating the pairs) and the algorithm on the built table;
-2. the same from a Parquet file (integer users, dictionary-encoded string items), against
-   PyArrow's read of the file plus the floor on its columns;
+2. the same from a Parquet file of the integer pairs (1M-row groups), against PyArrow's read
+   of the file plus the floor on its columns;
 3. the peak memory of a whole selection on ``--big`` pairs, in a fresh subprocess (VmHWM of
    ``/proc/self/status`` and ``ru_maxrss``, with the input's own size).
 
@@ -127,24 +127,15 @@ def from_parquet(n_pairs: int, repeats: int) -> dict[str, Any]:
     from userdp.partition import select_partitions
 
     users, items = generate(n_pairs, seed=1)
-    labels = pa.array([f"i{k}" for k in range(int(items.max()) + 1)])
     tmp = tempfile.mkdtemp(prefix="userdp-ingest-")
     path = os.path.join(tmp, "pairs.parquet")
-    pq.write_table(
-        pa.table({"user": users, "item": pa.DictionaryArray.from_arrays(pa.array(items), labels)}),
-        path,
-    )
-    del users, items, labels
+    pq.write_table(pa.table({"user": users, "item": items}), path, row_group_size=1 << 20)
+    del users, items
     log(f"Parquet file of {n_pairs:,} pairs: {os.path.getsize(path) / 2**20:.0f} MiB")
 
     def read_and_floor() -> None:
         t = pq.read_table(path)
-        item = t.column("item")
-        first = item.chunk(0).dictionary
-        if not all(c.dictionary.equals(first) for c in item.chunks):  # one code book
-            item = item.unify_dictionaries()
-        codes = np.concatenate([c.indices.to_numpy() for c in item.chunks])
-        floor(t.column("user").to_numpy(), codes.astype(np.int64, copy=False))
+        floor(t.column("user").to_numpy(), t.column("item").to_numpy())
 
     runs: dict[str, list[float]] = {"read": [], "read_floor": [], "select": []}
     try:

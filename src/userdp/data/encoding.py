@@ -302,6 +302,13 @@ def _sorted_numeric(ids: np.ndarray, column: str) -> tuple[np.ndarray, np.ndarra
             present[ids] = True
             lookup = np.cumsum(present, dtype=np.int32) - 1
             return lookup[ids], np.flatnonzero(present).astype(np.int64)
+        # np.unique(return_inverse=True) argsorts (slow on large arrays); the vectorised sort
+        # and a binary search give the same labels and codes.
+        values = np.sort(ids)
+        labels = values[_run_starts(values)]
+        del values
+        codes = np.searchsorted(labels, ids).astype(np.int32)
+        return codes, labels.astype(np.int64) if np.can_cast(labels.dtype, np.int64) else labels
     labels, codes = np.unique(ids, return_inverse=True)
     if np.can_cast(labels.dtype, np.int64):
         labels = labels.astype(np.int64)

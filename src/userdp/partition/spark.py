@@ -24,9 +24,9 @@ MAD2R on 40 users, past a 3 GiB driver heap).
 
 Shuffles: the pairs once by user (de-duplication, capping and every per-user window share that
 partitioning; the cached pairs are sorted once, in capping order, so no later window sorts them
-again unless a join had to shuffle them); item-level partial aggregates by item; item-level
-frames by noise bucket; the pairs of users with a biased item by user bucket (MAD2R round 2);
-and the pairs by item only when an item set is too large to broadcast.
+again unless a join had to shuffle them); item-level partial aggregates by item; item-level frames by noise bucket; the
+pairs of users with a biased item by user bucket (MAD2R round 2); and the pairs by item only
+when an item set is too large to broadcast.
 """
 
 from __future__ import annotations

@@ -23,8 +23,7 @@ the plan text and graph of every job (~25x per round: 165M characters for one jo
 MAD2R on 40 users, past a 3 GiB driver heap).
 
 Shuffles: the pairs once by user (de-duplication, capping and every per-user window share that
-partitioning; the cached pairs are sorted once, in capping order, so no later window sorts them
-again unless a join had to shuffle them); item-level partial aggregates by item; item-level frames by noise bucket; the
+partitioning); item-level partial aggregates by item; item-level frames by noise bucket; the
 pairs of users with a biased item by user bucket (MAD2R round 2); and the pairs by item only
 when an item set is too large to broadcast.
 """
@@ -203,9 +202,6 @@ class _SparkRun:
             .withColumn(_HU, F.xxhash64(salt, canonical_column(F.col(_U), types[user_column])))
             .withColumn(_HI, F.xxhash64(salt, canonical_column(F.col(_I), types[item_column])))
             .withColumn(_IB, F.pmod(F.col(_HI), F.lit(BUCKETS)))
-            # Stored in capping order: every round's capping window (and every per-user window
-            # after a broadcast join) then finds its rows sorted and sorts nothing.
-            .sortWithinPartitions(*_cap_order())
         )
         return self.cache(pairs), int(stats["rows"])
 
@@ -266,7 +262,7 @@ class _SparkRun:
         n = F.count(F.lit(1)).over(user)
         if not rank:  # no capping: the local engine records nothing either
             return self.cache(pairs.withColumn("_deg", n.cast("double")))
-        order = user.orderBy(*_cap_order()[1:])
+        order = user.orderBy(F.xxhash64(F.col(_HU), F.col(_HI)), F.col(_HI))
         ranked = pairs.withColumn("_rn", F.row_number().over(order)).withColumn("_n", n)
         kept = self.cache(
             ranked.where(F.col("_rn") <= self.cap).withColumn(
@@ -383,13 +379,6 @@ class _SparkRun:
             df.unpersist()
         self._cached.clear()
         self._views.clear()
-
-
-def _cap_order() -> list[Any]:
-    """User, then the capping key ``xxhash64(hu, hi)`` (signed), then the item hash: the order
-    of :func:`userdp.partition._local.cap_degrees`."""
-    F = _functions()
-    return [F.col(_U), F.xxhash64(F.col(_HU), F.col(_HI)), F.col(_HI)]
 
 
 def _without(run: _SparkRun, pairs: DataFrame, items: DataFrame) -> DataFrame:

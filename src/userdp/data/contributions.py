@@ -1,7 +1,8 @@
 """The contributions table: de-duplicated (user, item) pairs as integer codes plus code books.
 
 Users and items of any hashable type are factorized once by
-:func:`userdp.data.encoding.encode_ids` (PyArrow's hash-based ``dictionary_encode``); every
+:func:`userdp.data.encoding.encode_ids` (a sort for integers, the indices of dictionary
+columns, PyArrow's hash-based ``dictionary_encode`` otherwise); every
 algorithm then works on dense ``int32`` codes with ``np.bincount``. Pairs are stored sorted by
 user (CSR order), which is what degree capping needs. :class:`~userdp.data.Ratings` is this table
 with a value column: its constructors are these.
@@ -102,7 +103,11 @@ class Contributions:
         for the ``values`` columns. Users without rows leave the code book (dense user codes)
         unless ``keep_empty_users``.
         """
-        key = u.astype(np.int64) * ni + i  # (user, item) packed; sorting groups by user
+        # (user, item) packed in one int64, the item in the low bits: sorting groups by user,
+        # then item (the order of u * ni + i, with shifts instead of a division to unpack).
+        shift = np.int64(max(int(ni - 1).bit_length(), 1))
+        key = u.astype(np.int64) << shift
+        np.bitwise_or(key, i, out=key, casting="unsafe")  # codes checked: in [0, 2^31)
         if values:
             order = np.argsort(key, kind="stable")
             key = key[order]
@@ -117,8 +122,10 @@ class Contributions:
         n_dup = int(key.size - np.count_nonzero(keep))
         if n_dup:
             key = key[keep]
-        uu = (key // ni).astype(np.int32)
-        ii = (key - uu.astype(np.int64) * ni).astype(np.int32)
+        uu = np.right_shift(key, shift, out=np.empty(key.size, np.int32), casting="unsafe")
+        ii = np.bitwise_and(
+            key, (np.int64(1) << shift) - 1, out=np.empty(key.size, np.int32), casting="unsafe"
+        )
         del key
         ul = pa.array(np.arange(nu)) if user_labels is None else user_labels
         il = pa.array(np.arange(ni)) if item_labels is None else item_labels
@@ -141,7 +148,12 @@ class Contributions:
     def _from_columns(cls, *columns: Any) -> Self:
         """Build from the user, item and value columns: ids encoded once, then from_codes."""
         names = ("user", "item", *cls._value_columns)
-        arrays = [to_arrow(col, name) for col, name in zip(columns, names, strict=True)]
+        # Id columns keep their dictionaries (encoded by their indices); integer NumPy ids
+        # stay NumPy (encoded without a copy into Arrow).
+        arrays = [
+            col if k < 2 and _numpy_ints(col) else to_arrow(col, name, keep_dictionary=k < 2)
+            for k, (col, name) in enumerate(zip(columns, names, strict=True))
+        ]
         lengths = [len(a) for a in arrays]
         if len(set(lengths)) != 1:
             raise DataError(
@@ -226,7 +238,12 @@ class Contributions:
                     f"Column {col!r} appears {names.count(col)} times in the input's header; "
                     "rename the copies so that each name is one column."
                 )
-        return cls._from_columns(*(to_arrow(get(col), col) for col in columns.values()))
+        return cls._from_columns(
+            *(
+                to_arrow(get(col), col, keep_dictionary=role in ("user", "item"))
+                for role, col in columns.items()
+            )
+        )
 
     # -- shape ----------------------------------------------------------------------------------
     @property
@@ -266,6 +283,11 @@ class Contributions:
         return (
             f"Contributions(n_users={self.n_users}, n_items={self.n_items}, n_pairs={self.n_pairs})"
         )
+
+
+def _numpy_ints(col: Any) -> bool:
+    """A one-dimensional NumPy array of integers (never null: no check needed)."""
+    return isinstance(col, np.ndarray) and col.ndim == 1 and col.dtype.kind in "iu"
 
 
 def _enumerate(words: Iterable[str]) -> str:

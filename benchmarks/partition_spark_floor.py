@@ -1,0 +1,213 @@
+"""Benchmark of the Spark engine's partition selection against one plain Spark pass.
+
+Run from the repository root (needs ``pip install "userdp[spark]"`` and Java 17+)::
+
+    nice python benchmarks/partition_spark_floor.py                   # 10M and 50M pairs
+    nice python benchmarks/partition_spark_floor.py --sizes 1e6 --repeats 1   # smoke run
+
+On ``local[2]`` Spark's fixed costs dominate any ratio to the local engine, so the yardstick is
+Spark itself: for each size, integer (user, item) pairs in random order are written to Parquet,
+read once and cached (materialized before any timing), then, alternating in the same session,
+
+- the floor: one plain pass over the cached frame that drops repeated pairs and counts users
+  per item (``dropDuplicates`` + ``groupBy(item).count()``, run to the end by the ``noop``
+  sink), and
+- the default selection (``select_partitions(df, engine="spark")``, eps 1, delta 1e-5, fixed
+  seed; it materializes its result),
+
+each ``--repeats`` times. Reports medians, seconds per pair and the ratio (target <= 3x), with
+the engine's own step timings (``userdp.spark`` log) of the last run. Writes
+``partition_spark_floor.json`` and a PNG to ``--out-dir`` (default ``benchmarks/results/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from _harness import RESULTS, finish, log, pyplot
+
+EPSILON, DELTA, SEED = 1.0, 1e-5, 0
+
+
+def generate(n_pairs: int, seed: int = 0) -> pa.Table:
+    """``n_pairs`` int64 (user, item) rows in random order: set sizes ~ s^-1.4 on 1..300,
+    items ~ Zipf(1.1) over 1M ranks (about a fifth of the rows repeat a pair)."""
+    rng = np.random.default_rng(seed)
+    s = np.arange(1, 301, dtype=np.float64)
+    p = s**-1.4
+    cdf = np.cumsum(p) / p.sum()
+    n_users = int(n_pairs / float((s * p).sum() / p.sum()) * 1.05) + 10
+    sizes = np.searchsorted(cdf, rng.random(n_users), side="right") + 1
+    csum = np.cumsum(sizes)
+    n_users = int(np.searchsorted(csum, n_pairs)) + 1
+    sizes = sizes[:n_users]
+    sizes[-1] -= int(csum[n_users - 1] - n_pairs)
+    users = np.repeat(np.arange(n_users, dtype=np.int64), sizes)
+    hi = float(1_000_001) ** -0.1
+    items = np.minimum((1.0 - rng.random(n_pairs) * (1.0 - hi)) ** -10.0, 1e6).astype(np.int64)
+    items -= 1
+    perm = rng.permutation(n_pairs)
+    return pa.table({"user": users[perm], "item": items[perm]})
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def engine_log() -> Iterator[list[str]]:
+    """The engine's own step timings (``userdp.spark`` logger, INFO) while the block runs."""
+    logger = logging.getLogger("userdp.spark")
+    handler, level = _Collect(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def one_size(spark: Any, n_pairs: int, repeats: int, work: Path) -> dict[str, Any]:
+    from userdp.partition import select_partitions
+
+    path = work / f"pairs_{n_pairs}.parquet"
+    pq.write_table(generate(n_pairs), path, row_group_size=1 << 20)
+    df = spark.read.parquet(str(path)).cache()
+    n_rows = df.count()  # materializes the cache: no timing below reads the file
+    log(f"{n_rows:,} rows cached")
+
+    def floor() -> None:
+        (
+            df.dropDuplicates(["user", "item"])
+            .groupBy("item")
+            .count()
+            .write.format("noop")
+            .mode("overwrite")
+            .save()
+        )
+
+    runs: dict[str, list[float]] = {"floor": [], "select": []}
+    steps: list[str] = []
+    out: dict[str, Any] = {"n_rows": n_rows}
+    for rep in range(repeats):
+        t = time.perf_counter()
+        floor()
+        runs["floor"].append(time.perf_counter() - t)
+        with engine_log() as messages:
+            t = time.perf_counter()
+            r = select_partitions(df, epsilon=EPSILON, delta=DELTA, engine="spark", seed=SEED)
+            runs["select"].append(time.perf_counter() - t)
+        steps = list(messages)
+        out["n_pairs_distinct"] = r.diagnostics.n_pairs
+        out["items_released"] = r.diagnostics.round_sizes
+        r.dataframe.unpersist()
+        f, t = runs["floor"][-1], runs["select"][-1]
+        log(f"  repeat {rep + 1}: floor {f:.1f} s, select {t:.1f} s")
+    df.unpersist()
+    path.unlink()
+    med = {k: float(np.median(v)) for k, v in runs.items()}
+    out.update(
+        seconds=runs,
+        median=med,
+        ratio=med["select"] / med["floor"],
+        us_per_row={k: v / n_rows * 1e6 for k, v in med.items()},
+        engine_steps=steps,
+    )
+    return out
+
+
+def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
+    plt = pyplot()
+    if plt is None or not results["sizes"]:
+        return []
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    labels = list(results["sizes"])
+    x = np.arange(len(labels))
+    for k, (name, color) in enumerate((("floor", "tab:gray"), ("select", "tab:blue"))):
+        ax.bar(x + 0.4 * k, [results["sizes"][s]["median"][name] for s in labels], 0.4,
+               label=name, color=color)  # fmt: skip
+    ax.set_xticks(x + 0.2, [f"{int(s) / 1e6:.0f}M rows" for s in labels])
+    ax.set_ylabel("seconds (median)")
+    ax.set_title(f"Spark selection vs one plain pass ({results['master']})")
+    ax.legend()
+    fig.tight_layout()
+    path = out_dir / "partition_spark_floor.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [str(path)]
+
+
+def summary(results: dict[str, Any]) -> None:
+    print(f"\nSpark {results['master']}, medians of {results['repeats']}:")
+    for n, r in results["sizes"].items():
+        m, us = r["median"], r["us_per_row"]
+        print(f"  {int(n):>11,} rows: floor {m['floor']:.1f} s ({us['floor']:.2f} us/row), "
+              f"select {m['select']:.1f} s ({us['select']:.2f} us/row) = {r['ratio']:.1f}x "
+              "(target <= 3x)")  # fmt: skip
+        for step in r["engine_steps"]:
+            print(f"      {step}")
+    print(f"  load average before / after: {results['load_before']} / {results['load_after']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10e6,50e6", help="comma-separated row counts")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--driver-memory", default="6g")
+    ap.add_argument("--out-dir", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    from userdp.spark import SparkUnavailableError, spark_session
+
+    try:
+        spark = spark_session(
+            args.master,
+            config={
+                "spark.ui.showConsoleProgress": "false",
+                "spark.driver.memory": args.driver_memory,
+            },
+        )
+    except SparkUnavailableError as err:
+        sys.exit(f"partition_spark_floor: Spark cannot start: {err}")
+    results: dict[str, Any] = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "master": args.master,
+        "repeats": args.repeats,
+        "load_before": os.getloadavg(),
+        "sizes": {},
+    }
+    work = Path(tempfile.mkdtemp(prefix="userdp-spark-floor-"))
+    try:
+        # warm-up: JVM code paths and Python workers, untimed
+        one_size(spark, 20_000, 1, work)
+        for n in (int(float(s)) for s in args.sizes.split(",")):
+            log(f"{n:,} rows ...")
+            results["sizes"][str(n)] = one_size(spark, n, args.repeats, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["load_after"] = os.getloadavg()
+    finish(results, args.out_dir, "partition_spark_floor", plots, summary)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,4 +1,4 @@
-"""The README's examples run as written (its Python blocks and its CLI block)."""
+"""The README's and the user guide's examples run as written (Python blocks and CLI blocks)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,18 @@ import pytest
 
 from userdp.cli import main
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+#: The front page and the user guide in docs/: every example in them runs as written.
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README.read_text(), flags=re.S)
+    return [
+        block
+        for page in PAGES
+        for block in re.findall(rf"```{language}\n(.*?)```", page.read_text(), flags=re.S)
+    ]
 
 
 @pytest.mark.parametrize("index", range(len(_blocks("python"))))

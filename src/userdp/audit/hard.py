@@ -3,7 +3,7 @@
 * Selection, "novel user": D0 = a few users sharing one item; D1 adds one user holding many
   (200 x scale) items nobody else has. Event: any of the novel items is released. Under D0 that
   is impossible, so a release frequency well above ``delta`` under D1 shows up as a large bound.
-  The GreedyUpdate defect of issue 12 (before its fix) gives a bound of 1.13 > epsilon = 1 at
+  GreedyUpdate's former candidate rule (before its fix) gives a bound of 1.13 > epsilon = 1 at
   scale 1000 (200,000 novel items) with 40 runs per side; at most 100 runs per side are made,
   since each run holds ``200 x scale`` pairs.
 * Selection, "threshold item": D0 = ``k`` single-item users on item 0, with ``k`` below the

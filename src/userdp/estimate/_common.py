@@ -2,8 +2,8 @@
 preamble, the record preamble, the two ways of bounding a user's contribution, and the result
 base.
 
-The budget convention (issue 14)
---------------------------------
+The budget convention
+---------------------
 - Functions take ``epsilon=`` as a keyword; estimators take it in the constructor. A release
   that needs a ``delta`` (Gaussian noise: :class:`~userdp.estimate.WeightedERM`) takes
   ``delta=`` the same way; the pure-DP releases (Laplace and exponential mechanisms: the means,

@@ -174,8 +174,8 @@ class WeightedERM(ParamsMixin):
         ``log(1 + exp(-y theta.x))`` with labels in ``classes``, or ``(theta.x - y)^2 / 2``.
     classes : (0, 1) or (-1, 1), default=(0, 1)
         The logistic loss's label set, declared (public schema): ``classes_`` is this, never
-        read from the data, so a user holding a label nobody else has cannot change it
-        (issue 17). Labels outside it are refused; the second class is the positive one.
+        read from the data, so a user holding a label nobody else has cannot change it.
+        Labels outside it are refused; the second class is the positive one.
     epsilon : float
         Total epsilon, in (0, inf).
     delta : float

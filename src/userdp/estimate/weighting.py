@@ -145,7 +145,7 @@ def factorize_users(users: object) -> tuple[np.ndarray, np.ndarray]:
     sizes : int64 array, shape (m,)
         ``s_l = |S_l|``, every entry >= 1.
     """
-    from userdp.data.encoding import encode_ids  # the one id encoder (issue 14)
+    from userdp.data.encoding import encode_ids  # the one id encoder
 
     u = np.asarray(users)
     codes = encode_ids(u.ravel(), "users", order="sorted")[0].astype(np.int64)

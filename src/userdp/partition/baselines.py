@@ -210,7 +210,7 @@ def greedy_update(
     others 0. ``rho`` from :func:`userdp.privacy.laplace_threshold` with that many candidates
     keeps the chance that any novel item is released <= delta: (epsilon, delta)-DP.
 
-    .. note:: Fix (issue 12) of a release that broke delta: before, the cap was absent and
+    .. note:: Fix of a release that broke delta: before, the cap was absent and
        every novel item was a candidate against ``rho = 1 + ln(1/(2 delta))/epsilon``, so one
        user with 200,000 items had items released in most runs. Offering only positive-weight
        items would fix that case but not the chain above, where items present in D at weight 0

@@ -15,8 +15,8 @@ sum_r sigma_r^-2 = sigma_tot^-2) and threshold failure probability
 ``dt_r = threshold_share * delta * delta_fractions[r]``, with
 ``rho_r = max_{t <= Delta_0} h_r(t) + sigma_r Phi^-1((1 - dt_r)^(1/t))``.
 
-Privacy of ``"gaussian"`` (adding or removing one user v with novel items T; DESIGN.md "Tight
-composition across rounds"). Analyse each round as releasing its whole extended noisy vector
+Privacy of ``"gaussian"`` (adding or removing one user v with novel items T; the argument of
+docs/privacy.md, "Rounds of weight-and-threshold compose as one Gaussian"). Analyse each round as releasing its whole extended noisy vector
 X_r = w_r + N(0, sigma_r^2 I) (Alg. 1, Thm. 3.3's proof).
 1. For every fixed history X_<r, round r's input is {Cap(S_u minus R_r)} with R_r and the biases
    functions of X_<r only, so neighbours stay neighbours with degrees <= Delta_0, and round r's
@@ -33,7 +33,7 @@ X_r = w_r + N(0, sigma_r^2 I) (Alg. 1, Thm. 3.3's proof).
    P[M(D') in S] <= P_D'[F_D(X) in S] + P_D'(not B) <= e^eps P_D[F_D(X) in S] + delta_g + sum dt_r;
    P[M(D) in S] <= P_D[F_D'(X) in S] + P_D(not B) <= e^eps P_D'[F_D'(X) in S] + delta_g + sum dt_r.
    So the run is (epsilon, delta_g + sum_r dt_r) = (epsilon, delta)-DP.
-Safe noise (issue 12) changes neither step: X_r is released on the grid g = :data:`WEIGHT_GRID`
+Safe noise changes neither step: X_r is released on the grid g = :data:`WEIGHT_GRID`
 as ``(rint(w_r/g) + floor(Z/g + 1/2)) g``, a function of the Gaussian mechanism on the snapped
 weights, whose l2 sensitivity ``1 + g sqrt(N)`` is matched by the noise scale ``sigma_r (1 + g
 sqrt(N))`` (same noise multiplier, step 1); rho_r covers the snapping and the float sums, so a

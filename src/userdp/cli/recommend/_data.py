@@ -73,7 +73,7 @@ def read_ratings_table(path: str, args: argparse.Namespace) -> pa.Table:
                 "and --rating-column."
             )
     rating = table.column(args.rating_column)
-    if rating.type != pa.float64():  # names the row, not the value (issue 17)
+    if rating.type != pa.float64():  # names the row, not the value
         rating = to_float64(rating, args.rating_column, path)
     for col, values in zip(
         cols, (table.column(cols[0]), table.column(cols[1]), rating), strict=True

@@ -16,8 +16,9 @@ sum_r sigma_r^-2 = sigma_tot^-2) and threshold failure probability
 ``rho_r = max_{t <= Delta_0} h_r(t) + sigma_r Phi^-1((1 - dt_r)^(1/t))``.
 
 Privacy of ``"gaussian"`` (adding or removing one user v with novel items T; the argument of
-docs/privacy.md, "Rounds of weight-and-threshold compose as one Gaussian"). Analyse each round as releasing its whole extended noisy vector
-X_r = w_r + N(0, sigma_r^2 I) (Alg. 1, Thm. 3.3's proof).
+docs/privacy.md, "Rounds of weight-and-threshold compose as one Gaussian"). Analyse each round
+as releasing its whole extended noisy vector X_r = w_r + N(0, sigma_r^2 I) (Alg. 1, Thm. 3.3's
+proof).
 1. For every fixed history X_<r, round r's input is {Cap(S_u minus R_r)} with R_r and the biases
    functions of X_<r only, so neighbours stay neighbours with degrees <= Delta_0, and round r's
    weights differ by l2 <= 1 (Lemmas 5.3-5.6, tested in tests/property). Hence X = (X_1..X_k)

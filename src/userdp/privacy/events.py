@@ -71,9 +71,10 @@ class ThresholdedGaussianDpEvent(dp_accounting.DpEvent):
     """A Gaussian release that is thresholded, failing with probability ``threshold_delta``.
 
     One round of weight-and-threshold analysed as in "Rounds of weight-and-threshold
-    compose as one Gaussian" (docs/privacy.md): the round releases (as far as the analysis is concerned) the noisy
-    vector ``X = w + N(0, noise_multiplier^2 I)`` of weights with l2 sensitivity <= 1, so X is a
-    Gaussian mechanism with noise multiplier ``noise_multiplier``; the released item set is a
+    compose as one Gaussian" (docs/privacy.md): the round releases (as far as the analysis is
+    concerned) the noisy vector ``X = w + N(0, noise_multiplier^2 I)`` of weights with l2
+    sensitivity <= 1, so X is a Gaussian mechanism with noise multiplier ``noise_multiplier``;
+    the released item set is a
     function of X that agrees on neighbouring inputs except on an event (a novel item of the
     added user crossing the threshold) of probability <= ``threshold_delta``.
 

@@ -248,12 +248,12 @@ class MatrixFactorization(RecommenderBase):
             "auto: on for explicit ratings (unobserved_weight 0), off for implicit feedback.",
         },
         "bias_prior": {
-            "bool": True, "cli": False,
+            "bool": True,
             "help": "Shrink the released item biases toward an empirical-Bayes prior fitted "
             "from each step's released statistics (SSP methods with biases; post-processing).",
         },
         "target_clip": {
-            "check": check_target_clip, "none": True, "cli": False,
+            "check": check_target_clip, "none": True, "metavar": "X|auto|none",
             "help": "SSP methods: clip the item update's targets to +-this (rating units) and "
             "scale the moment noise to it; auto: half the rating range's half width with "
             "biases, no clipping without.",

@@ -245,11 +245,11 @@ class PublicFeatureRecommender(RecommenderBase):
             "auto: on (the am-* methods train on explicit ratings).",
         },
         "implicit": {
-            "bool": True, "cli": False,
+            "bool": True,
             "help": "Implicit feedback (all ratings 1): biases='auto' is then off.",
         },
         "bias_prior": {
-            "bool": True, "cli": False,
+            "bool": True,
             "help": "Shrink the released item biases toward an empirical-Bayes prior fitted "
             "from each release's statistics and the public item features (post-processing).",
         },

@@ -22,6 +22,7 @@ from userdp.recommend.metrics import (
     sliced_rmse,
 )
 from userdp.recommend.model import RecommenderModel
+from userdp.recommend.plans import NoisePlan
 from userdp.recommend.protocols import (
     ML20M_MODEL_DEFAULTS,
     EvaluationTask,
@@ -49,6 +50,7 @@ __all__ = [
     "ItemEncoder",
     "ItemSet",
     "MatrixFactorization",
+    "NoisePlan",
     "PublicFeatureEncoder",
     "PublicFeatureRecommender",
     "RatingSplit",

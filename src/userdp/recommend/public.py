@@ -37,7 +37,7 @@ from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnost
 from userdp.recommend.als_steps import check_biases
 from userdp.recommend.engines import make_runner, resolve_engine
 from userdp.recommend.model import RecommenderModel, solve_users
-from userdp.recommend.plans import SSPPlan, plan_ssp_noise
+from userdp.recommend.plans import SSPPlan, plan_noise, plan_ssp_noise
 from userdp.recommend.prior import bias_prior, count_noise_sd, item_covariates
 from userdp.recommend.public_convex import (
     CONVEX_CONSTRAINTS,
@@ -432,11 +432,10 @@ class PublicFeatureRecommender(RecommenderBase):
         per_step = self.inner_steps if self.variant in ("ssp1", "dpsgd") else 1
         plan = None
         if private:
-            plan = plan_ssp_noise(
-                budget, steps=self.steps, releases_per_step=per_step,
-                count_fraction=self.count_fraction,
-                center_fraction=self._center_fraction(),
-                moment_share=self.moment_share, gradient=dpsgd,
+            plan = plan_noise(
+                budget, steps=self.steps, solver="gd" if dpsgd else "ssp",
+                releases_per_step=per_step, count_fraction=self.count_fraction,
+                center_fraction=self._center_fraction(), moment_share=self.moment_share,
                 user_fraction=None if user_features is None else self.user_feature_fraction,
             )  # fmt: skip
             if accountant is not None:
@@ -504,10 +503,11 @@ class PublicFeatureRecommender(RecommenderBase):
         dpsgd = self.variant == "dpsgd"
         plan = None
         if private:
-            plan = plan_ssp_noise(
-                budget, steps=self.steps, releases_per_step=self.inner_steps if dpsgd else 1,
+            plan = plan_noise(
+                budget, steps=self.steps, solver="gd" if dpsgd else "ssp",
+                releases_per_step=self.inner_steps if dpsgd else 1,
                 count_fraction=self.count_fraction, center_fraction=self._center_fraction(),
-                moment_share=self.moment_share, gradient=dpsgd,
+                moment_share=self.moment_share,
                 user_fraction=None if user_features is None else self.user_feature_fraction,
             )  # fmt: skip
             if accountant is not None:

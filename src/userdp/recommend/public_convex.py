@@ -42,7 +42,7 @@ from userdp.multitask.ssp import clip_rows, perturb_statistics, project_psd
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend._base import PreparedRatings
 from userdp.recommend.model import solve_users
-from userdp.recommend.plans import SSPPlan
+from userdp.recommend.plans import NoisePlan
 from userdp.recommend.public_steps import (
     Adam,
     clipped_user_gradients,
@@ -406,7 +406,7 @@ class ConvexFit:
 def train_convex(
     spec: ConvexSpec,
     prep: PreparedRatings,
-    plan: SSPPlan | None,
+    plan: NoisePlan | None,
     noise: NoiseSource,
     rng: np.random.Generator,
     user_features: Any = None,

@@ -96,16 +96,20 @@ def _no_sqrt2(mp: pytest.MonkeyPatch) -> None:
 
 
 def _data_items(mp: pytest.MonkeyPatch) -> None:
-    """Training on the data's own items instead of the item set fixed before training."""
-    original = base_module.RecommenderBase._prepare
+    """Training on the data's own items instead of the item set fixed before training (in
+    the ``fit`` preamble both the estimators and the local runner call)."""
+    import userdp.recommend.runner as runner_module
 
-    def prepare(self, ratings, item_set, noise, *args, **kwargs):
+    original = base_module.prepare_ratings
+
+    def prepare(spec, ratings, item_set, noise, *args, **kwargs):
         from userdp.recommend.items import ItemSet
 
         items = np.unique(np.asarray(ratings[1]))
-        return original(self, ratings, ItemSet.public(items), noise, *args, **kwargs)
+        return original(spec, ratings, ItemSet.public(items), noise, *args, **kwargs)
 
-    mp.setattr(base_module.RecommenderBase, "_prepare", prepare)
+    mp.setattr(base_module, "prepare_ratings", prepare)
+    mp.setattr(runner_module, "prepare_ratings", prepare)
 
 
 def _old_implicit(mp: pytest.MonkeyPatch) -> None:

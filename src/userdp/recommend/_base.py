@@ -27,7 +27,13 @@ from userdp.recommend.items import ItemSet, as_item_set
 from userdp.recommend.model import RecommenderModel
 from userdp.recommend.spec import RunSpec
 
-__all__ = ["SHARED_CONSTRAINTS", "PreparedRatings", "RecommenderBase", "prepare_ratings"]
+__all__ = [
+    "SHARED_CONSTRAINTS",
+    "PreparedRatings",
+    "RecommenderBase",
+    "check_biases",
+    "prepare_ratings",
+]
 
 #: Keywords a release never keeps: the seed (it would regenerate the noise), the progress bar,
 #: the item set (saved as the model's item labels) and the encoder object (its parameters and
@@ -61,6 +67,15 @@ def _check_center(value: Any, name: str, caller: str) -> None:
     else:
         check_real(value, name, caller, low=-math.inf, high=math.inf, low_open=True,
                    high_open=True)  # fmt: skip
+
+
+def check_biases(value: Any, name: str, caller: str) -> None:
+    """True, False or ``"auto"`` (the command line's on, off, auto)."""
+    if not (value == "auto" if isinstance(value, str) else isinstance(value, bool | np.bool_)):
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be True, False or 'auto'. "
+            f"Got {value!r} instead."
+        )
 
 
 def _check_items(value: Any, name: str, caller: str) -> None:

@@ -33,8 +33,7 @@ from userdp.multitask.kernels import segment_statistics
 from userdp.multitask.ssp import perturb_statistics, project_psd
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnostics
-from userdp.recommend.als_steps import check_biases
+from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, check_biases, diagnostics
 from userdp.recommend.engines import make_runner, resolve_engine
 from userdp.recommend.model import RecommenderModel, solve_users
 from userdp.recommend.plans import SSPPlan, plan_noise, plan_ssp_noise

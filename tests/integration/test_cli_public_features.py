@@ -160,6 +160,18 @@ def test_train_am_ssp_on_movielens_writes_the_item_embeddings_and_budget(data, t
     assert "not private" not in err  # exact counts and timings only with -v
 
 
+@pytest.mark.parametrize(("flag", "implicit"), [([], False), (["--implicit"], True)])
+def test_implicit_flag_turns_the_auto_biases_off(flag, implicit, data, tmp_path, capsys):
+    """--implicit says the data are implicit feedback: biases auto is then off."""
+    out = tmp_path / "m.npz"
+    argv = [str(data["ml"]), "-o", str(out), "--method", "am-ssp", *EPS_DELTA, *FAST, *flag]
+    assert _train(*argv, "--no-bias-prior") == ExitCode.OK
+    assert "only appl" not in capsys.readouterr().err
+    model = RecommenderModel.load(out)
+    assert (model.params["implicit"], model.params["bias_prior"]) == (implicit, False)
+    assert (model.item_biases is None) is implicit
+
+
 @pytest.mark.parametrize(("flag", "saved"), [([], True), (["--biases", "off"], False)])
 def test_biases_flag_reaches_the_public_feature_model(flag, saved, data, tmp_path, capsys):
     """Item biases are on by default for the am-* methods too; --biases off trains without."""

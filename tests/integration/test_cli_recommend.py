@@ -170,6 +170,38 @@ def test_biases_flag_reaches_the_model(flag, saved, data, tmp_path, capsys):
     assert model.params["biases"] == ("auto" if saved else False)
 
 
+@pytest.mark.parametrize(
+    ("flags", "prior", "clip"),
+    [
+        ([], True, "auto"),
+        (["--no-bias-prior", "--target-clip", "none"], False, None),
+        (["--bias-prior", "--target-clip", "1.2"], True, 1.2),
+    ],
+)
+def test_prior_and_target_clip_flags_reach_the_model(flags, prior, clip, data, tmp_path, capsys):
+    """--bias-prior/--no-bias-prior and --target-clip X|auto|none set the SSP methods' keywords
+    (the library's defaults when absent)."""
+    out = tmp_path / "m.npz"
+    argv = [str(data["csv"]), "-o", str(out), *EPS_DELTA, *FAST, "--rating-range", "1", "5"]
+    assert _train(*argv, *flags) == ExitCode.OK
+    assert "only applies" not in capsys.readouterr().err
+    p = RecommenderModel.load(out).params
+    assert (p["bias_prior"], p["target_clip"]) == (prior, clip)
+
+
+def test_prior_flags_are_ignored_with_a_warning_by_the_dpsgd_methods(data, tmp_path, capsys):
+    out = tmp_path / "m.npz"
+    argv = [str(data["csv"]), "-o", str(out), *EPS_DELTA, *FAST, "--rating-range", "1", "5"]
+    argv += ["--method", "adadpsgd", "--no-bias-prior", "--target-clip", "1", "--implicit"]
+    assert _train(*argv) == ExitCode.OK
+    err = capsys.readouterr().err
+    assert "--bias-prior only applies to the dpals methods; ignored." in err
+    assert "--target-clip only applies to the dpals methods; ignored." in err
+    assert "--implicit only applies to the am-* methods; ignored." in err
+    p = RecommenderModel.load(out).params
+    assert (p["bias_prior"], p["target_clip"]) == (True, "auto")
+
+
 @pytest.mark.parametrize("layout", ["ml", "zip"])
 def test_train_on_movielens_uses_the_version_scale(layout, data, tmp_path, capsys):
     out = tmp_path / "m.npz"
@@ -214,6 +246,8 @@ def test_refuses_to_overwrite_without_flag(data, tmp_path, capsys):
         (["{csv}", *EPS_DELTA, "--method", "nope"], "invalid choice"),
         (["{csv}", *EPS_DELTA, "--dim", "0"], "'dim' parameter"),
         (["{csv}", *EPS_DELTA, "--biases", "maybe"], "'biases' parameter"),
+        (["{csv}", *EPS_DELTA, "--target-clip", "0"], "'target_clip' parameter"),
+        (["{csv}", *EPS_DELTA, "--target-clip", "wide"], "'target_clip' parameter"),
         (["{csv}", "--method", "als", "--rating-column", "stars"], "'stars' not found"),
         (["{dir}/missing.csv", "--method", "als"], "missing.csv"),
         (["{dir}/other.zip", "--method", "als"], "not a MovieLens zip"),

@@ -72,6 +72,7 @@ def _statistics(runner, model: MatrixFactorization, U: np.ndarray):
             solver="ssp",
             steps=model.steps,
             center_fraction=model._center_fraction(),
+            grouped=True,
         )
     noise = NoiseSource(model.seed)
     item_set = model._item_set(private)

@@ -146,18 +146,40 @@ def test_importing_the_privacy_core_loads_no_capability():
 
 # -- inside recommend: no import cycle; the families build on the shared core ----------------
 RECOMMEND = {module_name(p): p for p in MODULES if module_name(p).startswith("userdp.recommend.")}
-#: The shared core: what both families use; it imports neither family.
-RECOMMEND_CORE = {
-    "userdp.recommend.model", "userdp.recommend.items", "userdp.recommend.centring",
-    "userdp.recommend.plans", "userdp.recommend.prior", "userdp.recommend.metrics",
-    "userdp.recommend.protocols", "userdp.recommend.encoders", "userdp.recommend.id_encoder",
-    "userdp.recommend._flat", "userdp.recommend.public_steps", "userdp.recommend.spec",
+#: recommend's module groups, by idea. The shared core (the estimators' shared base, the
+#: specs, the one noise planner, the empirical-Bayes prior, the item set, centring, the
+#: released model, metrics and protocols); the engines (where the statistics are computed:
+#: local and Spark runners, their factory); the ALS family (MatrixFactorization and its item
+#: update); the public-feature family (PublicFeatureRecommender, its steps, its item encoders,
+#: the convex losses, the federated recommender).
+RECOMMEND_GROUPS = {
+    "core": {
+        "userdp.recommend._base", "userdp.recommend.spec", "userdp.recommend.plans",
+        "userdp.recommend.prior", "userdp.recommend.items", "userdp.recommend.centring",
+        "userdp.recommend.model", "userdp.recommend.metrics", "userdp.recommend.protocols",
+    },
+    "engines": {
+        "userdp.recommend.runner", "userdp.recommend.spark", "userdp.recommend.engines",
+    },
+    "als": {"userdp.recommend.als", "userdp.recommend.als_steps"},
+    "public": {
+        "userdp.recommend.public", "userdp.recommend.public_steps",
+        "userdp.recommend.public_convex", "userdp.recommend.encoders",
+        "userdp.recommend.id_encoder", "userdp.recommend._flat", "userdp.recommend.federated",
+        "userdp.recommend.federated_messages",
+    },
 }  # fmt: skip
-#: The families: the ALS family (MatrixFactorization) and the public-feature family.
-RECOMMEND_FAMILIES = {
-    "userdp.recommend.als", "userdp.recommend.public", "userdp.recommend.public_convex",
-    "userdp.recommend.federated",
-}  # fmt: skip
+#: What each group may import besides itself: the core builds on nothing in recommend; the
+#: engines on the core and the ALS family's item update (``als_steps``: the runners compute
+#: it where the data live); each family on the core and the engines, never on the other.
+RECOMMEND_ALLOWED = {
+    "core": set(),
+    "engines": RECOMMEND_GROUPS["core"] | {"userdp.recommend.als_steps"},
+    "als": RECOMMEND_GROUPS["core"] | RECOMMEND_GROUPS["engines"],
+    "public": RECOMMEND_GROUPS["core"] | RECOMMEND_GROUPS["engines"],
+}
+RECOMMEND_CORE = RECOMMEND_GROUPS["core"]
+RECOMMEND_FAMILIES = RECOMMEND_GROUPS["als"] | RECOMMEND_GROUPS["public"]
 
 
 def recommend_graph() -> dict[str, set[str]]:
@@ -194,6 +216,32 @@ def test_the_recommend_core_imports_no_family():
     graph = recommend_graph()
     bad = {name: graph[name] & RECOMMEND_FAMILIES for name in RECOMMEND_CORE if name in graph}
     assert not {k: v for k, v in bad.items() if v}
+
+
+def test_every_recommend_module_is_in_one_group():
+    """A new module must be placed in a group (and so under its rules)."""
+    placed = [m for group in RECOMMEND_GROUPS.values() for m in group]
+    assert len(placed) == len(set(placed))
+    assert set(RECOMMEND) == set(placed), set(RECOMMEND) ^ set(placed)
+
+
+def test_recommend_groups_import_only_what_their_rules_allow():
+    graph = recommend_graph()
+    bad = {
+        name: sorted(graph[name] - group - RECOMMEND_ALLOWED[label])
+        for label, group in RECOMMEND_GROUPS.items()
+        for name in group
+        if graph.get(name, set()) - group - RECOMMEND_ALLOWED[label]
+    }
+    assert not bad, bad
+
+
+def test_the_group_check_sees_one_family_importing_the_other(monkeypatch):
+    fake = {name: set() for name in RECOMMEND}
+    fake["userdp.recommend.public"] = {"userdp.recommend.als_steps"}
+    monkeypatch.setattr(sys.modules[__name__], "recommend_graph", lambda: fake)
+    with pytest.raises(AssertionError, match=r"userdp\.recommend\.als_steps"):
+        test_recommend_groups_import_only_what_their_rules_allow()
 
 
 def test_the_cycle_check_sees_a_cycle(monkeypatch):

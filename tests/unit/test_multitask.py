@@ -621,7 +621,10 @@ def test_calibration_reports_an_unreachable_target():
 @pytest.mark.parametrize("epsilon", [1.0, 5.0, 20.0])
 def test_training_plan_meets_its_budget_by_independent_accountants(solver, epsilon):
     delta = 1e-5
-    plan = plan_noise(PrivacyBudget(epsilon, delta), solver=solver, steps=3, sgd_steps=4)
+    plan = plan_noise(
+        PrivacyBudget(epsilon, delta), solver=solver, steps=3,
+        releases_per_step=4 if solver == "gd" else 1, grouped=True,
+    )  # fmt: skip
     event = plan.event()
     eps_pld = pld.PLDAccountant(value_discretization_interval=1e-4).compose(event)
     eps_pld = eps_pld.get_epsilon(delta)
@@ -848,7 +851,9 @@ def test_similar_items_of_an_unknown_item_raise_data_error(string_labelled):
 
 
 def test_accountant_reports_gaussian_runs_with_dp_accounting_pld_and_rdp_too():
-    plan = plan_noise(PrivacyBudget(2.0, 1e-5), solver="gd", steps=3, sgd_steps=4)
+    plan = plan_noise(
+        PrivacyBudget(2.0, 1e-5), solver="gd", steps=3, releases_per_step=4, grouped=True
+    )
     acc = PrivacyAccountant().compose(plan.event())
     exact = acc.spent(1e-5).epsilon
     pld_eps = acc.spent(1e-5, accounting="pld").epsilon

@@ -9,6 +9,21 @@ the squared loss or any :class:`ConvexLoss` (:mod:`~userdp.recommend.public_conv
 Both train on an :class:`ItemSet` fixed before training (a public catalogue, or a vocabulary
 chosen by ``userdp.select_partitions`` and passed in: this package never imports
 ``userdp.partition``) and release a :class:`RecommenderModel`.
+
+The modules fall in four groups, each importing only the groups before it (stated and checked
+by the layering tests):
+
+- shared core: ``_base`` (the estimators' shared keywords and ``fit`` preamble), ``spec``
+  (the frozen training specs), ``plans`` (the one noise planner), ``prior`` (the
+  empirical-Bayes bias prior), ``items``, ``centring``, ``model`` (the release), ``metrics``
+  and ``protocols``;
+- engines: ``runner`` (local), ``spark`` and ``engines`` (the ``Runner`` protocol and the
+  factory); they may also use the ALS family's item update, ``als_steps``, which they run
+  where the data live;
+- ALS family: ``als`` (:class:`MatrixFactorization`) and ``als_steps``;
+- public-feature family: ``public`` (:class:`PublicFeatureRecommender`), ``public_steps``,
+  ``public_convex``, ``encoders``, ``id_encoder``, ``_flat``, ``federated`` and
+  ``federated_messages``. Neither family imports the other.
 """
 
 from userdp.recommend.als import METHODS, MatrixFactorization, TrainingPlan, plan_noise
@@ -22,6 +37,7 @@ from userdp.recommend.metrics import (
     sliced_rmse,
 )
 from userdp.recommend.model import RecommenderModel
+from userdp.recommend.plans import NoisePlan
 from userdp.recommend.protocols import (
     ML20M_MODEL_DEFAULTS,
     EvaluationTask,
@@ -49,6 +65,7 @@ __all__ = [
     "ItemEncoder",
     "ItemSet",
     "MatrixFactorization",
+    "NoisePlan",
     "PublicFeatureEncoder",
     "PublicFeatureRecommender",
     "RatingSplit",

@@ -27,7 +27,13 @@ from userdp.recommend.items import ItemSet, as_item_set
 from userdp.recommend.model import RecommenderModel
 from userdp.recommend.spec import RunSpec
 
-__all__ = ["SHARED_CONSTRAINTS", "RecommenderBase", "prepare_ratings"]
+__all__ = [
+    "SHARED_CONSTRAINTS",
+    "PreparedRatings",
+    "RecommenderBase",
+    "check_biases",
+    "prepare_ratings",
+]
 
 #: Keywords a release never keeps: the seed (it would regenerate the noise), the progress bar,
 #: the item set (saved as the model's item labels) and the encoder object (its parameters and
@@ -61,6 +67,15 @@ def _check_center(value: Any, name: str, caller: str) -> None:
     else:
         check_real(value, name, caller, low=-math.inf, high=math.inf, low_open=True,
                    high_open=True)  # fmt: skip
+
+
+def check_biases(value: Any, name: str, caller: str) -> None:
+    """True, False or ``"auto"`` (the command line's on, off, auto)."""
+    if not (value == "auto" if isinstance(value, str) else isinstance(value, bool | np.bool_)):
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be True, False or 'auto'. "
+            f"Got {value!r} instead."
+        )
 
 
 def _check_items(value: Any, name: str, caller: str) -> None:
@@ -138,7 +153,7 @@ SHARED_CONSTRAINTS: dict[str, dict[str, Any]] = {
 
 
 @dataclass
-class _Prepared:
+class PreparedRatings:
     """What both ``fit`` methods compute before training, in the same order (the noise draws
     of the counts and the centre come first, so a seed gives the same model as before)."""
 
@@ -229,7 +244,7 @@ class RecommenderBase(ParamsMixin):
         *,
         count_noise: float | None,
         center_noise: float | None,
-    ) -> _Prepared:
+    ) -> PreparedRatings:
         """:func:`prepare_ratings` with this estimator's declared keywords."""
         spec = self._run_spec(0, False)
         return prepare_ratings(
@@ -318,7 +333,7 @@ def prepare_ratings(
     *,
     count_noise: float | None,
     center_noise: float | None,
-) -> _Prepared:
+) -> PreparedRatings:
     """Read the ratings on the fixed item set, release the counts, centre (Algorithm 3's
     preamble, shared by both recommenders).
 
@@ -356,4 +371,4 @@ def prepare_ratings(
         full, lo, hi, center=spec.center, count_sample=spec.count_sample,
         noise_multiplier=center_noise, noise=noise, released_total=released_total,
     )  # fmt: skip
-    return _Prepared(data, item_set, dropped, lo, hi, values, keys, counts, exact, center)
+    return PreparedRatings(data, item_set, dropped, lo, hi, values, keys, counts, exact, center)

@@ -50,7 +50,7 @@ from userdp.recommend.als_steps import (
 from userdp.recommend.centring import centre, centre_all, mean_statistics
 from userdp.recommend.engines import make_runner, resolve_engine
 from userdp.recommend.model import RecommenderModel, solve_users
-from userdp.recommend.plans import TrainingPlan, plan_noise
+from userdp.recommend.plans import NoisePlan, TrainingPlan, plan_noise
 from userdp.recommend.runner import UserSolve
 from userdp.recommend.spec import Allocation, ItemUpdateSpec
 
@@ -58,6 +58,7 @@ __all__ = [
     "AUTO_CUTOFF",
     "METHODS",
     "MatrixFactorization",
+    "NoisePlan",
     "TrainingPlan",
     "centre",
     "centre_all",
@@ -213,7 +214,7 @@ class MatrixFactorization(RecommenderBase):
         What the released model spends, from the accountant (the item set's private
         selection included).
     dp_event_ : dp_accounting.DpEvent or None
-    plan_ : TrainingPlan or None
+    plan_ : NoisePlan or None
     fit_seconds_ : float
         Not private and never saved.
     diagnostics_ : dict
@@ -248,12 +249,12 @@ class MatrixFactorization(RecommenderBase):
             "auto: on for explicit ratings (unobserved_weight 0), off for implicit feedback.",
         },
         "bias_prior": {
-            "bool": True, "cli": False,
+            "bool": True,
             "help": "Shrink the released item biases toward an empirical-Bayes prior fitted "
             "from each step's released statistics (SSP methods with biases; post-processing).",
         },
         "target_clip": {
-            "check": check_target_clip, "none": True, "cli": False,
+            "check": check_target_clip, "none": True, "metavar": "X|auto|none",
             "help": "SSP methods: clip the item update's targets to +-this (rating units) and "
             "scale the moment noise to it; auto: half the rating range's half width with "
             "biases, no clipping without.",
@@ -469,7 +470,8 @@ class MatrixFactorization(RecommenderBase):
                 budget,
                 solver=self._solver,
                 steps=self.steps,
-                sgd_steps=self.sgd_steps,
+                releases_per_step=self.sgd_steps if self._solver == "gd" else 1,
+                grouped=True,
                 count_fraction=self.count_fraction,
                 center_fraction=self._center_fraction(),
                 moment_share=self.moment_share,

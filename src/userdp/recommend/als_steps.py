@@ -18,10 +18,10 @@ import numpy as np
 from scipy import sparse
 
 from userdp._validation import check_choice, check_real
-from userdp.exceptions import InvalidParameterError
 from userdp.multitask.allocation import adaptive_weights, tail_sampling, uniform_sampling
 from userdp.multitask.ssp import perturb_statistics, project_psd, solve_ridge
 from userdp.privacy.noise import NoiseSource
+from userdp.recommend._base import check_biases
 from userdp.recommend.prior import bias_prior, count_noise_sd, solve_with_prior
 from userdp.recommend.spec import Allocation, ItemUpdateSpec
 
@@ -240,15 +240,6 @@ def check_target_clip(value: Any, name: str, caller: str) -> None:
         check_choice(value, name, caller, ["auto"])
     else:
         check_real(value, name, caller, low=0.0, high=math.inf, low_open=True, high_open=True)
-
-
-def check_biases(value: Any, name: str, caller: str) -> None:
-    """True, False or ``"auto"`` (the command line's on, off, auto)."""
-    if not (value == "auto" if isinstance(value, str) else isinstance(value, bool | np.bool_)):
-        raise InvalidParameterError(
-            f"The {name!r} parameter of {caller} must be True, False or 'auto'. "
-            f"Got {value!r} instead."
-        )
 
 
 def trained_items(model: ItemUpdateSpec, score: np.ndarray, n_items: int, plan: Any) -> np.ndarray:

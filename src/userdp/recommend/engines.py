@@ -13,7 +13,9 @@ import numpy as np
 from userdp._validation import check_choice
 from userdp.multitask.kernels import segment_statistics
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend.runner import LocalRunner, UserSolve
+from userdp.recommend.items import ItemSet
+from userdp.recommend.runner import LocalRunner, Preamble, UserSolve
+from userdp.recommend.spec import Allocation, ItemUpdateSpec, RunSpec
 from userdp.spark import is_spark_dataframe
 
 __all__ = ["ENGINES", "Runner", "make_runner", "resolve_engine"]
@@ -22,19 +24,44 @@ ENGINES = ("auto", "local", "spark")
 
 
 class Runner(Protocol):
-    """The calls of :mod:`userdp.recommend.runner`'s table (exact statistics, never released)."""
+    """The calls of :mod:`userdp.recommend.runner`'s table (exact statistics, never released),
+    as :class:`~userdp.recommend.runner.LocalRunner` and
+    :class:`~userdp.recommend.spark.SparkRunner` implement them."""
 
     n_users: int
 
+    def check(self, spec: RunSpec, item_set: ItemSet | None) -> None: ...
+
+    def prepare(
+        self,
+        spec: RunSpec,
+        item_set: ItemSet | None,
+        noise: NoiseSource,
+        *,
+        count_noise: float | None,
+        center_noise: float | None,
+    ) -> Preamble: ...
+
     def restrict(self, trained: np.ndarray) -> None: ...
 
-    def allocate(self, model: Any, counts: np.ndarray | None, noise: NoiseSource) -> None: ...
+    def allocate(self, rule: Allocation, counts: np.ndarray | None, noise: NoiseSource) -> None: ...
 
     def solve_users(self, U: np.ndarray, how: UserSolve, reg: float) -> None: ...
 
     def gravity(self) -> np.ndarray: ...
 
     def item_statistics(self, weighted: bool) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def gd_update(
+        self,
+        model: ItemUpdateSpec,
+        U: np.ndarray,
+        freq: np.ndarray,
+        plan: Any,
+        noise: NoiseSource,
+        gravity: np.ndarray | None,
+        labels: Any,
+    ) -> np.ndarray: ...
 
     def close(self) -> None: ...
 

@@ -20,7 +20,7 @@ Three roles exchange the typed messages below; only the messages cross a role's 
 Threat model (the paper's, Appendix F). The server, and anyone who sees what it sees (the
 broadcasts, the released model), is untrusted: everything it receives is a Gaussian release of
 the centralised AM-SSP run, with the same sensitivities, the same noise multipliers and the
-same accounting event (:func:`~userdp.recommend.plan_ssp_noise`), so the (epsilon, delta)
+same accounting event (:func:`~userdp.recommend.plan_noise`), so the (epsilon, delta)
 guarantee under adding or removing one user holds against it. The aggregator is the paper's
 trusted "secure aggregator, responsible for computing and protecting the sufficient
 statistics": the paper adds the noise there, once, to the sum, not as distributed shares on
@@ -72,7 +72,7 @@ from userdp.recommend.federated_messages import (
     secure_aggregation_nbytes,
 )
 from userdp.recommend.model import RecommenderModel
-from userdp.recommend.plans import SSPPlan, plan_ssp_noise
+from userdp.recommend.plans import NoisePlan, plan_noise
 from userdp.recommend.public import PublicFeatureRecommender
 from userdp.recommend.public_steps import METHOD_NAMES, Adam, ssp_gradient, ssp_noise_ridge
 
@@ -175,7 +175,7 @@ class SecureAggregator:
 
     Parameters
     ----------
-    plan : SSPPlan
+    plan : NoisePlan
         The noise multipliers (the centralised run's plan: counts, centre, A, b).
     noise : NoiseSource
         The aggregator's secret randomness.
@@ -195,7 +195,7 @@ class SecureAggregator:
     plan multiplier times that sensitivity, by the same noise helpers in the same order.
     """
 
-    def __init__(self, plan: SSPPlan, noise: NoiseSource, item_labels: Any = None) -> None:
+    def __init__(self, plan: NoisePlan, noise: NoiseSource, item_labels: Any = None) -> None:
         self.plan = plan
         self.noise = noise
         self.item_labels = item_labels
@@ -314,7 +314,7 @@ class Server:
     ----------
     encoder : ItemEncoder
         The item encoder on the public features (initialised from public randomness).
-    plan : SSPPlan
+    plan : NoisePlan
         The public noise plan (the item ridge's noise-scaled part depends on it).
     settings : dict
         The declared hyper-parameters: ``rating_range``, ``center``, ``count_sample``, ``mu``,
@@ -324,7 +324,7 @@ class Server:
         Public randomness for mini-batch SSP2's item batches.
     """
 
-    def __init__(self, encoder: Any, plan: SSPPlan, settings: dict[str, Any],
+    def __init__(self, encoder: Any, plan: NoisePlan, settings: dict[str, Any],
                  batch_rng: np.random.Generator) -> None:  # fmt: skip
         self.encoder, self.plan, self.settings, self.batch_rng = encoder, plan, settings, batch_rng
         self.params = encoder.init_params()
@@ -504,7 +504,7 @@ class FederatedPublicFeatureRecommender(RecommenderBase):
                 f"The encoder describes {self.encoder.n_items} items but the item set has "
                 f"{len(item_set)}; build the encoder's features on the item set."
             )
-        plan = plan_ssp_noise(
+        plan = plan_noise(
             budget, steps=self.steps, releases_per_step=1, count_fraction=self.count_fraction,
             center_fraction=self._center_fraction(), moment_share=self.moment_share,
         )  # fmt: skip

@@ -33,13 +33,18 @@ from userdp.multitask.kernels import segment_statistics
 from userdp.multitask.ssp import perturb_statistics, project_psd
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnostics
-from userdp.recommend.als_steps import check_biases
+from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, check_biases, diagnostics
 from userdp.recommend.engines import make_runner, resolve_engine
 from userdp.recommend.model import RecommenderModel, solve_users
-from userdp.recommend.plans import SSPPlan, plan_ssp_noise
+from userdp.recommend.plans import SSPPlan, plan_noise, plan_ssp_noise
 from userdp.recommend.prior import bias_prior, count_noise_sd, item_covariates
-from userdp.recommend.public_convex import CONVEX_CONSTRAINTS, fit_convex
+from userdp.recommend.public_convex import (
+    CONVEX_CONSTRAINTS,
+    check_convex_variant,
+    clip_norms,
+    resolve_loss,
+    train_convex,
+)
 from userdp.recommend.public_steps import (
     METHOD_NAMES,
     Adam,
@@ -58,7 +63,7 @@ from userdp.recommend.public_steps import (
     user_solve_inputs,
 )
 from userdp.recommend.runner import UserSolve, spark_supported
-from userdp.recommend.spec import Allocation
+from userdp.recommend.spec import Allocation, ConvexSpec
 
 __all__ = [
     "SSP_VARIANTS",
@@ -245,11 +250,11 @@ class PublicFeatureRecommender(RecommenderBase):
             "auto: on (the am-* methods train on explicit ratings).",
         },
         "implicit": {
-            "bool": True, "cli": False,
+            "bool": True,
             "help": "Implicit feedback (all ratings 1): biases='auto' is then off.",
         },
         "bias_prior": {
-            "bool": True, "cli": False,
+            "bool": True,
             "help": "Shrink the released item biases toward an empirical-Bayes prior fitted "
             "from each release's statistics and the public item features (post-processing).",
         },
@@ -403,7 +408,7 @@ class PublicFeatureRecommender(RecommenderBase):
         caller = "PublicFeatureRecommender.fit"
         engine = resolve_engine(ratings, engine, caller)
         if engine == "spark":  # refused before anything is charged or read
-            spark_supported(self, user_features, caller)
+            spark_supported(self.variant, self.loss, self.items, user_features, caller)
         if not (isinstance(self.loss, str) and self.loss == "squared"):  # Appendix D
             if not isinstance(self.biases, str) and bool(self.biases):
                 raise InvalidParameterError(
@@ -411,7 +416,7 @@ class PublicFeatureRecommender(RecommenderBase):
                     "'auto' with a loss other than 'squared' (Algorithm 7's path trains no "
                     f"bias). Got {self.biases!r} instead."
                 )
-            return fit_convex(self, ratings, user_features=user_features, accountant=accountant)
+            return self._fit_convex(ratings, user_features, accountant, caller)
         started = time.perf_counter()
         budget = self._validate()
         self._check_accountant(accountant, "accountant", caller)
@@ -426,11 +431,10 @@ class PublicFeatureRecommender(RecommenderBase):
         per_step = self.inner_steps if self.variant in ("ssp1", "dpsgd") else 1
         plan = None
         if private:
-            plan = plan_ssp_noise(
-                budget, steps=self.steps, releases_per_step=per_step,
-                count_fraction=self.count_fraction,
-                center_fraction=self._center_fraction(),
-                moment_share=self.moment_share, gradient=dpsgd,
+            plan = plan_noise(
+                budget, steps=self.steps, solver="gd" if dpsgd else "ssp",
+                releases_per_step=per_step, count_fraction=self.count_fraction,
+                center_fraction=self._center_fraction(), moment_share=self.moment_share,
                 user_fraction=None if user_features is None else self.user_feature_fraction,
             )  # fmt: skip
             if accountant is not None:
@@ -475,6 +479,81 @@ class PublicFeatureRecommender(RecommenderBase):
             user_prior=prior,
         )
         self._publish(params, prior)
+        return self
+
+    def _fit_convex(
+        self, ratings: Any, user_features: Any, accountant: PrivacyAccountant | None, caller: str
+    ) -> PublicFeatureRecommender:
+        """:meth:`fit` for a loss other than ``"squared"`` (Appendix D): the preamble and the
+        release here, the alternating steps in :func:`~userdp.recommend.public_convex.
+        train_convex` from the resolved :class:`~userdp.recommend.spec.ConvexSpec`."""
+        started = time.perf_counter()
+        budget = self._validate()
+        self._check_accountant(accountant, "accountant", caller)
+        loss = resolve_loss(self.loss)
+        check_convex_variant(self.variant, loss)
+        private = budget is not None
+        clips: tuple[Any, Any] = (None, None)  # exact statistics without privacy
+        if private:
+            clips = clip_norms(loss, self.hessian_clip, self.gradient_clip, self.max_norm)
+        item_set = self._item_set(private)
+        if item_set is not None:
+            self._check_encoder_size(len(item_set))
+        dpsgd = self.variant == "dpsgd"
+        plan = None
+        if private:
+            plan = plan_noise(
+                budget, steps=self.steps, solver="gd" if dpsgd else "ssp",
+                releases_per_step=self.inner_steps if dpsgd else 1,
+                count_fraction=self.count_fraction, center_fraction=self._center_fraction(),
+                moment_share=self.moment_share,
+                user_fraction=None if user_features is None else self.user_feature_fraction,
+            )  # fmt: skip
+            if accountant is not None:
+                accountant.compose(plan.event())
+        noise = NoiseSource(self.seed)
+        rng = noise.stream(0x5353)  # mini-batch sampling, as in the squared-loss path
+        prep = self._prepare(
+            ratings, item_set, noise, count_noise=None if plan is None else plan.counts,
+            center_noise=None if plan is None else plan.center,
+        )  # fmt: skip
+        self._check_encoder_size(prep.data.n_items)
+        spec = ConvexSpec(
+            variant=self.variant, loss=loss, clips=clips, encoder=self.encoder,
+            steps=self.steps, inner_steps=self.inner_steps, mu=self.mu, reg=self.reg,
+            noise_reg=self.noise_reg, max_norm=self.max_norm, learning_rate=self.learning_rate,
+            clip_norm=self.clip_norm, negatives=self.negatives, batch_items=self.batch_items,
+            progress=self.progress,
+        )  # fmt: skip
+        fitted = train_convex(spec, prep, plan, noise, rng, user_features)
+        params, prior = fitted.params, fitted.prior
+        factors = np.asarray(self.encoder.forward(params, None)[0], dtype=np.float64)
+        event = spent = None
+        if private:
+            event, spent = self._spent(plan.event(), prep.item_set, budget.delta)
+        self.plan_ = plan
+        self.fit_seconds_ = time.perf_counter() - started
+        self.diagnostics_ = diagnostics(prep.dropped, self.fit_seconds_)
+        declared = self._declared(
+            dim=int(self.encoder.dim), encoder=type(self.encoder).__name__, loss=loss.name,
+            hessian_clip=clips[0], gradient_clip=clips[1],
+        )  # fmt: skip
+        self.model_ = RecommenderModel(
+            method=METHOD_NAMES[self.variant],
+            item_labels=prep.data.item_labels,
+            item_factors=factors,
+            center=float(prep.center),
+            rating_range=(float(prep.lo), float(prep.hi)),
+            item_counts=fitted.counts if private else None,
+            trained_items=np.ones(factors.shape[0], dtype=bool),
+            budget=spent,
+            dp_event=event,
+            item_source=prep.item_set.source,
+            params=declared,
+            encoder_params=np.asarray(params, dtype=np.float64),
+            user_prior=prior,
+        )
+        self._publish(params, prior)  # item_biases_ is None: Algorithm 7 trains no bias
         return self
 
     def _publish(self, params: np.ndarray, prior: Any) -> None:

@@ -27,7 +27,6 @@ AM-SSP (``H_j = A_j``, ``g_j = A_j v^t - b_j``; tested equal without noise) and
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,29 +40,32 @@ from userdp.multitask.allocation import adaptive_weights, row_keys
 from userdp.multitask.kernels import segment_offsets, segment_statistics
 from userdp.multitask.ssp import clip_rows, perturb_statistics, project_psd
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend._base import diagnostics
-from userdp.recommend.model import RecommenderModel, solve_users
-from userdp.recommend.plans import plan_ssp_noise
+from userdp.recommend._base import PreparedRatings
+from userdp.recommend.model import solve_users
+from userdp.recommend.plans import NoisePlan
 from userdp.recommend.public_steps import (
-    METHOD_NAMES,
     Adam,
     clipped_user_gradients,
+    release_prior,
     ssp_noise_ridge,
     user_feature_matrix,
 )
+from userdp.recommend.spec import ConvexSpec
 
 __all__ = [
     "CONVEX_CONSTRAINTS",
     "LOGISTIC",
     "LOSSES",
     "SQUARED",
+    "ConvexFit",
     "ConvexLoss",
+    "check_convex_variant",
     "clip_norms",
     "convex_statistics",
-    "fit_convex",
     "quadratic_model_gradient",
     "resolve_loss",
     "sample_negatives",
+    "train_convex",
 ]
 
 Array = np.ndarray
@@ -361,77 +363,70 @@ def _release(H, g, plan, clips, noise, labels):
     return np.einsum("mdk,mk,mek->mde", vecs, vals, vecs), g
 
 
-def _dpsgd_gradient(model, loss, params, U, rows, weights, user_seg, ridge, plan, noise):
+def _dpsgd_gradient(spec, params, U, rows, weights, user_seg, ridge, plan, noise):
     """AM-DPSGD with the convex loss: user k's gradient ``sum_i w_i l'(u_k . v_j, y_i) J_j^T
     u_k`` clipped to ``clip_norm`` (sensitivity ``clip_norm``), then noise, then the ridge."""
     users, items, y = rows
-    V, _ = model.encoder.forward(params, None)
+    encoder = spec.encoder
+    V, _ = encoder.forward(params, None)
     w = np.ones(users.size) if weights is None else weights
-    resid = w * loss.grad(np.einsum("nd,nd->n", U[users], V[items]), y)
-    clip = model.clip_norm if plan is not None else None
-    total = clipped_user_gradients(model.encoder, params, U, items, resid, *user_seg, clip)
+    resid = w * spec.loss.grad(np.einsum("nd,nd->n", U[users], V[items]), y)
+    clip = spec.clip_norm if plan is not None else None
+    total = clipped_user_gradients(encoder, params, U, items, resid, *user_seg, clip)
     if plan is not None:
         total = noise.add_gaussian(
-            total, plan.gradient * model.clip_norm, statistic="encoder gradient",
-            l2=model.clip_norm,
+            total, plan.gradient * spec.clip_norm, statistic="encoder gradient",
+            l2=spec.clip_norm,
         )  # fmt: skip
-    everything = np.arange(model.encoder.n_items)
-    return total + model.encoder.vjp(params, everything, None, ridge[:, None] * V)
+    everything = np.arange(encoder.n_items)
+    return total + encoder.vjp(params, everything, None, ridge[:, None] * V)
 
 
-def fit_convex(
-    model: Any, ratings: Any, *, user_features: Any = None, accountant: Any = None
-) -> Any:
-    """:meth:`PublicFeatureRecommender.fit` for a loss other than ``"squared"`` (Algorithm 7
-    inside the alternating minimisation); sets the same fitted attributes and returns ``model``.
+def check_convex_variant(variant: str, loss: ConvexLoss) -> None:
+    """``variant="ssp1"`` is refused with a convex loss: a fresh release at every inner step is
+    taken at the current iterate, where the quadratic model's Hessian term vanishes."""
+    if variant == "ssp1":
+        raise InvalidParameterError(
+            f"The 'variant' parameter of {_CALLER} must be 'ssp2', 'minibatch' or 'dpsgd' with "
+            f"loss {loss.name!r} (SSP1's per-step releases sit at the expansion point, where "
+            f"the Hessian statistic is unused). Got {variant!r} instead."
+        )
+
+
+@dataclass(frozen=True)
+class ConvexFit:
+    """What :func:`train_convex` returns: the encoder's parameters, the item counts the ridge
+    used (released, or exact without privacy) and the user-feature prior's table (or None)."""
+
+    params: Array
+    counts: Array
+    prior: Array | None
+
+
+def train_convex(
+    spec: ConvexSpec,
+    prep: PreparedRatings,
+    plan: NoisePlan | None,
+    noise: NoiseSource,
+    rng: np.random.Generator,
+    user_features: Any = None,
+) -> ConvexFit:
+    """``PublicFeatureRecommender.fit`` for a loss other than ``"squared"`` (Algorithm 7 inside
+    the alternating minimisation), from the resolved ``spec`` and the prepared ratings
+    (``plan`` None: exact statistics, no privacy).
 
     Differences from the squared-loss path: the released item statistics are (H_j, g_j) around
     the current item embeddings instead of (A_j, b_j); with ``negatives`` > 0 every user's rows
     are joined by sampled unrated items labelled ``rating_range[0] - center`` (0 on implicit
     feedback with :data:`~userdp.recommend.ML20M_MODEL_DEFAULTS`), which enter the user solve,
     the weights and the statistics as that user's rows. The user update is the least-squares
-    UserUpdate of the paper (Appendix E.1: the same for all methods). ``variant="ssp1"`` is
-    refused: a fresh release at every inner step is taken at the current iterate, where the
-    quadratic model's Hessian term vanishes (use "ssp2" or "minibatch").
+    UserUpdate of the paper (Appendix E.1: the same for all methods).
     """
-    started = time.perf_counter()
-    budget = model._validate()
-    caller = f"{_CALLER}.fit"
-    model._check_accountant(accountant, "accountant", caller)
-    loss = resolve_loss(model.loss)
-    if model.variant == "ssp1":
-        raise InvalidParameterError(
-            f"The 'variant' parameter of {_CALLER} must be 'ssp2', 'minibatch' or 'dpsgd' with "
-            f"loss {loss.name!r} (SSP1's per-step releases sit at the expansion point, where "
-            f"the Hessian statistic is unused). Got {model.variant!r} instead."
-        )
-    private = budget is not None
-    clips: tuple[Any, Any] = (None, None)  # exact statistics without privacy
-    if private:
-        clips = clip_norms(loss, model.hessian_clip, model.gradient_clip, model.max_norm)
-    item_set = model._item_set(private)
-    if item_set is not None:
-        model._check_encoder_size(len(item_set))
-    dpsgd = model.variant == "dpsgd"
-    plan = None
-    if private:
-        plan = plan_ssp_noise(
-            budget, steps=model.steps, releases_per_step=model.inner_steps if dpsgd else 1,
-            count_fraction=model.count_fraction, center_fraction=model._center_fraction(),
-            moment_share=model.moment_share, gradient=dpsgd,
-            user_fraction=None if user_features is None else model.user_feature_fraction,
-        )  # fmt: skip
-        if accountant is not None:
-            accountant.compose(plan.event())
-    noise = NoiseSource(model.seed)
-    rng = noise.stream(0x5353)  # mini-batch sampling, as in the squared-loss path
-    prep = model._prepare(
-        ratings, item_set, noise, count_noise=None if plan is None else plan.counts,
-        center_noise=None if plan is None else plan.center,
-    )  # fmt: skip
+    private = plan is not None
+    encoder, clips = spec.encoder, spec.clips
     data, center, lo = prep.data, prep.center, prep.lo
-    model._check_encoder_size(data.n_items)
-    ratio = 1.0 if model.negatives is None else float(model.negatives)
+    dpsgd = spec.variant == "dpsgd"
+    ratio = 1.0 if spec.negatives is None else float(spec.negatives)
     keys = prep.keys
     if keys is None:  # non-private runs: the same per-row keys, for the same negatives
         keys = row_keys(data.users, data.items, data.user_labels, data.item_labels, noise.salt)
@@ -441,90 +436,57 @@ def fit_convex(
     y = np.concatenate([prep.values - center, np.full(neg_u.size, lo - center)])
     if private:
         counts = prep.counts
-        weights = adaptive_weights(users, items, counts, mu=model.mu, beta=1.0)
+        weights = adaptive_weights(users, items, counts, mu=spec.mu, beta=1.0)
     else:
         counts, weights = prep.exact_counts, None
-    ridge = model.reg * np.maximum(counts, 1.0)
+    ridge = spec.reg * np.maximum(counts, 1.0)
     if plan is not None and plan.gram is not None:
         # As in the squared-loss path, with Gamma_H in place of max_norm^2.
         ridge = ridge + ssp_noise_ridge(
-            model.noise_reg, plan.gram, 1, math.sqrt(clips[0]), model.encoder.dim
+            spec.noise_reg, plan.gram, 1, math.sqrt(clips[0]), encoder.dim
         )
     user_seg = segment_offsets(users, data.n_users)
     item_order, item_offsets = segment_offsets(items, data.n_items)
-    user_reg = model.reg * np.maximum(np.diff(user_seg[1]), 1).astype(np.float64)
+    user_reg = spec.reg * np.maximum(np.diff(user_seg[1]), 1).astype(np.float64)
     phi = prior = user_counts = None
     if user_features is not None:
         phi, n_families = user_feature_matrix(user_features, data.n_users)
-    params = model.encoder.init_params()
-    outer = range(model.steps)
-    if model.progress:
+    params = encoder.init_params()
+    outer = range(spec.steps)
+    if spec.progress:
         from tqdm.auto import tqdm
 
-        outer = tqdm(outer, desc=f"am-{model.variant}-{loss.name}", unit="step", leave=False)
+        outer = tqdm(outer, desc=f"am-{spec.variant}-{spec.loss.name}", unit="step", leave=False)
     for _ in outer:
-        V, _ = model.encoder.forward(params, None)  # v^t: the expansion point
+        V, _ = encoder.forward(params, None)  # v^t: the expansion point
         gram, moment = segment_statistics(user_seg[1], user_seg[0], items, V, None, y)
         if prior is not None:
             moment += user_reg[:, None] * (phi @ prior)
         U = solve_users(gram, moment, user_reg)  # UserUpdate: exact, never released
         if private:
-            U = clip_rows(U, model.max_norm)
+            U = clip_rows(U, spec.max_norm)
         if phi is not None:
-            prior, user_counts = model._release_prior(phi, n_families, U, user_counts, plan, noise)
-        opt = Adam(params.size, model.learning_rate)
+            prior, user_counts = release_prior(
+                phi, n_families, U, user_counts, plan, noise, spec.max_norm
+            )
+        opt = Adam(params.size, spec.learning_rate)
         if dpsgd:
-            for _t in range(model.inner_steps):
+            for _t in range(spec.inner_steps):
                 grad = _dpsgd_gradient(
-                    model, loss, params, U, (users, items, y), weights, user_seg, ridge, plan,
-                    noise,
-                )  # fmt: skip
+                    spec, params, U, (users, items, y), weights, user_seg, ridge, plan, noise
+                )
                 params = opt.step(params, grad)
             continue
         H, g = convex_statistics(
-            loss, U, V, users, items, y, weights, item_order, item_offsets, *clips
+            spec.loss, U, V, users, items, y, weights, item_order, item_offsets, *clips
         )
         H, g = _release(H, g, plan, clips, noise, data.item_labels)
-        for _t in range(model.inner_steps):  # Algorithm 7, lines 7-9 (Adam steps)
+        for _t in range(spec.inner_steps):  # Algorithm 7, lines 7-9 (Adam steps)
             batch = None
-            if model.variant == "minibatch":
-                size = min(model.batch_items, data.n_items)
+            if spec.variant == "minibatch":
+                size = min(spec.batch_items, data.n_items)
                 batch = np.sort(rng.choice(data.n_items, size, replace=False))
-            grad = quadratic_model_gradient(model.encoder, params, H, g, V, ridge, batch)
+            grad = quadratic_model_gradient(encoder, params, H, g, V, ridge, batch)
             params = opt.step(params, grad)
         del H, g
-    return _finish(model, params, plan, prep, counts, prior, loss, clips, budget, started)
-
-
-def _finish(model, params, plan, prep, counts, prior, loss, clips, budget, started):
-    """Set the fitted attributes as :meth:`PublicFeatureRecommender.fit` does."""
-
-    private = plan is not None
-    factors = np.asarray(model.encoder.forward(params, None)[0], dtype=np.float64)
-    event = spent = None
-    if private:
-        event, spent = model._spent(plan.event(), prep.item_set, budget.delta)
-    model.plan_ = plan
-    model.fit_seconds_ = time.perf_counter() - started
-    model.diagnostics_ = diagnostics(prep.dropped, model.fit_seconds_)
-    declared = model._declared(
-        dim=int(model.encoder.dim), encoder=type(model.encoder).__name__, loss=loss.name,
-        hessian_clip=clips[0], gradient_clip=clips[1],
-    )  # fmt: skip
-    model.model_ = RecommenderModel(
-        method=METHOD_NAMES[model.variant],
-        item_labels=prep.data.item_labels,
-        item_factors=factors,
-        center=float(prep.center),
-        rating_range=(float(prep.lo), float(prep.hi)),
-        item_counts=counts if private else None,
-        trained_items=np.ones(factors.shape[0], dtype=bool),
-        budget=spent,
-        dp_event=event,
-        item_source=prep.item_set.source,
-        params=declared,
-        encoder_params=np.asarray(params, dtype=np.float64),
-        user_prior=prior,
-    )
-    model._publish(params, prior)  # item_biases_ is None: Algorithm 7 trains no bias
-    return model
+    return ConvexFit(params, counts, prior)

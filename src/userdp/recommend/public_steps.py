@@ -16,6 +16,7 @@ from scipy import sparse
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask.ssp import clip_rows
 from userdp.recommend.encoders import IdEncoder, PublicFeatureEncoder
+from userdp.recommend.model import user_feature_matrix
 
 __all__ = [
     "METHOD_NAMES",
@@ -125,36 +126,6 @@ def clipped_user_gradients(
                 g *= clip / norm
         total += g
     return total
-
-
-def user_feature_matrix(user_features: Any, n_users: int) -> tuple[sparse.csr_matrix, int]:
-    """Stack private user-feature families into ``Phi`` (n_users x values) and count them.
-
-    Each family's rows are scaled to sum to 1 (a multivalent feature is averaged, as the item
-    encoder does), so every user's row has ``||phi_k||_2^2 <= F`` for F families: the bound the
-    prior's sensitivity rests on. Accepts a :class:`~userdp.data.features.SparseFeatures`, a
-    list of them, or one nonnegative sparse matrix (one family).
-    """
-    families = user_features if isinstance(user_features, list | tuple) else [user_features]
-    if not families:
-        raise InvalidParameterError("user_features must hold at least one feature family.")
-    blocks = []
-    for fam in families:
-        m = getattr(fam, "matrix", fam)
-        if not sparse.issparse(m):
-            m = sparse.csr_matrix(np.asarray(m, dtype=np.float64))
-        m = sparse.csr_matrix(m, dtype=np.float64)
-        if m.shape[0] != n_users:
-            raise InvalidParameterError(
-                f"A user-feature family has {m.shape[0]} rows but the ratings have {n_users} "
-                "users; build the features on ratings.user_labels."
-            )
-        if m.nnz and (not np.all(np.isfinite(m.data)) or m.data.min() < 0):
-            raise InvalidParameterError("User features must be finite and nonnegative.")
-        total = np.asarray(m.sum(axis=1)).ravel()
-        scale = np.divide(1.0, total, out=np.zeros_like(total), where=total > 0)
-        blocks.append(sparse.diags(scale) @ m)
-    return sparse.csr_matrix(sparse.hstack(blocks, format="csr")), len(families)
 
 
 def user_prior_statistics(phi: sparse.csr_matrix, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

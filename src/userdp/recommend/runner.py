@@ -249,7 +249,7 @@ class LocalRunner:
         return gd_update(model, U, self.V, self._gd, freq, plan, noise, gravity, labels)
 
 
-def spark_supported(model: Any, user_features: Any, caller: str) -> None:
+def spark_supported(variant: str, loss: Any, items: Any, user_features: Any, caller: str) -> None:
     """Refuse what :class:`~userdp.recommend.PublicFeatureRecommender` cannot train on the
     Spark engine (before anything is charged or read): the squared loss's SSP variants run
     there (ssp2, ssp1, minibatch, with or without biases); AM-DPSGD (one VJP per user), the
@@ -257,22 +257,21 @@ def spark_supported(model: Any, user_features: Any, caller: str) -> None:
     item set must be given: the encoder's rows are its positions, and without one the data's
     items are ordered differently by the two engines (first appearance, sorted)."""
     where = "with engine='spark' (the local engine trains it)"
-    if model.variant not in ("ssp2", "ssp1", "minibatch"):
+    if variant not in ("ssp2", "ssp1", "minibatch"):
         raise InvalidParameterError(
             f"The 'variant' parameter of {caller} must be one of ['ssp2', 'ssp1', 'minibatch'] "
-            f"{where}. Got {model.variant!r} instead."
+            f"{where}. Got {variant!r} instead."
         )
-    if not (isinstance(model.loss, str) and model.loss == "squared"):
+    if not (isinstance(loss, str) and loss == "squared"):
         raise InvalidParameterError(
-            f"The 'loss' parameter of {caller} must be 'squared' {where}. "
-            f"Got {model.loss!r} instead."
+            f"The 'loss' parameter of {caller} must be 'squared' {where}. Got {loss!r} instead."
         )
     if user_features is not None:
         raise InvalidParameterError(
             f"The 'user_features' parameter of {caller} must be None {where}. "
             f"Got {type(user_features).__name__} instead."
         )
-    if model.items is None:
+    if items is None:
         raise InvalidParameterError(
             "The 'items' parameter of PublicFeatureRecommender must be an item set with "
             "engine='spark' (the encoder's rows are its positions; the data's own items are "

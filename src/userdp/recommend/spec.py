@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Allocation", "ItemUpdateSpec", "RunSpec"]
+__all__ = ["Allocation", "ConvexSpec", "ItemUpdateSpec", "RunSpec"]
 
 
 @dataclass(frozen=True)
@@ -55,3 +55,27 @@ class RunSpec:
     count_sample: int
     dim: int
     biased: bool
+
+
+@dataclass(frozen=True)
+class ConvexSpec:
+    """What :func:`userdp.recommend.public_convex.train_convex` reads of a
+    ``PublicFeatureRecommender`` fit with a loss other than squared: the declared
+    hyper-parameters, resolved (``loss`` a ``ConvexLoss``; ``clips`` its ``(Gamma_H, Gamma_g)``,
+    ``(None, None)`` without privacy)."""
+
+    variant: str
+    loss: Any
+    clips: tuple[float | None, float | None]
+    encoder: Any
+    steps: int
+    inner_steps: int
+    mu: float
+    reg: float
+    noise_reg: float
+    max_norm: float
+    learning_rate: float
+    clip_norm: float
+    negatives: float | None
+    batch_items: int
+    progress: bool

@@ -187,6 +187,9 @@ SCOPES: dict[str, Scope] = {
     "top_items": Scope(_every, _MF),
     "min_item_count": Scope(_every, f"{_MF} ('auto': dpals)"),
     "biases": Scope(_every, "every method", _ALL),
+    "bias_prior": Scope(_ssp, "the dpals methods", _SSP, "the am-ssp methods"),
+    "target_clip": Scope(_ssp, "the dpals methods"),
+    "implicit": Scope(None, "", _ALL, _AM),
     "loss": Scope(None, "", _ALL, _AM),
     "hessian_clip": Scope(None, "", _QUADRATIC, _CONVEX),
     "gradient_clip": Scope(None, "", _QUADRATIC, _CONVEX),
@@ -327,6 +330,8 @@ def model_options(args: argparse.Namespace, methods: Sequence[str]) -> dict[str,
                 value = _number_or_word(value)
             elif name == "biases":
                 value = {"on": True, "off": False}.get(value, value)
+            elif name == "target_clip":
+                value = None if value == "none" else _number_or_word(value)
             options[name] = value  # methods it does not apply to never read it
         else:
             logger.warning("%s only applies to %s; ignored.", flag(name), scope.describe(methods))

@@ -224,7 +224,7 @@ class RecommenderBase(ParamsMixin):
                     f"Private training needs an item set fixed before training: pass {caller}("
                     "items=...) a public catalogue of item ids, or ItemSet.selected(result) of "
                     "userdp.select_partitions on the (user, item) pairs. The data's own item "
-                    "ids would reveal every user's rare items (issue 17)."
+                    "ids would reveal every user's rare items."
                 )
             return None
         item_set = as_item_set(self.items)

@@ -146,7 +146,7 @@ class MatrixFactorization(RecommenderBase):
         it needs in the item solve is released with noise (sensitivity ``max_norm^2``, a
         ``gravity`` share of each step); in the user solve ``U^T U`` is public: the released
         item factors over the fixed item set. That is why the item set must be fixed first: a
-        new item entering ``U`` moved every user's solve (issue 18; see ``fit``'s Privacy).
+        new item entering ``U`` would move every user's solve (see ``fit``'s Privacy).
     top_items : float or None, default=None
         Train only on the ``ceil(top_items * len(items))`` items with the largest *private*
         counts (the ML20M protocol trains on the top 10 %); the others get zero factors. The
@@ -420,7 +420,7 @@ class MatrixFactorization(RecommenderBase):
         Neighbouring datasets differ in all ratings of one user. With the item set fixed
         before any statistic (public, or privately selected and composed into ``dp_event_``),
         and conditioned on the values released before it, each release moves by at most its
-        stated l2 sensitivity when a user is added (re-derived for issue 18, tested by
+        stated l2 sensitivity when a user is added (tested by
         ``tests/property/test_recommend_neighbours.py`` with a user whose items are all new):
 
         - private counts: ``sqrt(count_sample + 1)`` (at most ``count_sample`` counts move by
@@ -448,7 +448,7 @@ class MatrixFactorization(RecommenderBase):
 
         Before the item set was fixed, a user bringing an item nobody else rated changed the
         shape of ``U`` and entered every user's ``alpha U^T U``, so every user's ``v`` moved
-        and these bounds failed by up to 4.2x (issue 18). Noise is calibrated to
+        and these bounds failed by up to 4.2x. Noise is calibrated to
         (``epsilon``, ``delta``) by search with the accountant; ``budget_`` is what the
         accountant reports for the whole release (the private selection of the item set
         included).

@@ -2,8 +2,8 @@
 
 A released model's item vocabulary must not depend on any single user: if it were the union of
 the users' items, an item rated by one user only would appear in the model exactly when that
-user is in the data (issue 17), and a new item would enter every user's implicit-feedback solve
-(issue 18). So the item set is one of:
+user is in the data, and a new item would enter every user's implicit-feedback solve. So the
+item set is one of:
 
 - **public**: a catalogue the user passes (``ItemSet.public(labels)`` or just the labels), such
   as MovieLens' movie list in the papers' protocol. Costs nothing.

@@ -1,8 +1,8 @@
 """The steps of AM-SSP (Krichene et al. 2023b, arXiv:2310.15454) that
 :class:`~userdp.recommend.PublicFeatureRecommender` composes: the encoder's gradient from the
 released item statistics (eq. (4)/(5)), the per-user clipped gradient of AM-DPSGD, the Adam
-optimiser, the private user-feature prior's statistics, and the item-bias coordinate (issue 15
-item 2: :class:`BiasedEncoder`, :func:`user_solve_inputs`, :func:`item_update_inputs`).
+optimiser, the private user-feature prior's statistics, and the item-bias coordinate
+(:class:`BiasedEncoder`, :func:`user_solve_inputs`, :func:`item_update_inputs`).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def ssp_noise_ridge(
     (Algorithm 2) spends the same budget on ``T = releases_per_step`` fresh releases with
     ``sqrt(T)`` more noise each, and its T inner gradients average them: the noise the encoder
     fits is that of their mean, ``gram_sigma / sqrt(T)``. Scaling the ridge by the per-release
-    ``gram_sigma`` instead over-regularises SSP1 by ``sqrt(T)`` (issue 15: on a synthetic set at
+    ``gram_sigma`` instead over-regularises SSP1 by ``sqrt(T)`` (measured on a synthetic set at
     epsilon 20, test RMSE 0.968 with it against 0.921 without). Public: a function of the plan.
     """
     return noise_reg * (gram_sigma / np.sqrt(releases_per_step)) * max_norm**2 * np.sqrt(dim)
@@ -139,7 +139,7 @@ def user_prior_statistics(phi: sparse.csr_matrix, U: np.ndarray) -> tuple[np.nda
     return np.asarray(phi.T @ U), np.asarray(phi.sum(axis=0)).ravel()
 
 
-# -- item biases (issue 15 item 2) -------------------------------------------------------------
+# -- item biases --------------------------------------------------------------------------------
 class BiasedEncoder:
     """An item encoder with one more output column, the item-bias coordinate ``z_j``.
 
@@ -254,7 +254,7 @@ def user_side_norm(max_norm: float, beta: float | None) -> float:
     return float(max_norm) if beta is None else float(np.hypot(max_norm, beta))
 
 
-# -- moved from public.py (issue 16: the module stays under ~600 lines) ----------------------
+# -- the encoder protocol and the model's shared helpers --------------------------------------
 #: What an item encoder must provide (see :class:`~userdp.recommend.encoders.ItemEncoder`).
 ENCODER_METHODS = ("n_items", "dim", "n_params", "init_params", "forward", "vjp")
 

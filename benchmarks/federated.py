@@ -1,5 +1,5 @@
 """Federated SSP2 (public-features paper, Appendix F, Algorithm 8): traffic per client against
-federated DP-SGD, and federated RMSE against centralised SSP2 (issue 16 item 3).
+federated DP-SGD, and federated RMSE against centralised SSP2.
 
 Run from the repository root (``pip install -e ".[bench]"``)::
 

@@ -1,4 +1,4 @@
-"""Pilot for the defaults of tight composition (issue 13), on a pilot draw only.
+"""Pilot for the defaults of tight composition, on a pilot draw only.
 
 Every default (precision split, threshold-delta split, share of delta paid for thresholds,
 b_max, number of rounds) is chosen here on ONE draw of the Zipf generator (seed 0, 200,000 users,

@@ -6,7 +6,7 @@ Run from the repository root (``pip install -e ".[bench]"``)::
     python benchmarks/public_biases.py --variants ssp2,ssp1     # without AM-DPSGD (slow)
     python benchmarks/public_biases.py --datasets synthetic --seeds 1
 
-Issue 15 item 2. Same protocol as ``public_features.py`` (ML10M split, test RMSE, delta 1e-5,
+Private item biases. Same protocol as ``public_features.py`` (ML10M split, test RMSE, delta 1e-5,
 dim 16, the recommender's defaults, genre + year + id features, the MovieLens item list as
 the public catalogue): for each variant and epsilon 1 / 5 / 20, the same seeds with
 ``biases=False`` (the earlier model) and ``biases=True`` (released item biases from the

@@ -11,7 +11,7 @@ What it measures (Krichene et al. 2023, Section 5 and Appendix C):
    validation) for every method at epsilon 1, 5, 20 (delta 1e-5) on ml-100k and
    ml-latest-small from ``--movielens`` when present, and on a synthetic ML-10M-shaped set
    (``--synthetic longtail``, the default: ``longtail_ratings``, ML-10M's sizes and its bias
-   decomposition; ``--synthetic lowrank``: ``lowrank_ratings``, the shape before issue 15,
+   decomposition; ``--synthetic lowrank``: ``lowrank_ratings``, the earlier shape,
    without biases).
    RMSE overall and in 5 equal-size item buckets by training frequency, beside the
    global-mean predictor and non-private ALS.
@@ -495,7 +495,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="longtail",
         help="Shape of the synthetic set: longtail (item biases correlated with popularity, user "
         "biases, low-rank interactions and noise, with ML-10M's decomposition) or lowrank (no "
-        "biases: the shape before issue 15, which cannot show a tail effect). Default: longtail.",
+        "biases: the shape before the realistic set, which cannot show a tail effect). "
+        "Default: longtail.",
     )
     p.add_argument("--seeds", type=int, default=3, help="Noise seeds per run on the small sets.")
     p.add_argument("--methods", default=",".join(ALL), help="Comma-separated methods.")

@@ -1,4 +1,4 @@
-"""Private centring and private biases of MatrixFactorization (issue 15, items 2 and 3).
+"""Private centring and private biases of MatrixFactorization.
 
 Two measurements, small enough for a shared machine (at most 1M ratings):
 

@@ -27,10 +27,10 @@ skew and bias decomposition):
 
 Epsilon (delta 1e-5 everywhere): 1, 3.1, 5 and 20. The reference code's ML-10M "epsilon = 1 / 5
 / 20" spends epsilon = 3.11 / 19.7 / 127 under correct sensitivities and exact Gaussian
-composition (measured in issue 15), so here 3.1 is the paper's "1" and 20 about its "5"; the
+composition (measured here), so here 3.1 is the paper's "1" and 20 about its "5"; the
 paper's "20" (127) is not run, and 1 and 5 have no paper counterpart.
 
-Targets (issue 15), checked and printed PASS/FAIL on the evaluated means, never tuned toward:
+Targets, checked and printed PASS/FAIL on the evaluated means, never tuned toward:
 at epsilon 3.1, AdaDPALS >= 3% lower RMSE than DPALS-tail overall and lower in every bucket;
 at epsilon 20, every private method's two tail buckets >= 5% below the global mean's.
 
@@ -81,12 +81,13 @@ from userdp.recommend import (
 
 DELTA = 1e-5
 EPSILONS = (1.0, 3.1, 5.0, 20.0)
-#: Issue 15: the reference code's labels and the epsilon they spend when accounted correctly.
+#: The reference code's labels and the epsilon they spend when accounted correctly.
 PAPER_LABELS = {"1": 3.11, "5": 19.7, "20": 127.0}
 EPSILON_NOTE = (
     "epsilon (delta 1e-5) is the honest one: the reference code's ML-10M 'epsilon = 1 / 5 / 20' "
-    "spends 3.11 / 19.7 / 127 with correct sensitivities and exact Gaussian composition (issue "
-    "15), so 3.1 here is the paper's '1', 20 about its '5'; the paper's '20' (127) is not run."
+    "spends 3.11 / 19.7 / 127 with correct sensitivities and exact Gaussian composition "
+    "(measured here), so 3.1 here is the paper's '1', 20 about its '5'; the paper's '20' (127) "
+    "is not run."
 )
 TUNE_DRAW, EVAL_DRAW = 0, 1  # generator seeds: tuning draw, evaluated draw
 RATING_RANGE = (0.5, 5.0)
@@ -509,7 +510,7 @@ def print_summary(results: dict[str, Any]) -> None:
                 + " ".join(f"{x:7.4f}" for x in r["buckets"])
                 + note
             )
-    print("\nTargets (issue 15)")
+    print("\nTargets")
     for t in results["targets"]:
         print(f"  [{t['status']}] {t['target']}")
         if "eb_gain" in t:

@@ -1,4 +1,4 @@
-"""Benchmark of the Spark runner of MatrixFactorization against the local runner (issue 16).
+"""Benchmark of the Spark runner of MatrixFactorization against the local runner.
 
 Run from the repository root (needs ``pip install "userdp[spark]"`` and Java 17+; skips cleanly
 without them)::

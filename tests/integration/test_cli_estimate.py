@@ -122,7 +122,7 @@ V = "--user-column customer --value-column amount --bounds 0 10"
     ("argv", "message"),
     [
         ("mean {values} --user-column customer --value-column nope --bounds 0 1", "column 'nope'"),
-        # parameter values are checked by the library, in its one format (issue 14)
+        # parameter values are checked by the library, in its one format
         ("mean {values} --user-column customer --bounds 5 1", "'bounds' parameter"),
         (f"quantile {{values}} {V} --quantiles 1.5", "'q' parameter of weighted_quantile"),
         (f"quantile {{values}} {V} --selection-share 1", "'selection_share' parameter"),

@@ -1,4 +1,4 @@
-"""Hostile inputs to the ``userdp`` command fail cleanly (issue 12, item 3; issue 17, messages).
+"""Hostile inputs to the ``userdp`` command fail cleanly.
 
 Every case here was reproduced before its fix: one line ``userdp CMD: error: ...`` on stderr,
 exit 2, nothing written to the output, and no cell value of the data in the message.
@@ -57,7 +57,7 @@ def _fails_cleanly(argv: list[str], capsys, prog: str) -> str:
 
 # -- ids ----------------------------------------------------------------------------------------
 def test_jsonl_ids_with_20_digits_stay_exact(tmp_path, capsys):
-    """Issue 12: 20-digit JSON ids were read as float64 (3,000 users collapsed to 2)."""
+    """20-digit JSON ids were read as float64 (3,000 users collapsed to 2)."""
     p = tmp_path / "big.jsonl"
     base = 98765432109876543210
     with open(p, "w") as f:
@@ -75,7 +75,7 @@ def test_jsonl_ids_with_20_digits_stay_exact(tmp_path, capsys):
 # -- epsilon ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("epsilon", ["1e20", "1e300"])
 def test_huge_epsilon_finishes_without_nan(epsilon, files, capsys):
-    """Issue 12: --epsilon 1e20 never finished; 1e300 said "function value is NaN"."""
+    """--epsilon 1e20 never finished; 1e300 said "function value is NaN"."""
     start = time.perf_counter()
     code = main(["select", str(files["pairs"]), "--epsilon", epsilon, "--delta", "1e-5"])
     assert time.perf_counter() - start < 10
@@ -299,7 +299,7 @@ def test_empty_string_ids_are_refused_with_row_and_column(tmp_path, capsys):
     assert "'user'" in line and "row 1" in line and "empty" in line
 
 
-# -- messages without data values (issue 17) ------------------------------------------------------
+# -- messages without data values ------------------------------------------------------
 SECRET = "carol-secret-diagnosis"
 
 
@@ -399,7 +399,7 @@ def test_interrupt_during_imports_prints_one_line_and_exits_130():
 
 
 def test_recommend_reports_duplicate_ratings(tmp_path, capsys):
-    """Issue 12: a repeated (user, item) rating silently kept the last one."""
+    """A repeated (user, item) rating silently kept the last one."""
     p = tmp_path / "ratings.csv"
     rows = [f"u{u},i{i},{1 + (u + i) % 5}\n" for u in range(40) for i in range(5)]
     p.write_text("user,item,rating\n" + "".join(rows) + "u0,i0,5\nu1,i1,5\n")
@@ -411,7 +411,7 @@ def test_recommend_reports_duplicate_ratings(tmp_path, capsys):
 
 
 def test_pairs_dropped_by_the_cap_are_counted_per_round(tmp_path, capsys):
-    """Issue 12: the summary added the rounds' drops ("1991267 pairs dropped" of 1M pairs)."""
+    """The summary added the rounds' drops ("1991267 pairs dropped" of 1M pairs)."""
     p = tmp_path / "pairs.csv"
     p.write_text("user,item\n" + "".join(f"u{u},i{i}\n" for u in range(200) for i in range(10)))
     argv = ["select", str(p), *EPS_DELTA, "--seed", "1", "--max-items-per-user", "4", "-v"]

@@ -238,7 +238,7 @@ def test_refuses_to_overwrite_without_flag(data, tmp_path, capsys):
         (["{csv}", "--method", "als", *EPS_DELTA], "drop --epsilon and --delta"),
         (["{csv}", *EPS_DELTA], "--rating-range LOW HIGH"),
         (["{csv}", "--epsilon", "1", "--rating-range", "1", "5"], "pass --delta"),
-        # Values are checked once, by the library (issue 14): its messages name the keyword.
+        # Values are checked once, by the library: its messages name the keyword.
         (["{csv}", "--epsilon", "0", "--delta", "1e-5", "--rating-range", "1", "5"], "'epsilon'"),
         (["{csv}", "--epsilon", "1", "--delta", "1", "--rating-range", "1", "5"], "'delta'"),
         (["{csv}", *EPS_DELTA, "--rating-range", "5", "1"], "low < high"),
@@ -478,7 +478,7 @@ def test_python_dash_m_userdp_recommend_help():
     assert done.stderr == ""
 
 
-# -- the item set (issue 17) --------------------------------------------------------------------
+# -- the item set --------------------------------------------------------------------
 def test_train_chooses_the_item_set_privately_by_default(tmp_path, capsys):
     # D' = synthetic ratings + one user holding a title nobody else rated.
     r = lowrank_ratings(n_users=2000, n_items=20, n_ratings=16_000, seed=4)

@@ -79,7 +79,7 @@ def instances(draw):
 def test_replacing_one_users_labels_moves_the_release_by_at_most_the_bound(case, seed):
     """Same seed, same Laplace draw: the two releases differ by C y - C y' up to the safe-noise
     grid (each coordinate snapped within g/2: at most g more per coordinate, which is the
-    declared SAFE_NOISE_INFLATION of the bound, issue 12)."""
+    declared SAFE_NOISE_INFLATION of the bound)."""
     x, users, y, y2, (lower, upper), noise_variance, epsilon = case
     width = upper - lower
     c = gwa_matrix(x, np.array(users), noise_variance=noise_variance, laplace_unit=width / epsilon)

@@ -1,5 +1,5 @@
 """Sensitivity of PublicFeatureRecommender's released item statistics with and without item
-biases (issue 15 item 2), under adding one user, on random small inputs.
+biases, under adding one user, on random small inputs.
 
 The released statistics are built by the same steps ``fit`` composes: the user solve
 (:func:`user_solve_inputs`), the split into factors, item-side vectors and targets

@@ -1,5 +1,5 @@
 """Every release of a whole training run moves by at most its stated sensitivity when one user is
-added, including a user whose items nobody else rated (issue 18).
+added, including a user whose items nobody else rated.
 
 Neighbouring datasets D and D' = D + one user. Both runs use the same seed and the same item
 set, fixed before training (a public catalogue). A recording noise source (the shape of the
@@ -157,7 +157,7 @@ def test_every_public_feature_release_holds_its_bound_for_an_added_user(
     center = make().set_params(epsilon=2.0, delta=1e-5).fit(d).center_
     make().set_params(epsilon=2.0, delta=1e-5).fit(d2)
     _check(tape)
-    # The stated bounds of the item statistics: [u, max_norm] with biases (issue 15 item 2).
+    # The stated bounds of the item statistics: [u, max_norm] with biases.
     n2 = (2 if biases else 1) * 0.7**2
     half = max(5.0 - center, center - 0.5)
     grams = [r for r in tape.runs[0] if r.statistic == "item gram"]

@@ -1,8 +1,8 @@
 """End-to-end release tests on neighbouring datasets: one user's items are never released.
 
 The weight tests bound sensitivities; these check the *release* itself, which is where a
-candidate set or threshold can break delta even when every weight respects its bound (issue 12:
-GreedyUpdate offered every item of one user to its threshold). With delta tiny, a correct
+candidate set or threshold can break delta even when every weight respects its bound
+(GreedyUpdate offered every item of one user to its threshold). With delta tiny, a correct
 algorithm releases a novel item with probability <= delta per run, so any release over these
 fixed seeds and examples is a defect, not bad luck.
 """

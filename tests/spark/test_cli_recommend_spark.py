@@ -76,7 +76,7 @@ def test_private_item_selection_on_spark(spark, ratings, tmp_path, capsys):
     ],
 )
 def test_spark_engine_saves_the_local_am_ssp_model(spark, ratings, tmp_path, method, features):
-    """AM-SSP on Spark (issue 16): the public item features read on the driver for the item
+    """AM-SSP on Spark: the public item features read on the driver for the item
     set, the statistics on the executors; the saved model is --engine local's."""
     catalogue = tmp_path / "items.txt"
     catalogue.write_text("".join(f"{100 + i}\n" for i in range(13)))  # 112: nobody rated it

@@ -36,7 +36,7 @@ def test_select_a_parquet_directory_to_stdout(spark, parquet_dir, capsys):
     assert code == 0, captured.err
     assert captured.out == "7\n8\n"
     assert "selected 2 items with mad2r" in captured.err
-    assert "users" not in captured.err  # exact counts only with -v (issue 12)
+    assert "users" not in captured.err  # exact counts only with -v
     code = main(["select", str(parquet_dir), "--user-column", "uid", *FLAGS, "-v"])
     err = capsys.readouterr().err
     assert f"{N_USERS} users" in err and "NOT differentially private" in err

@@ -1,5 +1,5 @@
 """``userdp select --engine spark`` is quiet on a non-terminal stderr and fails in one line
-(issue 12, item 3: JVM/log4j lines and progress bars even with -q; a 15,000-character Java
+(JVM/log4j lines and progress bars even with -q; a 15,000-character Java
 stack for a truncated Parquet file)."""
 
 from __future__ import annotations

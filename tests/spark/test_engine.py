@@ -152,7 +152,7 @@ def test_weights_and_selection_match_local(spark, name, pairs, seed):
 
 @pytest.mark.parametrize("recap", [True, False])
 def test_query_plans_do_not_grow_with_the_rounds(spark, capsys, recap):
-    """Regression (issue 13): each round's plan nested every earlier round's cached plans, ~25x
+    """Regression: each round's plan nested every earlier round's cached plans, ~25x
     larger per round, and Spark expands plans into text for every job: 3 rounds exhausted a
     3 GiB driver heap. Rounds now meet in a checkpointed item frame, so round 3's weights have
     a plan no larger than round 2's."""

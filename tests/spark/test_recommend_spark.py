@@ -1,4 +1,4 @@
-"""The Spark runner of MatrixFactorization computes what the local runner computes (issue 16).
+"""The Spark runner of MatrixFactorization computes what the local runner computes.
 
 Pre-noise statistics (exact counts, item Grams and moments, the implicit term's Gram) agree to
 1e-9 on random small data for every method the Spark engine runs; the seeded end-to-end model
@@ -151,7 +151,7 @@ def test_seeded_model_equals_the_local_model(spark, method, biases, extra):
 
 
 def test_a_user_with_only_new_items_changes_no_released_shape(spark):
-    """Issue 18 on the Spark path: the item set is fixed before training."""
+    """On the Spark path: the item set is fixed before training."""
     table, items = _random_ratings(4)
     new = pa.table({"user": ["intruder"] * 4, "item": [f"new{k}" for k in range(4)],
                     "rating": [5.0] * 4})  # fmt: skip

@@ -1,4 +1,4 @@
-"""PublicFeatureRecommender (AM-SSP) on the Spark runner releases the local model (issue 16).
+"""PublicFeatureRecommender (AM-SSP) on the Spark runner releases the local model.
 
 For a given seed the Spark engine's released encoder parameters, item embeddings, item biases,
 counts and centre equal the local engine's to 1e-9, for ssp2, ssp1 and minibatch with and

@@ -1,4 +1,4 @@
-"""The auditor (issue 12, item 5): record/replay sensitivity audit and epsilon lower bounds."""
+"""The auditor: record/replay sensitivity audit and epsilon lower bounds."""
 
 from __future__ import annotations
 

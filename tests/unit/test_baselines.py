@@ -100,7 +100,7 @@ def test_greedy_update_first_user_puts_its_whole_budget_on_its_first_item():
 
 
 def test_greedy_update_added_user_can_make_an_item_present_at_weight_zero_positive():
-    """Why GreedyUpdate offers every present item, not only positive ones (issue 12).
+    """Why GreedyUpdate offers every present item, not only positive ones.
 
     D: user 0 holds [a, i] in that order and spends its whole budget on a, so i is present at
     weight 0. D' adds user 1 = [a] first: it fills a to Gamma = 1, so user 0 now spends on i.

@@ -220,7 +220,7 @@ def test_read_csv_keeps_null_like_tokens_as_strings(tmp_path):
 
 
 def test_read_csv_refuses_empty_string_ids(tmp_path):
-    """Issue 12: empty ids were accepted silently; now refused with the column and row."""
+    """Empty ids were accepted silently; now refused with the column and row."""
     p = tmp_path / "pairs.csv"
     p.write_text('user,item\na,""\nb,x\n')
     with pytest.raises(DataError, match=r"Column 'item' has an empty value \(first at row 0\)"):

@@ -1,4 +1,4 @@
-"""The one id encoder (issue 14): codes and code books in appearance or sorted order."""
+"""The one id encoder: codes and code books in appearance or sorted order."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One convention for every release of ``userdp.estimate`` (issue 14).
+"""One convention for every release of ``userdp.estimate``.
 
 Every keyword is in a declared table and a bad value of any rule is refused in the one message
 format before the data are read; a shared accountant with a total budget refuses a release that

@@ -476,7 +476,7 @@ def test_bad_parameters_are_rejected_before_the_data_are_read(params, match):
         (lambda x, y, u: (x, y, np.where(u == u[0], np.nan, u)), "'users' contains NaN"),
         (
             lambda x, y, u: (x, y, np.array([None, *map(str, u[1:])], dtype=object)),
-            # factorize_users is data.encoding.encode_ids since issue 14: a null id is named.
+            # factorize_users is data.encoding.encode_ids : a null id is named.
             r"'users' (ids must be sortable|has 1 null value\(s\) \(first at row 0\))",
         ),
     ],
@@ -506,7 +506,7 @@ def test_prediction_checks_the_feature_count_and_the_loss():
 
 
 def test_the_label_set_is_declared_not_read_from_the_data():
-    # Issue 17: a user holding the only label -1 must not change classes_ (it was the set of
+    # A user holding the only label -1 must not change classes_ (it was the set of
     # labels seen); the declared classes are released, and labels outside them are refused
     # without printing them.
     x, y, users, _ = logistic_data(19)

@@ -464,7 +464,7 @@ def test_sparse_features_check_their_matrix():
     assert SparseFeatures("g", ok, ["a", "b"]).shape == (2, 2)
     with pytest.raises(InvalidParameterError, match="2 columns but 1 values"):
         SparseFeatures("g", ok, ["a"])
-    # One container with recommend's FeatureFamily (issue 14): a negative weight is a DataError
+    # One container with recommend's FeatureFamily: a negative weight is a DataError
     # naming its row and column, and any sparse or dense matrix is stored as a float64 CSR copy.
     with pytest.raises(DataError, match=r"weight -1.0 at row 0, column 0; .* finite and >= 0"):
         SparseFeatures("g", sp.csr_matrix(np.array([[-1.0]])), ["a"])

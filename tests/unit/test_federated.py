@@ -1,4 +1,4 @@
-"""Federated SSP2 (public-features paper, Appendix F, Algorithm 8; issue 16 item 3): what the
+"""Federated SSP2 (public-features paper, Appendix F, Algorithm 8): what the
 server receives, equality with centralised SSP2, accounting, neighbours, traffic, bad input."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Hostile inputs to the Python API raise UserDPError leaves, never raw library errors (issue 12).
+"""Hostile inputs to the Python API raise UserDPError leaves, never raw library errors.
 
-Each test reproduces one of the failures listed in issue 12, item 3 (raw OverflowError,
+Each test reproduces one of the failures found by an audit (raw OverflowError,
 ArrowNotImplementedError, AttributeError, ZeroDivisionError, "FieldRef" messages) and checks the
-message names rows and columns without echoing cell values (issue 17).
+message names rows and columns without echoing cell values.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def test_check_model_file_refuses_non_models(content, tmp_path):
 # -- calibration --------------------------------------------------------------------------------
 @pytest.mark.parametrize("epsilon", [1e12, 1e20, 1e100])
 def test_gaussian_sigma_is_quick_and_valid_for_huge_epsilon(epsilon):
-    """Issue 12: the nudge loop ran forever at epsilon=1e20 (steps of 1e-12 relative)."""
+    """The nudge loop ran forever at epsilon=1e20 (steps of 1e-12 relative)."""
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

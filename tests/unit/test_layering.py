@@ -1,4 +1,4 @@
-"""Import layering, one test per rule (issue 14):
+"""Import layering, one test per rule:
 
 - the privacy core imports no capability and no CLI, and importing it loads none;
 - the data layer imports no algorithm;

@@ -1,6 +1,6 @@
 """longtail_ratings reproduces the MovieLens-10M RMSE decomposition it is calibrated to.
 
-On ML-10M (issue 15): global mean 1.06, item-bias model 0.94, user + item biases 0.87, matrix
+On ML-10M: global mean 1.06, item-bias model 0.94, user + item biases 0.87, matrix
 factorization 0.78 (ALS 0.7772), item-count Gini about 0.80. The bias models here are the usual
 shrunk means fitted on 90% of the ratings and scored on the rest; "signal" is the noiseless
 rating (same seed, ``noise=0``), a floor under what matrix factorization can reach. The sample is
@@ -77,7 +77,7 @@ def test_the_noiseless_signal_leaves_the_matrix_factorization_error(sample):
 
 
 def test_the_old_lowrank_shape_has_no_bias_to_learn(sample):
-    # The reason for the new generator (issue 15): a bias model barely beats the global mean.
+    # The reason for the new generator: a bias model barely beats the global mean.
     m = bias_rmse(lowrank_ratings(**SIZES, seed=3))
     assert m["global"] - m["user+item"] < 0.03
     big = bias_rmse(sample)

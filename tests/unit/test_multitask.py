@@ -535,7 +535,7 @@ def test_noisy_gd_clips_every_example_gradient_so_one_step_is_bounded():
     assert change >= 0.5 * clip  # the bound is not vacuous here
 
 
-# -- the budget-taking entry points (issue 14: epsilon, delta and a shared accountant) -----------
+# -- the budget-taking entry points (epsilon, delta and a shared accountant) -----------
 def _entry(kind: str, users, tasks, x, y, w, **kw):
     if kind == "ssp":
         return task_weighted_ssp(
@@ -968,7 +968,7 @@ def test_a_cutoff_no_item_reaches_gives_a_zero_model_that_predicts_the_centre():
     np.testing.assert_allclose(pred, model.center_)
 
 
-# -- per-user random choices keyed by the user's own rows (issue 12's auditor relies on it) ------
+# -- per-user random choices keyed by the user's own rows (the auditor relies on it) ---------------
 @pytest.mark.parametrize("rule", ["sample", "uniform", "tail"])
 def test_keyed_choices_of_other_users_do_not_change_when_a_user_is_added(rule):
     from userdp.multitask.allocation import row_keys

@@ -485,7 +485,7 @@ def _textbook_or_safe(value: float, textbook: float, tol: float) -> bool:
     """``value`` is the papers' ``textbook`` threshold (to ``tol``) grown by safe noise only.
 
     Safe noise draws ``sigma (1 + 2^-12)`` and adds two grid steps ``2^-27`` and a relative
-    ``2^-52`` to rho (issue 12), so a threshold lies between the textbook one and ``(1 + 2^-11)``
+    ``2^-52`` to rho, so a threshold lies between the textbook one and ``(1 + 2^-11)``
     times it plus ``2^-25``.
     """
     return textbook - tol < value <= (textbook + tol) * (1 + 2.0**-11) + 2.0**-25

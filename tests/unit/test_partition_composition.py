@@ -1,4 +1,4 @@
-"""Tight composition of weight-and-threshold rounds (issue 13): the thresholded-Gaussian event,
+"""Tight composition of weight-and-threshold rounds: the thresholded-Gaussian event,
 calibration, one accountant for a selection and other releases, and an empirical privacy check.
 """
 
@@ -313,7 +313,7 @@ def test_auto_cap_on_a_few_hundred_users_keeps_the_fixed_caps_output():
     assert len(auto) >= 0.8 * len(fixed)
 
 
-# -- safe noise: the threshold on the weight grid (issue 12) ------------------------------------
+# -- safe noise: the threshold on the weight grid ------------------------------------
 def _mp_worst_crossing(rho: float, grid: float, scale: float, cap: int, h: float) -> float:
     """Exact max over t of P(some of t novel items crosses rho), with mpmath: each item of
     weight h/sqrt(t) is released as (rint(w/g) + floor(Z/g + 1/2)) g, Z ~ N(0, scale^2), so it

@@ -1,4 +1,4 @@
-"""Private user and item biases in PublicFeatureRecommender (issue 15, item 2): the item biases
+"""Private user and item biases in PublicFeatureRecommender: the item biases
 come from one more encoder output and ride in the same releases as the factors (same weights,
 noise multipliers and accounting), the user biases are solved from each user's own ratings and
 never released; ``biases=False`` is the earlier training."""

@@ -315,7 +315,7 @@ def test_user_features_are_refused_when_the_model_has_none_or_the_rows_do_not_ma
     ],
 )
 def test_the_common_keywords_are_checked_as_in_matrix_factorization(kw, fragment):
-    # Issue 14: PublicFeatureRecommender checked 9 of its keywords; the shared base checks all
+    # PublicFeatureRecommender checked 9 of its keywords; the shared base checks all
     # the ones it shares with MatrixFactorization, with the same wording.
     data = lowrank_ratings(n_users=50, n_items=10, n_ratings=300, seed=1)
     for make in (

@@ -94,7 +94,7 @@ def test_implicit_keeps_the_pairs_and_sets_every_value_to_one():
     assert np.all(i.values == 1.0)
 
 
-# -- Ratings extends Contributions (issue 14): one set of constructors ----------------------------
+# -- Ratings extends Contributions: one set of constructors ----------------------------
 def test_ratings_are_contributions_with_a_value_column():
     r = Ratings.from_columns(*zip(*ROWS, strict=True))
     pairs = Contributions.from_columns(*list(zip(*ROWS, strict=True))[:2])

@@ -1,4 +1,4 @@
-"""Private user and item biases in MatrixFactorization (issue 15, item 2): the item biases are
+"""Private user and item biases in MatrixFactorization: the item biases are
 released with the item factors (same weights, noise multipliers and accounting), the user biases
 are solved from each user's own ratings and never released."""
 
@@ -138,7 +138,7 @@ def test_a_model_without_biases_saves_none_and_solves_no_user_bias():
         MatrixFactorization(method="als", biases="yes").fit(data)
 
 
-# -- the private centre (issue 15, item 3) -----------------------------------------------------
+# -- the private centre -----------------------------------------------------
 def _heavy_users_rate_lower(seed: int = 0) -> Ratings:
     """40 heavy users (100 ratings, mean ~2.5) and 400 light users (5 ratings, mean ~4)."""
     rng = np.random.default_rng(seed)

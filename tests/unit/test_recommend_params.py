@@ -1,4 +1,4 @@
-"""Issue 14: the recommenders' budget convention (epsilon, delta in the constructor; a shared
+"""The recommenders' budget convention (epsilon, delta in the constructor; a shared
 accountant in fit) and their declared parameter tables, from which the bad values are made."""
 
 from __future__ import annotations

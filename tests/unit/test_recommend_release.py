@@ -1,4 +1,4 @@
-"""What a released recommender holds (issue 17): neighbouring datasets D and D' = D + one user
+"""What a released recommender holds: neighbouring datasets D and D' = D + one user
 who holds a unique item ('rare-title-42') under a unique user label. The release (model
 attributes, saved file bytes, summary strings, warnings) must not contain them, and the saved
 file's structure (keys, shapes, dtypes) must not depend on them."""

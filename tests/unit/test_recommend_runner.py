@@ -1,4 +1,4 @@
-"""MatrixFactorization.fit's engine keyword and the local runner (issue 16): the Spark engine's
+"""MatrixFactorization.fit's engine keyword and the local runner: the Spark engine's
 own tests are in tests/spark/test_recommend_spark.py."""
 
 from __future__ import annotations

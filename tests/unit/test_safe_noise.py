@@ -1,4 +1,4 @@
-"""Safe (grid-snapped) noise and the release-recording hook (issue 12, items 2 and 5)."""
+"""Safe (grid-snapped) noise and the release-recording hook."""
 
 from __future__ import annotations
 

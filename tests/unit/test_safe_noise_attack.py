@@ -9,7 +9,7 @@ knows ``x0``, ``x1``, the noise scale and how the textbook release is computed i
 asks, for each output ``y``, which hypothesis can produce exactly this float (or more often).
 The textbook float mechanism is told apart (the tests assert it, so they can fail); the
 grid-snapped releases of :meth:`NoiseSource.add_laplace` / :meth:`NoiseSource.add_gaussian` are
-not (accuracy within a binomial band of 1/2). Issue 12.
+not (accuracy within a binomial band of 1/2).
 
 Laplace: NumPy's sampler is ``loc +- scale * log(v)``, ``v`` a multiple of 2^-52 in (0, 1] (see
 numpy/random/src/distributions/distributions.c ``random_laplace``), sparse in the tails.

@@ -3,51 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import dp_accounting
 import pyarrow as pa
 
+from userdp._diagnostics import NotPrivateMapping
 from userdp.privacy import PrivacyBudget
 
 __all__ = ["AggregateDiagnostics", "AggregateResult"]
 
 
 @dataclass(frozen=True)
-class AggregateDiagnostics(Mapping[str, Any]):
+class AggregateDiagnostics(NotPrivateMapping):
     """NON-PRIVATE exact statistics of the input, for the data curator only (a mapping).
 
     .. warning:: Not private. Un-noised counts of the input, to monitor the job; not part of
        the release, never printed by :meth:`AggregateResult.summary`, never to be published.
     """
 
-    private = False  #: a reminder for code that handles it: these values are not DP
-
     n_rows: int
     n_users: int
     rows_in_keys: int
     seconds: float
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._keys():
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._keys())
-
-    def __len__(self) -> int:
-        return len(self._keys())
-
-    @classmethod
-    def _keys(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
-
-    def describe(self) -> str:
-        """One line for logs, labelled as not private."""
-        body = ", ".join(f"{k}={v}" for k, v in self.items())
-        return f"NOT PRIVATE (exact, for the operator only): {body}"
 
 
 @dataclass(frozen=True)

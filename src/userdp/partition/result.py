@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import dp_accounting
 import pyarrow as pa
 
+from userdp._diagnostics import NotPrivateMapping
 from userdp.privacy import PrivacyBudget
 from userdp.privacy.budget import format_delta
 
@@ -19,7 +20,7 @@ __all__ = ["SelectionDiagnostics", "SelectionResult", "SparkSelectionResult"]
 
 
 @dataclass(frozen=True)
-class SelectionDiagnostics(Mapping[str, Any]):
+class SelectionDiagnostics(NotPrivateMapping):
     """NON-PRIVATE exact statistics of the input, for the data curator only (a mapping).
 
     .. warning:: Not private. These are un-noised counts of the input, shown to whoever runs
@@ -28,28 +29,6 @@ class SelectionDiagnostics(Mapping[str, Any]):
        items. ``round_sizes`` is the exception: the number of items each round released is
        post-processing of the release.
     """
-
-    private = False  #: a reminder for code that handles it: these values are not DP
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._keys():
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._keys())
-
-    def __len__(self) -> int:
-        return len(self._keys())
-
-    @classmethod
-    def _keys(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
-
-    def describe(self) -> str:
-        """One line for logs, labelled as not private."""
-        body = ", ".join(f"{k}={v}" for k, v in self.items())
-        return f"NOT PRIVATE (exact, for the operator only): {body}"
 
     n_users: int
     n_pairs: int

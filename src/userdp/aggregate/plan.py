@@ -24,7 +24,6 @@ whatever that function composes.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,14 +31,12 @@ from typing import Any
 import dp_accounting
 import pyarrow as pa
 
-from userdp.exceptions import InvalidParameterError, UnsupportedEventError
+from userdp.exceptions import InvalidParameterError
 from userdp.privacy import (
     ExponentialMechanismDpEvent,
-    LaplaceThresholdDpEvent,
-    ThresholdedGaussianDpEvent,
-    WeightAndThresholdDpEvent,
     gaussian_sigma,
 )
+from userdp.privacy.accountant import event_cost as accountant_event_cost
 
 __all__ = ["DEFAULT_SHARES", "Cost", "Plan", "event_cost", "make_plan"]
 
@@ -72,32 +69,9 @@ class Cost:
 
 
 def event_cost(event: dp_accounting.DpEvent) -> Cost:
-    """The cost of ``event`` as :class:`~userdp.privacy.PrivacyAccountant` composes it."""
-    match event:
-        case dp_accounting.NoOpDpEvent():
-            return Cost()
-        case ThresholdedGaussianDpEvent(noise_multiplier=z, threshold_delta=dt):
-            return Cost(delta=dt, precision=math.inf if z == 0 else z**-2)
-        case dp_accounting.GaussianDpEvent(noise_multiplier=z):
-            return Cost(precision=math.inf if z == 0 else z**-2)
-        case (
-            WeightAndThresholdDpEvent(epsilon=eps, delta=d)
-            | LaplaceThresholdDpEvent(epsilon=eps, delta=d)
-        ):
-            return Cost(eps, d)
-        case ExponentialMechanismDpEvent(epsilon=eps):
-            return Cost(eps)
-        case dp_accounting.LaplaceDpEvent(noise_multiplier=b):
-            return Cost(math.inf if b == 0 else 1.0 / b)
-        case dp_accounting.SelfComposedDpEvent(event=inner, count=n):
-            c = event_cost(inner)
-            return Cost(c.epsilon * n, c.delta * n, c.precision * n)
-        case dp_accounting.ComposedDpEvent(events=events):
-            total = Cost()
-            for e in events:
-                total = total + event_cost(e)
-            return total
-    raise UnsupportedEventError(f"aggregate cannot plan around {type(event).__name__}.")
+    """The cost of ``event`` as :class:`~userdp.privacy.PrivacyAccountant` composes it (the
+    accountant's own rule, :func:`userdp.privacy.accountant.event_cost`)."""
+    return Cost(*accountant_event_cost(event))
 
 
 def total_precision(epsilon: float, delta: float, spent: Cost) -> float:

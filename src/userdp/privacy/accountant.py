@@ -24,7 +24,7 @@ from userdp.privacy.events import (
     WeightAndThresholdDpEvent,
 )
 
-__all__ = ["PrivacyAccountant"]
+__all__ = ["PrivacyAccountant", "event_cost"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,19 @@ def _cost_of(event: dp_accounting.DpEvent) -> _Cost:
             raise UnsupportedEventError(
                 f"PrivacyAccountant cannot account for {type(event).__name__}: {event!r}."
             )
+
+
+def event_cost(event: dp_accounting.DpEvent) -> tuple[float, float, float]:
+    """``(epsilon, delta, gaussian_precision)`` of ``event`` as the accountant composes it.
+
+    ``epsilon`` and ``delta`` add up by basic composition (pure and thresholded parts, the
+    thresholded Gaussians' ``threshold_delta`` included); ``gaussian_precision`` is the sum of
+    ``sigma^-2`` over the Gaussian parts (l2 sensitivity 1), which compose as one Gaussian.
+    For planning a budget split around a sub-release before it runs. Raises
+    :class:`~userdp.exceptions.UnsupportedEventError` naming an event it cannot account for.
+    """
+    c = _cost_of(event)
+    return c.epsilon, c.delta, c.gaussian_precision
 
 
 class PrivacyAccountant:

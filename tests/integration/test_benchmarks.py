@@ -69,7 +69,9 @@ def test_the_recommender_protocol_tunes_on_one_draw_and_scores_another(tmp_path)
             assert (row["reg"], row["noise_reg"]) == (choice["reg"], choice["noise_reg"])
             assert row["seeds"] == 2 and row["epsilon_spent"] <= float(eps) + 1e-9
     assert set(result["baselines"]) == {"global-mean", "item-bias", "user+item-bias"}
-    assert [t["status"] in ("PASS", "FAIL") for t in result["targets"]] == [True, True]
+    # the two targets whose rows ran are judged; the prior's needs "adadpals-eb", not run here
+    assert [t["status"] for t in result["targets"]][2] == "NOT RUN"
+    assert [t["status"] in ("PASS", "FAIL") for t in result["targets"]][:2] == [True, True]
     assert "user+item-bias" in done.stdout and "Targets" in done.stdout
 
 

@@ -1,6 +1,6 @@
 """Import layering, one test per rule:
 
-- the base (``exceptions``, ``_validation``, ``_params``) imports nothing else of
+- the base (``exceptions``, ``_validation``, ``_params``, ``_engines``) imports nothing else of
   userdp: it sits below the privacy core;
 - the privacy core imports no capability and no CLI, and importing it loads none;
 - the data layer imports no algorithm;
@@ -86,7 +86,7 @@ def test_privacy_imports_no_other_userdp_subpackage(path):
 
 
 #: The base layer: below the privacy core, it imports nothing else of userdp.
-BASE = {"userdp.exceptions", "userdp._validation", "userdp._params"}
+BASE = {"userdp.exceptions", "userdp._validation", "userdp._params", "userdp._engines"}
 
 
 def base_violations(path: Path, name: str | None = None) -> set[str]:
@@ -289,3 +289,45 @@ def test_recommend_public_functions_have_type_hints():
                 if node.returns is None or any(a.annotation is None for a in args):
                     missing.append(f"{name}.{node.name}:{node.lineno}")
     assert not missing, missing
+
+
+# -- one engine resolver: the engine list and the Spark-frame check live in userdp._engines ---
+def engine_copies(path: Path) -> list[str]:
+    """Lines of ``path`` that define an engine list or test for a Spark frame by type name."""
+    return [
+        f"{path.name}:{k}: {line.strip()}"
+        for k, line in enumerate(path.read_text().splitlines(), 1)
+        if line.startswith("ENGINES =") or 'startswith("pyspark' in line
+    ]
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in MODULES if module_name(p) != "userdp._engines"], ids=str
+)
+def test_engine_dispatch_is_written_once(path):
+    assert not engine_copies(path)
+
+
+def test_the_engine_rule_sees_a_copy(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        'ENGINES = ("auto", "local", "spark")\n'
+        "def is_spark(d):\n"
+        '    return type(d).__module__.startswith("pyspark.sql")\n'
+    )
+    assert len(engine_copies(probe)) == 2
+    assert len(engine_copies(SRC / "_engines.py")) == 2
+
+
+def test_every_capability_resolves_engines_with_the_one_resolver():
+    import importlib
+
+    from userdp import _engines
+    from userdp.recommend import engines
+
+    # ``userdp.aggregate`` and ``userdp.partition.api`` are shadowed by functions of the
+    # same name in their packages' namespaces: fetch the modules themselves.
+    partition_api = importlib.import_module("userdp.partition.api")
+    aggregate_api = importlib.import_module("userdp.aggregate.api")
+    assert engines.resolve_engine is _engines.resolve_engine
+    assert partition_api.ENGINES is aggregate_api.ENGINES is engines.ENGINES is _engines.ENGINES

@@ -28,7 +28,7 @@ from userdp.aggregate.local import (
 from userdp.aggregate.plan import DEFAULT_SHARES, Plan, event_cost, make_plan
 from userdp.aggregate.result import AggregateDiagnostics, AggregateResult
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
+from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget, check_accountant
 
 __all__ = ["ENGINES", "METRICS", "aggregate"]
 
@@ -180,6 +180,7 @@ def aggregate(
     o = {**_OPTIONS, **options}
     bounding = check_choice(o["bounding"], "bounding", caller, list(BOUNDINGS))
     engine = resolve_engine(data, engine, caller)
+    check_accountant(accountant, "accountant", caller)
     needs_values = bool({"sum", "mean", "quantiles"} & set(ms))
     if needs_values and (value_column is None or bounds is None):
         raise InvalidParameterError(

@@ -14,7 +14,7 @@ from userdp.partition.cap import choose_cap
 from userdp.partition.result import SelectionResult, SparkSelectionResult
 from userdp.partition.runner import Tap
 from userdp.partition.select import LocalRunner, _budget
-from userdp.privacy import LaplaceThresholdDpEvent, PrivacyAccountant
+from userdp.privacy import LaplaceThresholdDpEvent, PrivacyAccountant, check_accountant
 
 __all__ = ["ALGORITHMS", "ENGINES", "basic", "dp_sips", "mad", "mad2r", "select_partitions"]
 
@@ -100,6 +100,7 @@ or pyspark.sql.DataFrame
             "the local engine."
         )
     total = _budget(epsilon, delta, spec.caller)
+    check_accountant(accountant, "accountant", "select_partitions")
     if spec.function is not None:  # sequential baselines: one local function each
         if accountant is not None:
             # same basic-composition cost (epsilon, delta) as the baselines' own events

@@ -109,6 +109,7 @@ def _neighbours(seed: int, kind: str) -> tuple[Ratings, Ratings, list[str]]:
     return table(rows), table(rows + added), vocab
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["new-outside", "new-inside", "mix"])
 @pytest.mark.parametrize("variant", ["ssp2", "minibatch", "dpsgd"])
 @settings(

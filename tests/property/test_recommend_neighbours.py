@@ -29,6 +29,9 @@ from helpers import Tape  # noqa: E402
 from userdp.data.ratings import Ratings  # noqa: E402
 from userdp.recommend import IdEncoder, MatrixFactorization, PublicFeatureRecommender  # noqa: E402
 
+#: Whole training runs on neighbouring datasets: about a minute in all on two cores.
+pytestmark = pytest.mark.slow
+
 PRIVATE = ("dpals-uniform", "dpals-tail", "adadpals", "dpsgd-uniform", "dpsgd-tail", "adadpsgd")
 KINDS = ("new-outside", "new-inside", "mix")
 FEW = settings(

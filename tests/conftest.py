@@ -62,5 +62,7 @@ def spark():
         if os.environ.get("CI"):
             raise
         pytest.skip(str(err))
+    # an already-running session of another master would silently test something else
+    assert session.sparkContext.master == SPARK_MASTER, session.sparkContext.master
     yield session
     session.stop()

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from userdp._validation import check_constraints
 from userdp.exceptions import InvalidParameterError
 
-__all__ = ["ACCOUNTANT", "ParamsMixin", "check_accountant", "public_parameters"]
+__all__ = ["ParamsMixin", "public_parameters"]
 
 
 class ParamsMixin:
@@ -79,19 +79,3 @@ class ParamsMixin:
 def public_parameters(constraints: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The keywords of a table that the command line offers (rules without ``"cli": False``)."""
     return [name for name, rule in constraints.items() if rule.get("cli", True)]
-
-
-def check_accountant(value: object, name: str, caller: str) -> None:
-    """Rule for ``accountant=`` in every entry point: a shared
-    :class:`~userdp.privacy.PrivacyAccountant`, or None for a release accounted on its own."""
-    from userdp.privacy.accountant import PrivacyAccountant  # the core imports this module
-
-    if value is not None and not isinstance(value, PrivacyAccountant):
-        raise InvalidParameterError(
-            f"The {name!r} parameter of {caller} must be a PrivacyAccountant or None. "
-            f"Got {value!r} instead."
-        )
-
-
-#: The table rule for ``accountant=`` (an object: the command line does not offer it).
-ACCOUNTANT: dict[str, Any] = {"check": check_accountant, "none": True, "cli": False}

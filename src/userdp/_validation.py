@@ -86,23 +86,6 @@ def check_real(
     return v
 
 
-def check_budget(value: object, caller: str, *, none: bool = True) -> Any:
-    """Check that ``value`` is a :class:`~userdp.privacy.PrivacyBudget` (or None if allowed).
-
-    A tuple such as ``(5.0, 1e-5)`` is refused with the fix, instead of an AttributeError
-    deep inside training.
-    """
-    from userdp.privacy.budget import PrivacyBudget  # the budget module imports this one
-
-    if (value is None and none) or isinstance(value, PrivacyBudget):
-        return value
-    raise InvalidParameterError(
-        f"The 'budget' parameter of {caller} must be a PrivacyBudget"
-        f"{' or None' if none else ''}. Got {value!r} instead. Build one with "
-        "PrivacyBudget(epsilon=..., delta=...)."
-    )
-
-
 def first_non_float(values: object) -> str:
     """Where the first element that is not a float sits, as text for a message (no value).
 

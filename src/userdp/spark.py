@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from userdp._engines import is_spark_dataframe
 from userdp.exceptions import UserDPError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,13 +33,6 @@ _GIB = 1 << 30
 
 class SparkUnavailableError(UserDPError):
     """PySpark or Java is missing, so the Spark engine cannot start."""
-
-
-def is_spark_dataframe(data: Any) -> bool:
-    """Whether ``data`` is a ``pyspark.sql.DataFrame`` (classic or Connect), without importing
-    PySpark (the engines' ``engine="auto"`` rule)."""
-    cls = type(data)
-    return cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame"
 
 
 def require_pyspark() -> None:

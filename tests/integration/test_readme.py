@@ -24,7 +24,14 @@ def _blocks(language: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("index", range(len(_blocks("python"))))
+@pytest.mark.parametrize(
+    "index",
+    [
+        # a block that uses Spark starts the shared session: slow, like every Spark test
+        pytest.param(k, marks=[pytest.mark.slow, pytest.mark.spark] if "spark" in block else [])
+        for k, block in enumerate(_blocks("python"))
+    ],
+)
 def test_readme_python_example_runs(index, tmp_path, monkeypatch, capsys, request):
     monkeypatch.chdir(tmp_path)
     if "spark" in _blocks("python")[index]:

@@ -69,6 +69,7 @@ def _check(before, after):
     return checked
 
 
+@pytest.mark.slow
 @settings(
     max_examples=max(N_EXAMPLES // 3, 10),
     deadline=None,

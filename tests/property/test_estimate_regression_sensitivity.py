@@ -74,6 +74,7 @@ def instances(draw):
     return x, users, y, y2, (lower, lower + width), noise_variance, epsilon
 
 
+@pytest.mark.slow
 @FAST
 @given(instances(), st.integers(0, 2**32 - 1))
 def test_replacing_one_users_labels_moves_the_release_by_at_most_the_bound(case, seed):
@@ -95,6 +96,7 @@ def test_replacing_one_users_labels_moves_the_release_by_at_most_the_bound(case,
     assert moved <= bound * (1 + SAFE_NOISE_INFLATION) * (1 + TOL) + 1e-12 * scale
 
 
+@pytest.mark.slow
 @FAST
 @given(instances(), st.sampled_from(["gwa", "sample-limit"]), st.booleans(), st.booleans())
 def test_estimator_noise_scale_is_the_bound_over_epsilon(case, method, intercept, estimate):

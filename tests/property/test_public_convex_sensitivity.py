@@ -5,8 +5,6 @@ of a whole private training run by at most its stated bound."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 
@@ -15,11 +13,11 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import userdp.recommend.public_convex as convex_module  # noqa: E402
+from helpers import Tape  # noqa: E402
 from userdp.data.ratings import Ratings  # noqa: E402
 from userdp.multitask.allocation import adaptive_weights  # noqa: E402
 from userdp.multitask.kernels import segment_offsets  # noqa: E402
 from userdp.multitask.ssp import clip_rows  # noqa: E402
-from userdp.privacy import NoiseSource  # noqa: E402
 from userdp.recommend import ConvexLoss, IdEncoder, PublicFeatureRecommender  # noqa: E402
 from userdp.recommend.public_convex import LOGISTIC, SQUARED, convex_statistics  # noqa: E402
 
@@ -87,37 +85,6 @@ def test_one_clipped_row_of_weight_one_moves_each_statistic_by_its_whole_clip(lo
 
 
 # -- whole training runs on neighbouring datasets ---------------------------------------------
-@dataclass
-class Release:
-    statistic: str
-    value: np.ndarray
-    l2: float
-    output: np.ndarray
-
-
-class Tape:
-    """Recording noise sources; the second run replays the first run's noisy outputs, so both
-    runs see the same released history (the conditioning of adaptive composition)."""
-
-    def __init__(self) -> None:
-        self.runs: list[list[Release]] = []
-
-    def __call__(self, seed: int | None = None) -> NoiseSource:
-        replay = self.runs[0] if self.runs else None
-        log: list[Release] = []
-        self.runs.append(log)
-
-        class Recording(NoiseSource):
-            def add_gaussian(self, value, sigma, *, statistic, l2, index=None, linf=None):
-                value = np.array(value, dtype=np.float64)
-                if replay is None:
-                    out = value + self.gaussian(sigma, value.size).reshape(value.shape)
-                else:
-                    out = replay[len(log)].output.copy()
-                log.append(Release(statistic, value, float(l2), out.copy()))
-                return out
-
-        return Recording(seed)
 
 
 def _neighbours(seed: int, kind: str) -> tuple[Ratings, Ratings, list[str]]:
@@ -142,6 +109,7 @@ def _neighbours(seed: int, kind: str) -> tuple[Ratings, Ratings, list[str]]:
     return table(rows), table(rows + added), vocab
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["new-outside", "new-inside", "mix"])
 @pytest.mark.parametrize("variant", ["ssp2", "minibatch", "dpsgd"])
 @settings(

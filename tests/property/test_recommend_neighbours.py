@@ -16,8 +16,6 @@ without ``unobserved_weight``, and AM-SSP with the private user-feature prior.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 
@@ -27,9 +25,12 @@ from hypothesis import strategies as st  # noqa: E402
 
 import userdp.recommend.als as als_module  # noqa: E402
 import userdp.recommend.public as public_module  # noqa: E402
+from helpers import Tape  # noqa: E402
 from userdp.data.ratings import Ratings  # noqa: E402
-from userdp.privacy import NoiseSource  # noqa: E402
 from userdp.recommend import IdEncoder, MatrixFactorization, PublicFeatureRecommender  # noqa: E402
+
+#: Whole training runs on neighbouring datasets: about a minute in all on two cores.
+pytestmark = pytest.mark.slow
 
 PRIVATE = ("dpals-uniform", "dpals-tail", "adadpals", "dpsgd-uniform", "dpsgd-tail", "adadpsgd")
 KINDS = ("new-outside", "new-inside", "mix")
@@ -39,38 +40,6 @@ FEW = settings(
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-
-
-@dataclass
-class Release:
-    statistic: str
-    value: np.ndarray
-    l2: float
-    output: np.ndarray
-
-
-class Tape:
-    """Factory of recording noise sources; the second run replays the first run's outputs."""
-
-    def __init__(self) -> None:
-        self.runs: list[list[Release]] = []
-
-    def __call__(self, seed: int | None = None) -> NoiseSource:
-        replay = self.runs[0] if self.runs else None
-        log: list[Release] = []
-        self.runs.append(log)
-
-        class Recording(NoiseSource):
-            def add_gaussian(self, value, sigma, *, statistic, l2, index=None, linf=None):
-                value = np.array(value, dtype=np.float64)
-                if replay is None:
-                    out = value + self.gaussian(sigma, value.size).reshape(value.shape)
-                else:
-                    out = replay[len(log)].output.copy()
-                log.append(Release(statistic, value, float(l2), out.copy()))
-                return out
-
-        return Recording(seed)
 
 
 def _neighbours(seed: int, kind: str) -> tuple[Ratings, Ratings, list[str]]:

@@ -54,6 +54,7 @@ def pair_lists(draw):
     return [pairs[k] for k in perm]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     pairs=pair_lists(),
@@ -75,6 +76,7 @@ def test_output_is_subset_of_union_and_deterministic(pairs, algorithm, epsilon, 
     assert again.items == items
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     pairs=pair_lists(),
@@ -101,6 +103,7 @@ def sorted_codes(draw):
     return users, items, n_users
 
 
+@pytest.mark.slow
 @settings(
     max_examples=N_EXAMPLES,
     deadline=None,

@@ -209,6 +209,7 @@ def test_unbiased_mad_sensitivity(data):
 
 
 # -- 3. biased MAD (Lemma 5.3, 5.6 with biases) ------------------------------------------------
+@pytest.mark.slow
 @FAST
 @given(st.data())
 def test_biased_mad_sensitivity(data):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from userdp.data.ratings import Ratings
-from userdp.privacy import NoiseSource
 
 
 def pure_biases(seed: int = 0, n_users: int = 400, n_items: int = 40):
@@ -21,16 +20,3 @@ def pure_biases(seed: int = 0, n_users: int = 400, n_items: int = 40):
 def ratings_table(users, items, values) -> Ratings:
     """Integer codes as ``u<k>`` / ``i<k>`` labels."""
     return Ratings.from_columns([f"u{u}" for u in users], [f"i{i}" for i in items], list(values))
-
-
-def recording_noise(log: list[tuple[str, float, float]]):
-    """A NoiseSource class that logs (statistic, sigma, l2) of every Gaussian it adds."""
-
-    class Recording(NoiseSource):
-        def add_gaussian(self, value, sigma, *, statistic, l2, index=None, linf=None):
-            log.append((statistic, float(sigma), float(l2)))
-            return super().add_gaussian(
-                value, sigma, statistic=statistic, l2=l2, index=index, linf=linf
-            )
-
-    return Recording

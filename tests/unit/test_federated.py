@@ -315,7 +315,7 @@ def test_every_keyword_has_a_rule_and_every_rule_a_keyword():
 
 
 def _bad(rule: dict) -> list:
-    """Values a simple rule of the table must refuse (as test_recommend_params does)."""
+    """Values a simple rule of the table must refuse (as the estimator contract does)."""
     if "check" in rule:
         return []
     if "choices" in rule:

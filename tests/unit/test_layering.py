@@ -1,10 +1,13 @@
 """Import layering, one test per rule:
 
+- the base (``exceptions``, ``_validation``, ``_params``, ``_engines``) imports nothing else of
+  userdp: it sits below the privacy core;
 - the privacy core imports no capability and no CLI, and importing it loads none;
 - the data layer imports no algorithm;
 - the capabilities (partition, estimate, recommend) do not import each other;
 - multitask does not import recommend (recommend builds on multitask, not the reverse);
-- nothing outside the CLI imports the CLI.
+- nothing outside the CLI imports the CLI;
+- the modules of the data layer, and those of recommend, form no import cycle.
 """
 
 from __future__ import annotations
@@ -80,6 +83,44 @@ def test_privacy_imports_no_other_userdp_subpackage(path):
         if (sub := userdp_subpackage(m)) is not None and sub not in allowed
     }
     assert not bad, f"{module_name(path)} imports {sorted(bad)}"
+
+
+#: The base layer: below the privacy core, it imports nothing else of userdp.
+BASE = {"userdp.exceptions", "userdp._validation", "userdp._params", "userdp._engines"}
+
+
+def base_violations(path: Path, name: str | None = None) -> set[str]:
+    """The userdp modules a base file imports that are not in the base (lazy imports too)."""
+    return {
+        m
+        for m in imported_modules(path, name)
+        if m.split(".")[0] == "userdp" and m not in BASE and m.rpartition(".")[0] not in BASE
+    }
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if module_name(p) in BASE], ids=str)
+def test_the_base_imports_nothing_else_of_userdp(path):
+    bad = base_violations(path)
+    assert not bad, f"{module_name(path)} imports {sorted(bad)}"
+
+
+def test_the_base_modules_are_found():
+    assert {module_name(p) for p in MODULES} >= BASE
+
+
+def test_the_base_rule_sees_a_forbidden_import(tmp_path):
+    # The budget check the base once held, imported lazily inside a function, must be caught;
+    # a name imported from another base module must not.
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from userdp.exceptions import InvalidParameterError\n"
+        "from ._validation import check_real\n"
+        "def check(value):\n"
+        "    from userdp.privacy.budget import PrivacyBudget\n"
+        "    import userdp.data\n"
+    )
+    found = base_violations(probe, "userdp._probe")
+    assert found == {"userdp.privacy.budget", "userdp.privacy.budget.PrivacyBudget", "userdp.data"}
 
 
 ALGORITHMS = {"userdp.partition", "userdp.estimate", "userdp.recommend", "userdp.multitask"}
@@ -190,14 +231,14 @@ def recommend_graph() -> dict[str, set[str]]:
     }
 
 
-def test_recommend_modules_form_no_import_cycle():
-    graph = recommend_graph()
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` (module -> modules it imports) as a path, or []."""
     state: dict[str, int] = {}
     cycle: list[str] = []
 
     def visit(node: str, stack: list[str]) -> bool:
         state[node] = 1
-        for nxt in sorted(graph[node]):
+        for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
                 cycle.extend([*stack[stack.index(nxt) :], nxt] if nxt in stack else [node, nxt])
                 return True
@@ -209,7 +250,40 @@ def test_recommend_modules_form_no_import_cycle():
     for start in sorted(graph):
         if start not in state and visit(start, [start]):
             break
+    return cycle
+
+
+def test_recommend_modules_form_no_import_cycle():
+    cycle = find_cycle(recommend_graph())
     assert not cycle, " -> ".join(cycle)
+
+
+DATA = {module_name(p): p for p in MODULES if module_name(p).startswith("userdp.data.")}
+
+
+def data_graph() -> dict[str, set[str]]:
+    """Module -> the data-layer modules it imports (lazy imports too; a package's
+    ``__init__`` is left out: it re-exports its modules and no module imports it back)."""
+    inits = {module_name(p) for p in DATA.values() if p.name == "__init__.py"}
+    return {
+        name: {m for m in imported_modules(path) if m in DATA and m != name and m not in inits}
+        for name, path in DATA.items()
+    }
+
+
+def test_data_modules_form_no_import_cycle():
+    cycle = find_cycle(data_graph())
+    assert not cycle, " -> ".join(cycle)
+
+
+def test_the_data_cycle_check_sees_the_old_cycle():
+    # contributions once imported io lazily for a check while io imported contributions.
+    graph = data_graph()
+    graph["userdp.data.contributions"] = graph["userdp.data.contributions"] | {"userdp.data.io"}
+    assert find_cycle(graph) in (
+        ["userdp.data.contributions", "userdp.data.io", "userdp.data.contributions"],
+        ["userdp.data.io", "userdp.data.contributions", "userdp.data.io"],
+    )
 
 
 def test_the_recommend_core_imports_no_family():
@@ -263,3 +337,45 @@ def test_recommend_public_functions_have_type_hints():
                 if node.returns is None or any(a.annotation is None for a in args):
                     missing.append(f"{name}.{node.name}:{node.lineno}")
     assert not missing, missing
+
+
+# -- one engine resolver: the engine list and the Spark-frame check live in userdp._engines ---
+def engine_copies(path: Path) -> list[str]:
+    """Lines of ``path`` that define an engine list or test for a Spark frame by type name."""
+    return [
+        f"{path.name}:{k}: {line.strip()}"
+        for k, line in enumerate(path.read_text().splitlines(), 1)
+        if line.startswith("ENGINES =") or 'startswith("pyspark' in line
+    ]
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in MODULES if module_name(p) != "userdp._engines"], ids=str
+)
+def test_engine_dispatch_is_written_once(path):
+    assert not engine_copies(path)
+
+
+def test_the_engine_rule_sees_a_copy(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        'ENGINES = ("auto", "local", "spark")\n'
+        "def is_spark(d):\n"
+        '    return type(d).__module__.startswith("pyspark.sql")\n'
+    )
+    assert len(engine_copies(probe)) == 2
+    assert len(engine_copies(SRC / "_engines.py")) == 2
+
+
+def test_every_capability_resolves_engines_with_the_one_resolver():
+    import importlib
+
+    from userdp import _engines
+    from userdp.recommend import engines
+
+    # ``userdp.aggregate`` and ``userdp.partition.api`` are shadowed by functions of the
+    # same name in their packages' namespaces: fetch the modules themselves.
+    partition_api = importlib.import_module("userdp.partition.api")
+    aggregate_api = importlib.import_module("userdp.aggregate.api")
+    assert engines.resolve_engine is _engines.resolve_engine
+    assert partition_api.ENGINES is aggregate_api.ENGINES is engines.ENGINES is _engines.ENGINES

@@ -9,10 +9,11 @@ import dp_accounting
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from bias_data import pure_biases, ratings_table, recording_noise
+from bias_data import pure_biases, ratings_table
 from dp_accounting import pld
 
 import userdp.recommend.public as public_module
+from helpers import recording_noise
 from userdp.data.ratings import Ratings
 from userdp.data.synthetic import lowrank_ratings
 from userdp.exceptions import InvalidParameterError

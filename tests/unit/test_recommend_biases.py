@@ -7,10 +7,11 @@ from __future__ import annotations
 import dp_accounting
 import numpy as np
 import pytest
-from bias_data import pure_biases, ratings_table, recording_noise
+from bias_data import pure_biases, ratings_table
 from dp_accounting import pld
 
 import userdp.recommend.als as als_module
+from helpers import recording_noise
 from userdp.data.ratings import Ratings
 from userdp.exceptions import InvalidParameterError
 from userdp.recommend import MatrixFactorization, RecommenderModel

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from bias_data import ratings_table, recording_noise
+from bias_data import ratings_table
 
 import userdp.recommend.als as als_module
 import userdp.recommend.public as public_module
+from helpers import recording_noise
 from userdp.data.longtail import longtail_ratings
 from userdp.recommend import (
     IdEncoder,

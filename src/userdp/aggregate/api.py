@@ -17,6 +17,7 @@ import dp_accounting
 import numpy as np
 import pyarrow as pa
 
+from userdp._engines import ENGINES, resolve_engine
 from userdp._validation import check_choice, check_int, check_real
 from userdp.aggregate.local import (
     HISTOGRAM_BINS,
@@ -27,12 +28,11 @@ from userdp.aggregate.local import (
 from userdp.aggregate.plan import DEFAULT_SHARES, Plan, event_cost, make_plan
 from userdp.aggregate.result import AggregateDiagnostics, AggregateResult
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
+from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget, check_accountant
 
 __all__ = ["ENGINES", "METRICS", "aggregate"]
 
 METRICS = ("users", "count", "sum", "mean", "quantiles")
-ENGINES = ("auto", "local", "spark")
 BOUNDINGS = ("smooth", "limit")
 _SELECTION_SEED_KEY = 0xA66E
 _OPTIONS = {
@@ -45,11 +45,6 @@ _OPTIONS = {
     "selection": None,
     "_noise": None,
 }
-
-
-def _is_spark(data: Any) -> bool:
-    cls = type(data)
-    return cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame"
 
 
 def _as_table(data: Any) -> pa.Table:
@@ -184,9 +179,8 @@ def aggregate(
         )
     o = {**_OPTIONS, **options}
     bounding = check_choice(o["bounding"], "bounding", caller, list(BOUNDINGS))
-    engine = check_choice(engine, "engine", caller, list(ENGINES))
-    if engine == "auto":
-        engine = "spark" if _is_spark(data) else "local"
+    engine = resolve_engine(data, engine, caller)
+    check_accountant(accountant, "accountant", caller)
     needs_values = bool({"sum", "mean", "quantiles"} & set(ms))
     if needs_values and (value_column is None or bounds is None):
         raise InvalidParameterError(

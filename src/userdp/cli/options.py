@@ -338,7 +338,7 @@ def check_column_roles(roles: dict[str, Any]) -> None:
     ``roles`` maps an option (``"--user-column"``) to a column name or a list of names
     (``--feature-columns``). Shared by every command that reads columns.
     """
-    from userdp.data.io import check_column_roles as check
+    from userdp.data.encoding import check_column_roles as check
 
     check(roles)
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 import pyarrow as pa
 
-from userdp.data.encoding import _run_starts, check_codes, encode_ids, to_arrow
+from userdp.data.encoding import _run_starts, check_codes, check_column_roles, encode_ids, to_arrow
 from userdp.exceptions import DataError
 
 __all__ = ["Contributions", "as_contributions"]
@@ -211,8 +211,6 @@ class Contributions:
     @classmethod
     def _from_table(cls, table: Any, columns: dict[str, str]) -> Self:
         """Read the columns named by ``columns`` (role -> column name) of any table input."""
-        from userdp.data.io import check_column_roles
-
         check_column_roles({f"{role} column": name for role, name in columns.items()})
         if not isinstance(table, (pa.Table, Mapping)) and not _is_pandas(table):
             table = _arrow_table(table)

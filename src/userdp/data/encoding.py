@@ -14,6 +14,7 @@ hash pass. Every method gives the same codes and code book.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ import pyarrow.compute as pc
 from userdp.data._arrow_types import _plain_type, plain_arrow
 from userdp.exceptions import DataError, InvalidParameterError
 
-__all__ = ["ORDERS", "check_codes", "encode_ids", "to_arrow"]
+__all__ = ["ORDERS", "check_codes", "check_column_roles", "encode_ids", "to_arrow"]
 
 ORDERS = ("appearance", "sorted")
 _MAX_CODE = np.iinfo(np.int32).max
@@ -432,3 +433,28 @@ def check_codes(
             f"({u.max()}, {i.max()})."
         )
     return u, i, nu, ni
+
+
+def check_column_roles(roles: Mapping[str, str | Sequence[str]]) -> None:
+    """Refuse a column that plays two roles, e.g. the user column also given as the item.
+
+    ``roles`` maps a role (``"user column"`` or a CLI flag ``"--user-column"``) to a column
+    name or a sequence of names. Reading one column as both the privacy unit and the released
+    item (or a private label as a public feature) would silently break the guarantee.
+
+    Examples
+    --------
+    >>> check_column_roles({"user column": "uid", "item column": "query"})  # distinct: fine
+    """
+    seen: dict[str, str] = {}
+    for role, names in roles.items():
+        for name in [names] if isinstance(names, str) else list(names):
+            if name in seen:
+                first = seen[name]
+                both = f"both the {first}" if first != role else f"the {role} twice"
+                raise InvalidParameterError(
+                    f"The column {name!r} is given as {both}"
+                    f"{'' if first == role else f' and the {role}'}; each column plays one "
+                    "role only."
+                )
+            seen[name] = role

@@ -21,7 +21,7 @@ import re
 import stat
 import sys
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from userdp.data.contributions import Contributions
+from userdp.data.encoding import check_column_roles
 from userdp.exceptions import DataError, InvalidParameterError
 
 __all__ = [
@@ -60,31 +61,6 @@ _COMPRESSION = (".gz", ".bz2", ".zst", ".lz4")
 _INT64_MAX = 2**63 - 1
 #: An integer literal of 19 or more digits as a JSON value: it may not fit int64.
 _LONG_INT = re.compile(rb"[:\[,]\s*-?\d{19,}\s*[,}\]]")
-
-
-def check_column_roles(roles: Mapping[str, str | Sequence[str]]) -> None:
-    """Refuse a column that plays two roles, e.g. the user column also given as the item.
-
-    ``roles`` maps a role (``"user column"`` or a CLI flag ``"--user-column"``) to a column
-    name or a sequence of names. Reading one column as both the privacy unit and the released
-    item (or a private label as a public feature) would silently break the guarantee.
-
-    Examples
-    --------
-    >>> check_column_roles({"user column": "uid", "item column": "query"})  # distinct: fine
-    """
-    seen: dict[str, str] = {}
-    for role, names in roles.items():
-        for name in [names] if isinstance(names, str) else list(names):
-            if name in seen:
-                first = seen[name]
-                both = f"both the {first}" if first != role else f"the {role} twice"
-                raise InvalidParameterError(
-                    f"The column {name!r} is given as {both}"
-                    f"{'' if first == role else f' and the {role}'}; each column plays one "
-                    "role only."
-                )
-            seen[name] = role
 
 
 def check_model_file(path: str | os.PathLike[str]) -> None:

@@ -27,7 +27,6 @@ from typing import Any, ClassVar, Literal
 import dp_accounting
 import numpy as np
 
-from userdp._params import ACCOUNTANT, check_accountant
 from userdp._validation import MIN_EPSILON
 from userdp.estimate.weighting import (
     best_limit_h,
@@ -43,6 +42,7 @@ from userdp.exceptions import InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget, format_delta
 from userdp.privacy.calibrate import laplace_scale
+from userdp.privacy.checks import ACCOUNTANT, check_accountant
 from userdp.privacy.noise import NoiseSource
 
 __all__ = [

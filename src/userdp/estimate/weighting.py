@@ -523,8 +523,14 @@ def private_size_histogram(
     -------
     Adding or removing one user changes one bin's count by 1: l1 sensitivity 1. One
     ``LaplaceDpEvent(noise_multiplier=1/epsilon)`` is composed on ``accountant``
-    (epsilon-DP). Nothing else about the data is read.
+    (epsilon-DP), checked against its total before ``sizes`` are read. Nothing else about the
+    data is read.
     """
+    if not isinstance(accountant, PrivacyAccountant):
+        raise InvalidParameterError(
+            "The 'accountant' parameter of private_size_histogram must be a PrivacyAccountant. "
+            f"Got {accountant!r} instead."
+        )
     eps = check_real(
         epsilon,
         "epsilon",
@@ -535,9 +541,10 @@ def private_size_histogram(
         high_open=True,
     )
     edges = size_bin_edges()
-    exact = _size_counts(sizes, counts)
     scale = laplace_scale(eps, 1.0)  # l1 sensitivity 1
     event = dp_accounting.LaplaceDpEvent(scale / 1.0)  # noise_multiplier = scale / l1 (= 1)
+    accountant.check(event)  # refuses before the sizes are read
+    exact = _size_counts(sizes, counts)
     accountant.compose(event)
     noisy = noise.add_laplace(exact, scale, statistic="size_histogram.counts", l1=1.0, index=edges)
     del exact

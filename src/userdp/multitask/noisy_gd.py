@@ -20,7 +20,6 @@ import dp_accounting
 import numpy as np
 from scipy import sparse, special
 
-from userdp._params import check_accountant
 from userdp._validation import check_arguments, check_choice, check_int, check_real
 from userdp.exceptions import DataError
 from userdp.multitask.allocation import check_weighted_rows
@@ -29,6 +28,7 @@ from userdp.multitask.ssp import _BUDGET_CONSTRAINTS
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import calibrate_noise_scale
+from userdp.privacy.checks import check_accountant
 from userdp.privacy.noise import NoiseSource
 
 __all__ = ["GDResult", "noisy_gd_mechanism", "task_weighted_noisy_gd"]

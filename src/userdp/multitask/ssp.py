@@ -20,7 +20,6 @@ from typing import Any
 import dp_accounting
 import numpy as np
 
-from userdp._params import check_accountant
 from userdp._validation import check_arguments, check_int, check_real
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask.allocation import check_weighted_rows
@@ -28,6 +27,7 @@ from userdp.multitask.kernels import batched, segment_offsets, segment_statistic
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import calibrate_noise_scale
+from userdp.privacy.checks import check_accountant
 from userdp.privacy.noise import NoiseSource
 
 __all__ = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from userdp._engines import ENGINES, resolve_engine
 from userdp._validation import check_choice
 from userdp.exceptions import InvalidParameterError
 from userdp.partition.algorithms import COMMON, SPECS, AlgorithmSpec
@@ -13,11 +14,9 @@ from userdp.partition.cap import choose_cap
 from userdp.partition.result import SelectionResult, SparkSelectionResult
 from userdp.partition.runner import Tap
 from userdp.partition.select import LocalRunner, _budget
-from userdp.privacy import LaplaceThresholdDpEvent, PrivacyAccountant
+from userdp.privacy import LaplaceThresholdDpEvent, PrivacyAccountant, check_accountant
 
 __all__ = ["ALGORITHMS", "ENGINES", "basic", "dp_sips", "mad", "mad2r", "select_partitions"]
-
-ENGINES = ("auto", "local", "spark")
 
 #: Every algorithm by name, with the options it takes (declared once, here and in
 #: :data:`userdp.partition.algorithms.SPECS`).
@@ -38,11 +37,6 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         function=greedy_update,
     ),
 }
-
-
-def _is_spark_dataframe(data: Any) -> bool:
-    cls = type(data)
-    return cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame"
 
 
 def select_partitions(
@@ -92,15 +86,13 @@ or pyspark.sql.DataFrame
     """
     name = check_choice(algorithm, "algorithm", "select_partitions", list(ALGORITHMS))
     spec = ALGORITHMS[name]
-    engine = check_choice(engine, "engine", "select_partitions", list(ENGINES))
+    engine = resolve_engine(data, engine, "select_partitions")
     unknown = sorted(set(options) - set(spec.options))
     if unknown:
         raise InvalidParameterError(
             f"The {name!r} algorithm does not take the option(s) "
             f"{', '.join(map(repr, unknown))}; it takes {', '.join(map(repr, spec.options))}."
         )
-    if engine == "auto":
-        engine = "spark" if _is_spark_dataframe(data) else "local"
     if engine not in spec.engines:
         raise InvalidParameterError(
             f"The {name!r} algorithm is sequential and has no Spark engine; use one of "
@@ -108,6 +100,7 @@ or pyspark.sql.DataFrame
             "the local engine."
         )
     total = _budget(epsilon, delta, spec.caller)
+    check_accountant(accountant, "accountant", "select_partitions")
     if spec.function is not None:  # sequential baselines: one local function each
         if accountant is not None:
             # same basic-composition cost (epsilon, delta) as the baselines' own events

@@ -13,6 +13,7 @@ from userdp.privacy.calibrate import (
     laplace_threshold,
     partition_threshold,
 )
+from userdp.privacy.checks import ACCOUNTANT, check_accountant, check_budget
 from userdp.privacy.events import (
     ExponentialMechanismDpEvent,
     LaplaceThresholdDpEvent,
@@ -30,6 +31,7 @@ from userdp.privacy.noise import (
 from userdp.privacy.recording import Release, record, recording
 
 __all__ = [
+    "ACCOUNTANT",
     "SAFE_NOISE_INFLATION",
     "ExponentialMechanismDpEvent",
     "LaplaceThresholdDpEvent",
@@ -41,6 +43,8 @@ __all__ = [
     "WeightAndThresholdDpEvent",
     "add_on_grid",
     "calibrate_noise_scale",
+    "check_accountant",
+    "check_budget",
     "gaussian_delta",
     "gaussian_on_grid",
     "gaussian_sigma",

@@ -14,13 +14,14 @@ from typing import Any, ClassVar
 import dp_accounting
 import numpy as np
 
-from userdp._params import ParamsMixin, check_accountant
+from userdp._params import ParamsMixin
 from userdp._validation import MIN_EPSILON, check_choice, check_real
 from userdp.data.ratings import Ratings, as_ratings
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
 from userdp.multitask.allocation import private_counts, row_keys
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
+from userdp.privacy.checks import check_accountant
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend.centring import CENTRES, centre_all
 from userdp.recommend.items import ItemSet, as_item_set

@@ -10,17 +10,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from userdp._validation import check_choice
+from userdp._engines import ENGINES, resolve_engine
 from userdp.multitask.kernels import segment_statistics
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend.items import ItemSet
 from userdp.recommend.runner import LocalRunner, Preamble, UserSolve
 from userdp.recommend.spec import Allocation, ItemUpdateSpec, RunSpec
-from userdp.spark import is_spark_dataframe
 
 __all__ = ["ENGINES", "Runner", "make_runner", "resolve_engine"]
-
-ENGINES = ("auto", "local", "spark")
 
 
 class Runner(Protocol):
@@ -64,15 +61,6 @@ class Runner(Protocol):
     ) -> np.ndarray: ...
 
     def close(self) -> None: ...
-
-
-def resolve_engine(ratings: Any, engine: str, caller: str) -> str:
-    """``engine`` checked, ``"auto"`` resolved from the input's type (before any charge):
-    ``"spark"`` for a Spark DataFrame, else ``"local"``."""
-    engine = check_choice(engine, "engine", caller, list(ENGINES))
-    if engine == "auto":
-        engine = "spark" if is_spark_dataframe(ratings) else "local"
-    return engine
 
 
 def make_runner(ratings: Any, engine: str, kernel: Any = segment_statistics) -> Runner:

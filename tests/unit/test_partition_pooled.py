@@ -249,3 +249,24 @@ def test_empirical_epsilon_stays_below_the_claimed_epsilon_and_the_check_has_pow
     k0 = int(_simulate(float(n), weak, test, np.inf, rng.normal(size=(n_runs, 4))).sum())
     k1 = int(_simulate(float(n + 1), weak, test, np.inf, rng.normal(size=(n_runs, 4))).sum())
     assert _epsilon_lower_bound(k1, k0, n_runs, delta) > eps
+
+
+def test_the_pooled_threshold_needs_no_memory_proportional_to_the_cap():
+    # A typed cap of 10^12 must not build an array of 10^12 degrees: the maximum over t is
+    # found by branch and bound, and equals the dense maximum where both can run.
+
+    from userdp.privacy.calibrate import max_over_degrees
+
+    shares, scales, s_y, dt = (0.1, 0.2, 0.3, 0.4), (2.0, 2.0, 1.5, 1.0), 3.9, 4.75e-6
+
+    def weight(t):
+        return sum(p * np.minimum(1.0, h / np.sqrt(t)) for p, h in zip(shares, scales, strict=True))
+
+    def quantile(t):
+        return s_y * stats.norm.isf(-np.expm1(np.log1p(-dt) / t))
+
+    cap = (1 << 20) + 12_345
+    t = np.arange(1, cap + 1, dtype=np.float64)
+    dense = float(np.max(weight(t) + quantile(t)))
+    assert max_over_degrees(weight, quantile, cap) == pytest.approx(dense, rel=0, abs=1e-12)
+    assert max_over_degrees(weight, quantile, 10**12) >= dense  # the threshold only grows

@@ -69,6 +69,7 @@ from userdp.privacy import (
     grid_spacing,
     partition_threshold,
 )
+from userdp.privacy.calibrate import max_over_degrees
 
 __all__ = [
     "COMPOSITIONS",
@@ -280,12 +281,16 @@ class PooledTest:
             )
         var = math.fsum((p * r.noise_scale) ** 2 for p, r in zip(shares, rounds, strict=True))
         s_y = math.nextafter(math.sqrt(var) * (1 + 2.0**-50), math.inf)
-        t = np.arange(1, cap + 1, dtype=np.float64)
-        h = np.zeros(cap)
-        for p, r in zip(shares, rounds, strict=True):
-            h += p * np.minimum(1.0, r.h_scale / np.sqrt(t))
-        tail = -np.expm1(np.log1p(-threshold_delta) / t)  # 1 - (1 - dt)^(1/t)
-        rho0 = float(np.max(h + s_y * stats.norm.isf(tail)))
+        def weight(t: np.ndarray) -> np.ndarray:  # H(t), non-increasing in t
+            h = np.zeros(t.shape)
+            for p, r in zip(shares, rounds, strict=True):
+                h += p * np.minimum(1.0, r.h_scale / np.sqrt(t))
+            return h
+
+        def quantile(t: np.ndarray) -> np.ndarray:  # increasing in t
+            return s_y * stats.norm.isf(-np.expm1(np.log1p(-threshold_delta) / t))
+
+        rho0 = max_over_degrees(weight, quantile, cap)  # bounded memory for any cap
         rho = math.nextafter((rho0 + 2.0 * WEIGHT_GRID) * (1.0 + 2.0**-52), math.inf)
         return cls(shares, s_y, rho, threshold_delta, cap)
 

@@ -155,23 +155,42 @@ def _threshold_terms(t: np.ndarray, s: float, d: float, h: float) -> tuple[np.nd
 
 
 def _threshold_max(s: float, d: float, cap: int, h: float) -> float:
-    """``max_{t in 1..cap} h/sqrt(t) + s Phi^{-1}((1 - d/2)^(1/t))``, exactly, in bounded memory.
+    """``max_{t in 1..cap} h/sqrt(t) + s Phi^{-1}((1 - d/2)^(1/t))``, exactly, in bounded memory
+    (:func:`max_over_degrees`)."""
 
-    Small caps evaluate every t. Larger ones use branch and bound on integer intervals
-    ``[a, b]``: the first term decreases and the second increases with t, so
-    ``h/sqrt(a) + s Phi^{-1}(...)(b)`` bounds the objective on the interval; an interval whose
-    bound does not beat the best value found is dropped, the others are halved until they hold
-    two points. Only the t the search visits are evaluated (a few hundred for the usual
-    shapes); after ``_MAX_INTERVALS`` intervals the largest remaining bound is returned, which
-    is never below the true maximum (the threshold only rounds up).
+    def first(t: np.ndarray) -> np.ndarray:
+        return _threshold_terms(t, s, d, h)[0]
+
+    def second(t: np.ndarray) -> np.ndarray:
+        return _threshold_terms(t, s, d, h)[1]
+
+    return max_over_degrees(first, second, cap)
+
+
+def max_over_degrees(
+    decreasing: Callable[[np.ndarray], np.ndarray],
+    increasing: Callable[[np.ndarray], np.ndarray],
+    cap: int,
+) -> float:
+    """``max_{t in 1..cap} decreasing(t) + increasing(t)``, exactly, in bounded memory.
+
+    The shape of every threshold over a user's degree t: a novel-item weight that does not grow
+    with t plus a noise quantile that does not shrink with it. Small caps evaluate every t.
+    Larger ones use branch and bound on integer intervals ``[a, b]``: ``decreasing(a) +
+    increasing(b)`` bounds the objective on the interval; an interval whose bound does not beat
+    the best value found is dropped, the others are halved until they hold two points. Only the
+    t the search visits are evaluated (a few hundred for the usual shapes); after
+    ``_MAX_INTERVALS`` intervals the largest remaining bound is returned, which is never below
+    the true maximum (a threshold only rounds up). So memory does not grow with the cap a user
+    types.
     """
     if cap <= _DENSE_THRESHOLD_CAP:
-        first, second = _threshold_terms(np.arange(1, cap + 1, dtype=np.float64), s, d, h)
-        return float(np.max(first + second))
+        t = np.arange(1, cap + 1, dtype=np.float64)
+        return float(np.max(decreasing(t) + increasing(t)))
 
     def terms(t: int) -> tuple[float, float]:
-        a, b = _threshold_terms(np.array([float(t)]), s, d, h)
-        return float(a[0]), float(b[0])
+        x = np.array([float(t)])
+        return float(decreasing(x)[0]), float(increasing(x)[0])
 
     def value(t: int) -> float:
         a, b = terms(t)

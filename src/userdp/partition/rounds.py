@@ -281,6 +281,7 @@ class PooledTest:
             )
         var = math.fsum((p * r.noise_scale) ** 2 for p, r in zip(shares, rounds, strict=True))
         s_y = math.nextafter(math.sqrt(var) * (1 + 2.0**-50), math.inf)
+
         def weight(t: np.ndarray) -> np.ndarray:  # H(t), non-increasing in t
             h = np.zeros(t.shape)
             for p, r in zip(shares, rounds, strict=True):

@@ -143,6 +143,21 @@ def test_train_prints_exact_counts_and_timings_only_with_verbose(data, tmp_path,
     assert re.search(r"\d+ users, \d+ ratings, \d+ outside the item set; \d+\.\d\d s", line)
 
 
+def test_train_json_prints_the_release_only(data, tmp_path, capsys):
+    out = tmp_path / "m.npz"
+    argv = [str(data["csv"]), "-o", str(out), *EPS_DELTA, *FAST, "--rating-range", "0.5", "5"]
+    assert _train(*argv, "--json", "-q") == ExitCode.OK
+    stdout, err = capsys.readouterr()
+    release = json.loads(stdout)
+    model = RecommenderModel.load(out)
+    assert release["output"] == str(out) and release["method"] == "adadpals"
+    assert release["epsilon"] == pytest.approx(model.budget.epsilon) and release["unit"] == "user"
+    assert release["items"] == N_CATALOGUE and release["item_source"] == "public"
+    assert release["center"] == pytest.approx(model.center)
+    # released and declared values only: nothing counted on the input
+    assert not {"users", "ratings", "seconds"} & set(release) and err == ""
+
+
 def test_train_options_reach_the_model(data, tmp_path, capsys):
     out = tmp_path / "m.npz"
     argv = [str(data["csv"]), "-o", str(out), *EPS_DELTA, *FAST, "--rating-range", "1", "5"]

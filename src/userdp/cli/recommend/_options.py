@@ -407,3 +407,28 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: s
 
 def num(value: float | None, fmt: str = ".4f") -> str:
     return "-" if value is None or not math.isfinite(value) else format(value, fmt)
+
+
+def release_json(model: Any, output: Any) -> str:
+    """``recommend train --json``: the release as one JSON object (released and declared values
+    only: method, budget, unit, the item set's size and source, dimension, rating range, the
+    released centre, and where the model went)."""
+    import json
+
+    b = model.budget
+    lo, hi = model.rating_range
+    return json.dumps(
+        {
+            "output": str(output),
+            "method": model.method,
+            "epsilon": None if b is None else b.epsilon,
+            "delta": None if b is None else b.delta,
+            "unit": "user",
+            "items": int(model.n_items),
+            "item_source": model.item_source,
+            "trained_items": int(model.trained_items.sum()),
+            "dim": int(model.dim),
+            "rating_range": [float(lo), float(hi)],
+            "center": float(model.center),
+        }
+    )

@@ -27,7 +27,7 @@ from userdp.recommend.items import ItemSet
 
 from ..options import NOT_PRIVATE, atomic_output, start_spark
 from ._data import _read_catalogue, encoder, fit, item_families, movielens_spec, rating_range
-from ._options import PROG, PUBLIC_METHODS, format_table
+from ._options import PROG, PUBLIC_METHODS, format_table, release_json
 
 __all__ = ["SPARK_PUBLIC_METHODS", "check_spark_flags", "run_spark"]
 
@@ -102,6 +102,8 @@ def run_spark(
     with atomic_output(output, overwrite=args.overwrite) as tmp:
         model.save(tmp)
     logger.info("Wrote the model to %s.", output)
+    if getattr(args, "json", False):
+        print(release_json(model, output))
     if not args.quiet:
         b = model.budget
         row = [

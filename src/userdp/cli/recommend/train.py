@@ -98,6 +98,12 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="Replace MODEL if it exists. Default: refuse to overwrite an existing file.",
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="Print the release as one JSON object on stdout (method, budget, unit, items, dim, "
+        "rating range, centre and where the model went).",
+    )
     privacy = parser.add_argument_group("privacy")
     privacy.add_argument(
         "--method", choices=ALL_METHODS, default="adadpals", metavar="METHOD",
@@ -197,6 +203,8 @@ def run(args: argparse.Namespace) -> int:
     with atomic_output(output, overwrite=args.overwrite) as tmp:
         model.save(tmp)
     logger.info("Wrote the model to %s.", output)
+    if args.json:
+        print(_options.release_json(model, output))
     if not args.quiet:
         seconds = time.perf_counter() - start
         print(

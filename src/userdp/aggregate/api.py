@@ -287,8 +287,12 @@ def aggregate(
     )
     units = {"users": 1.0, "count": 1.0, "sum": width}
     c_bound: dict[str, float] = {}
+    # public: a user holds each key of K at most once, so sqrt(|K|) bounds the users norm
+    users_cap = math.sqrt(max(n_keys, 1))
     if smooth:
         c_bound.update({f: float(given_c[f]) for f in vectors if f in given_c})
+        if "users" in c_bound:
+            c_bound["users"] = min(c_bound["users"], users_cap)
         if families:
             hists = eng.norm_histograms({f: units[f] for f in families}, centre)
             for f in families:
@@ -307,13 +311,16 @@ def aggregate(
                     plan.metric_z[f],
                     n_keys,
                     spread=1.0 if f == "users" else 0.5,
+                    cap=users_cap if f == "users" else None,
+                    # declared default: no bias when a user has one row per key
+                    fallback=None if f == "users" else units[f],
                 )
                 events.append(dp_accounting.GaussianDpEvent(z))
         fams = {"users": ("users",), "count": ("count",), "sum": ("sum",)}
         if mean:
             fams["count"] = fams["sum"] = ("count", "sum")
     else:
-        root = math.sqrt(l0)
+        root = math.sqrt(min(l0, max(n_keys, 1)))  # at most |K| keys are kept
         c_bound = {"users": root, "count": root * linf, "sum": root * linf * units["sum"]}
         c_bound = {v: c_bound[v] for v in vectors}
         fams = {v: () for v in vectors}

@@ -164,6 +164,18 @@ def aggregate(
     all keys: key k's utility moves by at most ``max(q, 1-q) t_uk`` with ``sum_k t_uk <= h``,
     so the per-key losses ``eps t_uk / h`` sum to at most eps (basic composition).
 
+    Engines
+    -------
+    With public keys (or one key) both engines release the same table for the same seed: equal
+    pre-noise statistics (to float round-off) and the same noise. With ``keys="select"`` the
+    released key sets differ for the same seed: both engines' selections cap every user to the
+    same keys (a keyed hash of the user and key labels) and compute the same pre-noise weights,
+    but the local selection draws its noise from one stream and the Spark selection per bucket
+    of keys on the executors, so the two key sets are two independent draws of the same
+    distribution. Given the same key set, every later statistic (bounds, metrics, quantiles) is
+    again equal on both engines: the metrics' noise comes from a stream of its own, not shared
+    with the selection.
+
     Examples
     --------
     >>> rows = {"user": [u for u in range(3000) for _ in (0, 1)],

@@ -151,8 +151,12 @@ class LocalEngine:
 
     # -- selection input and the key set ------------------------------------------------------
     def selection_input(self) -> pa.Table:
-        """(user, item) columns for :func:`~userdp.partition.select_partitions`."""
-        return pa.table({"user": self._user, "item": self._key_raw})
+        """(user, item) columns for :func:`~userdp.partition.select_partitions`, with the
+        user labels as given (as the Spark engine passes them), so that both engines' selections
+        cap every user to the same keys (a keyed hash of the labels) for the same seed."""
+        return pa.table(
+            {"user": self._user_labels.take(pa.array(self._user)), "item": self._key_raw}
+        )
 
     def set_keys(self, keys: pa.Array | None) -> None:
         """Restrict every later statistic to the public key array ``keys`` (None: one key)."""

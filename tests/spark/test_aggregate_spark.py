@@ -90,3 +90,37 @@ def test_hard_limits_on_spark_keep_their_bounds(spark):
     )
     assert r.contribution_bounds == {"users": 2**0.5, "count": 3 * 2**0.5}
     assert r.to_arrow().num_rows == 12
+
+
+def test_selected_keys_differ_between_engines_only_by_the_selections_draws(spark, monkeypatch):
+    """The Spark selection draws its noise on the executors (one stream per bucket of keys), the
+    local one from one stream: the released key sets differ for the same seed, identically
+    distributed. Given the same selection draws (here the local selection on both engines), the
+    whole release is equal."""
+    import pyarrow as pa
+
+    import userdp.aggregate.api as api
+    from userdp.aggregate.local import Columns, LocalEngine
+
+    pdf = _rows(5, n_users=3000)
+    real = api._select
+
+    def local_selection(eng, plan, options, seed):
+        local = LocalEngine(pa.Table.from_pandas(pdf), Columns("user", "key", None, None))
+        return real(local, plan, options, seed)
+
+    monkeypatch.setattr(api, "_select", local_selection)
+    kw = dict(
+        value_column="v",
+        bounds=(0.0, 10.0),
+        metrics="users,count,mean",
+        epsilon=1.0,
+        delta=1e-5,
+        seed=7,
+        selection={"max_items_per_user": 4},
+    )
+    a = aggregate(pdf, **kw)
+    b = aggregate(spark.createDataFrame(pdf), **kw)
+    assert a.to_arrow().num_rows > 0
+    pd.testing.assert_frame_equal(a.to_pandas(), b.to_pandas(), rtol=1e-9)
+    assert a.contribution_bounds == b.contribution_bounds

@@ -174,7 +174,11 @@ def test_hard_limits_report_their_bounds():
         max_partitions_contributed=4,
         max_contributions_per_partition=2,
     )
-    assert r.contribution_bounds == {"users": 2.0, "count": 4.0, "sum": 40.0}
+    # at most |K| = 2 keys are kept whatever max_partitions_contributed says: sqrt(2), not 2
+    root = np.sqrt(2.0)
+    assert r.contribution_bounds == pytest.approx(
+        {"users": root, "count": 2 * root, "sum": 20 * root}
+    )
 
 
 def test_limit_keep_keeps_at_most_l0_keys_and_linf_rows():
@@ -203,6 +207,44 @@ def test_bound_choice_ignores_empty_bins_and_follows_the_mass():
     hist[bin_of(np.array([4.0]), 1.0)] = 10_000  # every user at norm 4
     c = choose_bound(hist, z, 1.0, 8.0, 10)
     assert 2.0 <= c <= 6.0
+
+
+def test_bound_choice_never_exceeds_the_public_cap_and_falls_back_on_noise():
+    z = 5.0
+    hist = np.zeros(194)
+    hist[bin_of(np.array([50.0]), 1.0)] = 10_000  # every user far above the cap
+    assert choose_bound(hist, z, 1.0, 0.01, 10, cap=3.0) == 3.0
+    # mostly noise: one bin barely over the threshold (4.5 sd) decides nothing
+    weak = np.zeros(194)
+    weak[bin_of(np.array([1.0]), 1.0)] = 5.0 * z
+    assert choose_bound(weak, z, 1.0, 8.0, 10, cap=3.0) == 3.0
+    assert choose_bound(weak, z, 1.0, 8.0, 10, cap=3.0, fallback=2.0) == 2.0
+    assert choose_bound(weak, z, 1.0, 8.0, 10) == 1.0  # no cap: the unit
+
+
+def test_users_bound_is_capped_by_the_released_key_count():
+    rng = np.random.default_rng(3)
+    n = 400  # few users: the norm histogram is mostly noise at this budget
+    user = np.repeat(np.arange(n), 3)
+    key = np.tile(np.array(["a", "b", "c"]), n)
+    rows = {"user": user, "key": key, "value": rng.uniform(0, 1, user.size)}
+    for seed in range(4):
+        r = aggregate(
+            rows,
+            metrics="users,mean",
+            value_column="value",
+            bounds=(0, 1),
+            keys=["a", "b"],
+            epsilon=0.5,
+            delta=1e-5,
+            seed=seed,
+        )
+        # two public keys: every users vector has norm <= sqrt(2), and no noise decides less
+        assert r.contribution_bounds["users"] == pytest.approx(np.sqrt(2))
+    given = aggregate(
+        rows, keys=["a"], contribution_bounds={"users": 5.0}, epsilon=1.0, delta=1e-5, seed=0
+    )
+    assert given.contribution_bounds["users"] == 1.0
 
 
 @pytest.mark.parametrize(

@@ -159,6 +159,18 @@ def aggregate(
     all keys: key k's utility moves by at most ``max(q, 1-q) t_uk`` with ``sum_k t_uk <= h``,
     so the per-key losses ``eps t_uk / h`` sum to at most eps (basic composition).
 
+    Engines
+    -------
+    With public keys (or one key) both engines release the same table for the same seed: equal
+    pre-noise statistics (to float round-off) and the same noise. With ``keys="select"`` the
+    released key sets differ for the same seed: both engines' selections cap every user to the
+    same keys (a keyed hash of the user and key labels) and compute the same pre-noise weights,
+    but the local selection draws its noise from one stream and the Spark selection per bucket
+    of keys on the executors, so the two key sets are two independent draws of the same
+    distribution. Given the same key set, every later statistic (bounds, metrics, quantiles) is
+    again equal on both engines: the metrics' noise comes from a stream of its own, not shared
+    with the selection.
+
     Examples
     --------
     >>> rows = {"user": [u for u in range(3000) for _ in (0, 1)],
@@ -281,8 +293,12 @@ def aggregate(
     )
     units = {"users": 1.0, "count": 1.0, "sum": width}
     c_bound: dict[str, float] = {}
+    # public: a user holds each key of K at most once, so sqrt(|K|) bounds the users norm
+    users_cap = math.sqrt(max(n_keys, 1))
     if smooth:
         c_bound.update({f: float(given_c[f]) for f in vectors if f in given_c})
+        if "users" in c_bound:
+            c_bound["users"] = min(c_bound["users"], users_cap)
         if families:
             hists = eng.norm_histograms({f: units[f] for f in families}, centre)
             for f in families:
@@ -301,13 +317,16 @@ def aggregate(
                     plan.metric_z[f],
                     n_keys,
                     spread=1.0 if f == "users" else 0.5,
+                    cap=users_cap if f == "users" else None,
+                    # declared default: no bias when a user has one row per key
+                    fallback=None if f == "users" else units[f],
                 )
                 events.append(dp_accounting.GaussianDpEvent(z))
         fams = {"users": ("users",), "count": ("count",), "sum": ("sum",)}
         if mean:
             fams["count"] = fams["sum"] = ("count", "sum")
     else:
-        root = math.sqrt(l0)
+        root = math.sqrt(min(l0, max(n_keys, 1)))  # at most |K| keys are kept
         c_bound = {"users": root, "count": root * linf, "sum": root * linf * units["sum"]}
         c_bound = {v: c_bound[v] for v in vectors}
         fams = {v: () for v in vectors}

@@ -151,8 +151,12 @@ class LocalEngine:
 
     # -- selection input and the key set ------------------------------------------------------
     def selection_input(self) -> pa.Table:
-        """(user, item) columns for :func:`~userdp.partition.select_partitions`."""
-        return pa.table({"user": self._user, "item": self._key_raw})
+        """(user, item) columns for :func:`~userdp.partition.select_partitions`, with the
+        user labels as given (as the Spark engine passes them), so that both engines' selections
+        cap every user to the same keys (a keyed hash of the labels) for the same seed."""
+        return pa.table(
+            {"user": self._user_labels.take(pa.array(self._user)), "item": self._key_raw}
+        )
 
     def set_keys(self, keys: pa.Array | None) -> None:
         """Restrict every later statistic to the public key array ``keys`` (None: one key)."""
@@ -332,6 +336,8 @@ def choose_bound(
     n_keys: int,
     *,
     spread: float = 1.0,
+    cap: float | None = None,
+    fallback: float | None = None,
 ) -> float:
     """The bound C minimising a proxy of the total absolute error over the keys.
 
@@ -344,12 +350,27 @@ def choose_bound(
     empty bin passes with probability 3.4e-6, so the ~190 empty bins add a phantom group with
     probability < 7e-4; a phantom at a large norm would drag C up). Post-processing of the
     noisy histogram.
+
+    ``cap`` is a public upper bound on every user's norm (``sqrt(|K|)`` for ``users``: a user
+    holds each released key at most once): C never exceeds it, since above it C adds noise and
+    removes no bias, and the cap itself is a candidate. When the histogram is mostly noise (no
+    bin passes the threshold, or the bins that pass hold fewer users than one threshold, so
+    that one noise excursion would decide C) C is ``fallback`` (default: ``cap``, or ``unit``
+    without a cap), a declared public value: a choice among public values made from the noisy
+    histogram only, so still post-processing. Without the fallback a small data set (a few
+    hundred users spread over many bins) left C at ``unit``, scaling down every user who holds
+    more than one key.
     """
-    c = np.where(noisy > 4.5 * z_hist, noisy, 0.0)
-    if not c.any():
-        return unit
+    threshold = 4.5 * z_hist
+    if fallback is None:
+        fallback = cap if cap is not None else unit
+    c = np.where(noisy > threshold, noisy, 0.0)
+    if c.sum() < 2.0 * threshold:
+        return float(fallback)
     reps = bin_representatives(unit)
     cands = unit * 2.0 ** (np.arange(-8, _HIGH + 1) / 4.0)
+    if cap is not None:
+        cands = np.append(cands[cands < cap], cap)
     lost = np.maximum(0.0, reps[None, :] - cands[:, None]) * (reps[None, :] / unit) ** spread
     cost = lost @ c + n_keys * z_metric * cands * math.sqrt(2.0 / math.pi)
     return float(cands[int(np.argmin(cost))])

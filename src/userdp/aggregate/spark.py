@@ -72,8 +72,9 @@ class SparkEngine:
         row = stats.collect()[0]
         if row["bad"]:
             raise DataError(f"aggregate: the user column {cols.user!r} has null values.")
-        self.n_rows = self.total_rows = int(row["n"])
+        self.total_rows = self._n_rows = int(row["n"])
         self.n_users = int(row["m"])
+        self._memo: dict[tuple[str, float], Any] = {}  # cached frames of the current rows
         self.key_type = dict(df.dtypes).get(cols.key) if cols.key is not None else None
         self.n_keys = 0
 
@@ -105,8 +106,23 @@ class SparkEngine:
     def restrict(self) -> None:
         from pyspark.sql import functions as F
 
-        self._rows = self._rows.where(F.col(_X).isNotNull()).cache()
-        self.n_rows = int(self._rows.count())
+        self._replace_rows(self._rows.where(F.col(_X).isNotNull()))
+
+    def _replace_rows(self, rows: Any) -> None:
+        """New rows (cached once, materialised by the next job that needs them): every frame
+        derived from the old rows is dropped, and the row count is left to that next job."""
+        for frame in self._memo.values():
+            frame.unpersist()
+        self._memo = {}
+        self._rows = rows.cache()
+        self._n_rows = None
+
+    @property
+    def n_rows(self) -> int:
+        """Rows on K (a by-product of :meth:`weighted_sums`; a job of its own otherwise)."""
+        if self._n_rows is None:
+            self._n_rows = int(self._rows.count())
+        return self._n_rows
 
     def random_keep(self, salt: int, l0: int, linf: int) -> None:
         """Hard limits with Spark's own per-row random numbers (seeded from the run's salt):
@@ -125,31 +141,40 @@ class SparkEngine:
         pair_rank = pair_rank.withColumn(
             "_pk", F.row_number().over(Window.partitionBy(_U).orderBy("_pr"))
         ).where(F.col("_pk") <= l0)
-        self._rows = rows.join(pair_rank.select(_U, _X), on=[_U, _X]).select(_U, _K, _V, _X)
-        self._rows = self._rows.cache()
-        self.n_rows = int(self._rows.count())
+        self._replace_rows(rows.join(pair_rank.select(_U, _X), on=[_U, _X]).select(_U, _K, _V, _X))
 
     # -- per-(user, key) aggregates -----------------------------------------------------------
     def _pairs(self, centre: float) -> Any:
+        """Per-(user, key) row counts and centred sums, computed once per run (cached: the
+        norm histograms and the weighted sums both read them)."""
         from pyspark.sql import functions as F
 
-        return self._rows.groupBy(_U, _X).agg(
-            F.count(F.lit(1)).cast("double").alias("n"),
-            F.sum(F.col(_V) - F.lit(centre)).alias("s"),
-        )
+        if ("pairs", centre) not in self._memo:
+            self._memo["pairs", centre] = (
+                self._rows.groupBy(_U, _X)
+                .agg(
+                    F.count(F.lit(1)).cast("double").alias("n"),
+                    F.sum(F.col(_V) - F.lit(centre)).alias("s"),
+                )
+                .cache()
+            )
+        return self._memo["pairs", centre]
 
     def _user_norms(self, centre: float) -> Any:
         from pyspark.sql import functions as F
 
-        return (
-            self._pairs(centre)
-            .groupBy(_U)
-            .agg(
-                F.sqrt(F.count(F.lit(1)).cast("double")).alias("users"),
-                F.sqrt(F.sum(F.col("n") * F.col("n"))).alias("count"),
-                F.sqrt(F.sum(F.col("s") * F.col("s"))).alias("sum"),
+        if ("norms", centre) not in self._memo:
+            self._memo["norms", centre] = (
+                self._pairs(centre)
+                .groupBy(_U)
+                .agg(
+                    F.sqrt(F.count(F.lit(1)).cast("double")).alias("users"),
+                    F.sqrt(F.sum(F.col("n") * F.col("n"))).alias("count"),
+                    F.sqrt(F.sum(F.col("s") * F.col("s"))).alias("sum"),
+                )
+                .cache()
             )
-        )
+        return self._memo["norms", centre]
 
     def norm_histograms(self, units: dict[str, float], centre: float) -> dict[str, np.ndarray]:
         """Exact users per norm bin, bins computed by :func:`bin_of` on the executors."""
@@ -162,13 +187,27 @@ class SparkEngine:
                     {f: bin_of(pdf[f].to_numpy(np.float64), units[f]) for f in families}
                 )
 
+        from pyspark.sql import functions as F
+
         binned = self._user_norms(centre).mapInPandas(bins, schema)
-        out = {}
-        for f in families:
-            counts = np.zeros(HISTOGRAM_BINS)
-            for row in binned.groupBy(f).count().collect():  # at most HISTOGRAM_BINS rows
-                counts[int(row[0])] = float(row[1])
-            out[f] = counts
+        # one job for every family: (family, bin) pairs, at most families x HISTOGRAM_BINS rows
+        stacked = (
+            binned.select(
+                F.explode(
+                    F.array(
+                        *[
+                            F.struct(F.lit(i).alias("f"), F.col(f).alias("b"))
+                            for i, f in enumerate(families)
+                        ]
+                    )
+                ).alias("fb")
+            )
+            .groupBy("fb.f", "fb.b")
+            .count()
+        )
+        out = {f: np.zeros(HISTOGRAM_BINS) for f in families}
+        for row in stacked.collect():
+            out[families[int(row["f"])]][int(row["b"])] = float(row["count"])
         return out
 
     def weighted_sums(
@@ -196,11 +235,17 @@ class SparkEngine:
         w = norms.mapInPandas(weights, schema)
         pairs = self._pairs(centre).join(w, on=_U)
         value = {"users": F.lit(1.0), "count": F.col("n"), "sum": F.col("s")}
-        sums = pairs.groupBy(_X).agg(*[F.sum(F.col(f"w_{v}") * value[v]).alias(v) for v in names])
+        sums = pairs.groupBy(_X).agg(
+            F.sum("n").alias("_rows"),  # the row count on K, in the same job
+            *[F.sum(F.col(f"w_{v}") * value[v]).alias(v) for v in names],
+        )
         out = {v: np.zeros(self.n_keys) for v in names}
+        rows = 0
         for row in sums.collect():  # one row per key
+            rows += int(row["_rows"])
             for v in names:
                 out[v][int(row[_X])] = row[v]
+        self._n_rows = rows
         return out
 
     def quantile_sizes(self) -> tuple[np.ndarray, np.ndarray]:
@@ -271,5 +316,8 @@ class SparkEngine:
 
     def finish(self, table: pa.Table) -> Any:
         """The released table (one row per key) as a Spark DataFrame."""
+        for frame in self._memo.values():
+            frame.unpersist()
+        self._memo = {}
         self._rows.unpersist()
         return self.spark.createDataFrame(table.to_pandas())

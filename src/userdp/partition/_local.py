@@ -38,13 +38,13 @@ def cap_degrees(
     heavy = deg > cap
     if not heavy.any():
         return users, items, 0
-    pos = np.flatnonzero(heavy[users])  # pairs of users above the cap, sorted by user
+    pos = np.flatnonzero(heavy.take(users))  # pairs of users above the cap, sorted by user
     hdeg = deg[heavy]
     starts = np.zeros(hdeg.size, dtype=np.int64)
     np.cumsum(hdeg[:-1], out=starts[1:])
     rank = np.repeat(np.arange(hdeg.size, dtype=np.int64), hdeg)
-    hi = item_hash[items[pos]]
-    key = pair_key(user_hash[users[pos]], hi)
+    hi = item_hash.take(items.take(pos))
+    key = pair_key(user_hash.take(users.take(pos)), hi)
     # Fast path: one np.sort of (user rank | top bits of the order-preserving key) packed in
     # uint64; each user keeps the pairs at or below its cap-th smallest packed value.
     # Truncation keeps the order except for ties, which show up as users keeping > cap pairs.
@@ -65,12 +65,17 @@ def cap_degrees(
         keep_heavy[order[(tstarts[:, None] + np.arange(cap)).ravel()]] = True
     keep = np.ones(users.size, dtype=bool)
     keep[pos] = keep_heavy
-    return users[keep], items[keep], int(pos.size - hdeg.size * cap)
+    return np.compress(keep, users), np.compress(keep, items), int(pos.size - hdeg.size * cap)
 
 
 def filter_pairs(
     users: np.ndarray, items: np.ndarray, removed_items: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Drop every pair whose item code is flagged in the boolean ``removed_items``."""
-    keep = ~removed_items[items]
-    return users[keep], items[keep]
+    """Drop every pair whose item code is flagged in the boolean ``removed_items``.
+
+    Keeps the pairs' order (so pairs sorted by user stay sorted). ``np.compress`` rather than
+    boolean indexing: several times faster on NumPy 2.x for millions of pairs.
+    """
+    keep = removed_items.take(items)
+    np.logical_not(keep, out=keep)
+    return np.compress(keep, users), np.compress(keep, items)

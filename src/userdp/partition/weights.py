@@ -177,6 +177,47 @@ def mad_weights(
     check_real(b_max, "b_max", "mad_weights", low=1.0)
     users, items = _index(users), _index(items)
     ideg = np.bincount(users, minlength=n_users) if degrees is None else degrees
+    if items.size >= n_items:  # pair passes dominate: no need to look for unused codes
+        return _mad_weights(users, items, n_users, n_items, tau, d_max, biases, b_min, b_max, ideg)
+    present = np.zeros(n_items, dtype=bool)
+    present[items] = True
+    codes = np.flatnonzero(present)
+    if 4 * codes.size >= n_items:
+        return _mad_weights(users, items, n_users, n_items, tau, d_max, biases, b_min, b_max, ideg)
+    # Few item codes left (later rounds): work on compact codes, which keeps every per-item
+    # array small; the same sums in the same order, so the same floats.
+    compact = np.zeros(n_items, dtype=np.intp)
+    compact[codes] = np.arange(codes.size)
+    w = _mad_weights(
+        users,
+        compact.take(items),
+        n_users,
+        codes.size,
+        tau,
+        d_max,
+        None if biases is None else biases.take(codes),
+        b_min,
+        b_max,
+        ideg,
+    )
+    out = np.zeros(n_items)
+    out[codes] = w
+    return out
+
+
+def _mad_weights(
+    users: np.ndarray,
+    items: np.ndarray,
+    n_users: int,
+    n_items: int,
+    tau: float,
+    d_max: int,
+    biases: np.ndarray | None,
+    b_min: float,
+    b_max: float,
+    ideg: np.ndarray,
+) -> np.ndarray:
+    """:func:`mad_weights` on validated ``np.intp`` codes, with the users' degrees."""
     deg = ideg.astype(np.float64)
     with np.errstate(divide="ignore"):
         inv = 1.0 / deg

@@ -233,9 +233,8 @@ class LocalRunner:
         d = self.run.data
         self.removed = np.zeros(d.n_items, dtype=bool)
         self.biases = np.ones(d.n_items)
-        # Codes as np.intp once: bincount and take would otherwise convert them in every call.
-        self._all = (d.users.astype(np.intp), d.items.astype(np.intp))
-        self.users, self.items = self._all
+        self.users: np.ndarray = d.users
+        self.items: np.ndarray = d.items
         self._degrees: np.ndarray | None = None
 
     @property
@@ -259,7 +258,11 @@ class LocalRunner:
 
     def cap(self, *, recap: bool = True) -> None:
         if recap or not self.run.dropped:  # (re-)cap what is left of every user's set
-            self.users, self.items = self.run.capped(*filter_pairs(*self._all, self.removed))
+            d = self.run.data
+            u, i = self.run.capped(*filter_pairs(d.users, d.items, self.removed))
+            # The capped codes as np.intp once per cap: the weights' bincount and take calls
+            # would otherwise convert them in every call (the input stays in its narrow type).
+            self.users, self.items = u.astype(np.intp), i.astype(np.intp)
         else:  # Alg. 4 line 13: only remove items from the capped sets
             self.users, self.items = filter_pairs(self.users, self.items, self.removed)
         self._degrees = None

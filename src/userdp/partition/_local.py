@@ -1,16 +1,16 @@
 """Local (NumPy) kernels shared by the partition-selection algorithms.
 
 Degree capping keeps each user's ``cap`` pairs with the smallest keyed hash of (salt, user,
-item) (:mod:`userdp.partition._hashing`, bit-identical to Spark's ``xxhash64``), so the local
-and Spark engines cap identically for the same salt. Only pairs of users above the cap are
-hashed and sorted.
+item) (:func:`~userdp.partition._hashing.pair_key`, bit-identical to Spark's ``xxhash64``), so
+the local and Spark engines cap identically for the same salt. Only pairs of users above the
+cap are hashed and sorted.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from userdp.partition._hashing import pair_key
+from userdp.partition._hashing import SPARK_SEED, xxhash64_long
 
 __all__ = ["cap_degrees", "filter_pairs"]
 
@@ -44,7 +44,10 @@ def cap_degrees(
     np.cumsum(hdeg[:-1], out=starts[1:])
     rank = np.repeat(np.arange(hdeg.size, dtype=np.int64), hdeg)
     hi = item_hash.take(items.take(pos))
-    key = pair_key(user_hash.take(users.take(pos)), hi)
+    # pair_key(h_user, h_item) = xxhash64(h_item, seed=xxhash64(h_user, 42)): the inner hash
+    # once per heavy user, repeated over its pairs (the same int64 keys, half the hashing)
+    user_seed = xxhash64_long(user_hash.take(np.flatnonzero(heavy)), SPARK_SEED)
+    key = xxhash64_long(hi, np.repeat(user_seed, hdeg))
     # Fast path: one np.sort of (user rank | top bits of the order-preserving key) packed in
     # uint64; each user keeps the pairs at or below its cap-th smallest packed value.
     # Truncation keeps the order except for ties, which show up as users keeping > cap pairs.

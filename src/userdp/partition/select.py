@@ -311,9 +311,16 @@ class LocalRunner:
         round's) and the items of its input that pass ``test`` on all rounds' noisy weights."""
         earlier = [noisy for noisy, _ in history]
         present = present_mask(self.items, weights.size)
-        noisy, selected = self.run.release(
-            rnd, weights, self.items, lambda x: test.passes([*earlier, x], np), present
-        )
+        codes = np.flatnonzero(present)
+
+        def passes(x: np.ndarray) -> np.ndarray:
+            # Only the round's items can be released: evaluate the test on their codes alone
+            # (element-wise, so the same floats); every other code fails.
+            ok = np.zeros(x.size, dtype=bool)
+            ok[codes] = test.passes([n.take(codes) for n in (*earlier, x)], np)
+            return ok
+
+        noisy, selected = self.run.release(rnd, weights, self.items, passes, present)
         return (noisy, present), selected
 
     def remove(self, noisy: tuple[np.ndarray, np.ndarray], decide: Decide) -> None:

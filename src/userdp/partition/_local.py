@@ -1,16 +1,16 @@
 """Local (NumPy) kernels shared by the partition-selection algorithms.
 
 Degree capping keeps each user's ``cap`` pairs with the smallest keyed hash of (salt, user,
-item) (:mod:`userdp.partition._hashing`, bit-identical to Spark's ``xxhash64``), so the local
-and Spark engines cap identically for the same salt. Only pairs of users above the cap are
-hashed and sorted.
+item) (:func:`~userdp.partition._hashing.pair_key`, bit-identical to Spark's ``xxhash64``), so
+the local and Spark engines cap identically for the same salt. Only pairs of users above the
+cap are hashed and sorted.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from userdp.partition._hashing import pair_key
+from userdp.partition._hashing import SPARK_SEED, xxhash64_long
 
 __all__ = ["cap_degrees", "filter_pairs"]
 
@@ -38,13 +38,16 @@ def cap_degrees(
     heavy = deg > cap
     if not heavy.any():
         return users, items, 0
-    pos = np.flatnonzero(heavy[users])  # pairs of users above the cap, sorted by user
+    pos = np.flatnonzero(heavy.take(users))  # pairs of users above the cap, sorted by user
     hdeg = deg[heavy]
     starts = np.zeros(hdeg.size, dtype=np.int64)
     np.cumsum(hdeg[:-1], out=starts[1:])
     rank = np.repeat(np.arange(hdeg.size, dtype=np.int64), hdeg)
-    hi = item_hash[items[pos]]
-    key = pair_key(user_hash[users[pos]], hi)
+    hi = item_hash.take(items.take(pos))
+    # pair_key(h_user, h_item) = xxhash64(h_item, seed=xxhash64(h_user, 42)): the inner hash
+    # once per heavy user, repeated over its pairs (the same int64 keys, half the hashing)
+    user_seed = xxhash64_long(user_hash.take(np.flatnonzero(heavy)), SPARK_SEED)
+    key = xxhash64_long(hi, np.repeat(user_seed, hdeg))
     # Fast path: one np.sort of (user rank | top bits of the order-preserving key) packed in
     # uint64; each user keeps the pairs at or below its cap-th smallest packed value.
     # Truncation keeps the order except for ties, which show up as users keeping > cap pairs.
@@ -65,12 +68,17 @@ def cap_degrees(
         keep_heavy[order[(tstarts[:, None] + np.arange(cap)).ravel()]] = True
     keep = np.ones(users.size, dtype=bool)
     keep[pos] = keep_heavy
-    return users[keep], items[keep], int(pos.size - hdeg.size * cap)
+    return np.compress(keep, users), np.compress(keep, items), int(pos.size - hdeg.size * cap)
 
 
 def filter_pairs(
     users: np.ndarray, items: np.ndarray, removed_items: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Drop every pair whose item code is flagged in the boolean ``removed_items``."""
-    keep = ~removed_items[items]
-    return users[keep], items[keep]
+    """Drop every pair whose item code is flagged in the boolean ``removed_items``.
+
+    Keeps the pairs' order (so pairs sorted by user stay sorted). ``np.compress`` rather than
+    boolean indexing: several times faster on NumPy 2.x for millions of pairs.
+    """
+    keep = removed_items.take(items)
+    np.logical_not(keep, out=keep)
+    return np.compress(keep, users), np.compress(keep, items)

@@ -47,14 +47,24 @@ __all__ = ["LocalRunner", "release_mask"]
 _Round = Round  # the sequential baselines' name for one calibrated round
 
 
-def release_mask(noisy: np.ndarray, items: np.ndarray, threshold: float) -> np.ndarray:
+def present_mask(items: np.ndarray, n_items: int) -> np.ndarray:
+    """Boolean mask over item codes: the codes that occur in ``items``."""
+    present = np.zeros(n_items, dtype=bool)
+    present[items] = True
+    return present
+
+
+def release_mask(
+    noisy: np.ndarray, items: np.ndarray, threshold: float, present: np.ndarray | None = None
+) -> np.ndarray:
     """Items released by a weight-and-threshold round (paper Alg. 1 line 8).
 
     Only codes present in the round's input ``items`` can pass, whatever their noise: releasing
-    a code outside the round's union would not be covered by Thm. 3.3.
+    a code outside the round's union would not be covered by Thm. 3.3. ``present`` may pass
+    ``present_mask(items, noisy.size)`` when the caller has it.
     """
-    present = np.zeros(noisy.size, dtype=bool)
-    present[items] = True
+    if present is None:
+        present = present_mask(items, noisy.size)
     return present & (noisy >= threshold)
 
 
@@ -101,6 +111,7 @@ class _Run:
         weights: np.ndarray,
         items: np.ndarray,
         test: Callable[[np.ndarray], np.ndarray] | None = None,
+        present: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Noisy weights over every item code and the released mask (Alg. 1 lines 7-9).
 
@@ -134,9 +145,9 @@ class _Run:
             noise = np.asarray(tap.noise(r, labels, rnd.sigma), dtype=np.float64)
             noisy = add_on_grid(weights, noise, rnd.grid)
         if test is None:
-            selected = release_mask(noisy, items, rnd.rho)
+            selected = release_mask(noisy, items, rnd.rho, present)
         else:
-            selected = release_mask(np.where(test(noisy), 1.0, 0.0), items, 1.0)
+            selected = release_mask(np.where(test(noisy), 1.0, 0.0), items, 1.0, present)
         self.accountant.compose(rnd.event)
         self.round_sizes.append(int(selected.sum()))
         return noisy, selected
@@ -224,6 +235,7 @@ class LocalRunner:
         self.biases = np.ones(d.n_items)
         self.users: np.ndarray = d.users
         self.items: np.ndarray = d.items
+        self._degrees: np.ndarray | None = None
 
     @property
     def data(self) -> Contributions:
@@ -245,16 +257,28 @@ class LocalRunner:
         self.run.cap = self.max_items_per_user = cap
 
     def cap(self, *, recap: bool = True) -> None:
-        d = self.run.data
         if recap or not self.run.dropped:  # (re-)cap what is left of every user's set
-            self.users, self.items = self.run.capped(*filter_pairs(d.users, d.items, self.removed))
+            d = self.run.data
+            u, i = self.run.capped(*filter_pairs(d.users, d.items, self.removed))
+            # The capped codes as np.intp once per cap: the weights' bincount and take calls
+            # would otherwise convert them in every call (the input stays in its narrow type).
+            self.users, self.items = u.astype(np.intp), i.astype(np.intp)
         else:  # Alg. 4 line 13: only remove items from the capped sets
             self.users, self.items = filter_pairs(self.users, self.items, self.removed)
+        self._degrees = None
+
+    def degrees(self) -> np.ndarray:
+        """Every user's number of pairs in the current round (computed once per round)."""
+        if self._degrees is None:
+            self._degrees = np.bincount(self.users, minlength=self.run.data.n_users)
+        return self._degrees
 
     def weights(self, rule: Basic | Mad) -> np.ndarray:
         d = self.run.data
         if isinstance(rule, Basic):
-            return basic_weights(self.users, self.items, d.n_users, d.n_items)
+            return basic_weights(
+                self.users, self.items, d.n_users, d.n_items, degrees=self.degrees()
+            )
         return mad_weights(
             self.users,
             self.items,
@@ -265,15 +289,15 @@ class LocalRunner:
             biases=self.biases if rule.biased else None,
             b_min=rule.b_min,
             b_max=rule.b_max,
+            degrees=self.degrees(),
         )
 
     def release(
         self, weights: np.ndarray, rnd: Round, *, every_item: bool = False
     ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
         # Locally every code gets noise anyway (w_ext), so ``every_item`` changes nothing.
-        noisy, selected = self.run.release(rnd, weights, self.items)
-        present = np.zeros(noisy.size, dtype=bool)
-        present[self.items] = True
+        present = present_mask(self.items, weights.size)
+        noisy, selected = self.run.release(rnd, weights, self.items, present=present)
         return (noisy, present), selected
 
     def release_pooled(
@@ -286,11 +310,17 @@ class LocalRunner:
         """The last round of a pooled run: its noisy weights (on every item code, like every
         round's) and the items of its input that pass ``test`` on all rounds' noisy weights."""
         earlier = [noisy for noisy, _ in history]
-        noisy, selected = self.run.release(
-            rnd, weights, self.items, lambda x: test.passes([*earlier, x], np)
-        )
-        present = np.zeros(noisy.size, dtype=bool)
-        present[self.items] = True
+        present = present_mask(self.items, weights.size)
+        codes = np.flatnonzero(present)
+
+        def passes(x: np.ndarray) -> np.ndarray:
+            # Only the round's items can be released: evaluate the test on their codes alone
+            # (element-wise, so the same floats); every other code fails.
+            ok = np.zeros(x.size, dtype=bool)
+            ok[codes] = test.passes([n.take(codes) for n in (*earlier, x)], np)
+            return ok
+
+        noisy, selected = self.run.release(rnd, weights, self.items, passes, present)
         return (noisy, present), selected
 
     def remove(self, noisy: tuple[np.ndarray, np.ndarray], decide: Decide) -> None:

@@ -21,22 +21,34 @@ from userdp._validation import check_int, check_real
 __all__ = ["basic_weights", "mad_weights", "user_weights"]
 
 
-def _degrees(users: np.ndarray, n_users: int) -> np.ndarray:
-    return np.bincount(users, minlength=n_users).astype(np.float64)
+def _index(codes: np.ndarray) -> np.ndarray:
+    """Codes as ``np.intp``, the type bincount and take index with (no copy if already)."""
+    return np.asarray(codes).astype(np.intp, copy=False)
 
 
-def basic_weights(users: np.ndarray, items: np.ndarray, n_users: int, n_items: int) -> np.ndarray:
+def basic_weights(
+    users: np.ndarray,
+    items: np.ndarray,
+    n_users: int,
+    n_items: int,
+    *,
+    degrees: np.ndarray | None = None,
+) -> np.ndarray:
     """Basic weighting: each user adds 1/sqrt(|S_u|) to each of its items (paper Alg. 5).
+
+    ``degrees`` may pass ``bincount(users, minlength=n_users)`` when the caller has it.
 
     Privacy
     -------
     l2 sensitivity 1 (the new user's vector has norm exactly 1); novel l-infinity
     h(t) = 1/sqrt(t) since a user with t novel items has degree >= t.
     """
+    users, items = _index(users), _index(items)
+    ideg = np.bincount(users, minlength=n_users) if degrees is None else degrees
     with np.errstate(divide="ignore"):  # users left with no pair are never indexed
-        inv_sqrt = 1.0 / np.sqrt(_degrees(users, n_users))
+        inv_sqrt = 1.0 / np.sqrt(ideg.astype(np.float64))
     # w(i) = sum_{u : i in S_u} 1/sqrt(|S_u|)
-    return np.bincount(items, weights=inv_sqrt[users], minlength=n_items)
+    return np.bincount(items, weights=inv_sqrt.take(users), minlength=n_items)
 
 
 def user_weights(
@@ -48,6 +60,7 @@ def user_weights(
     b_max: float = 1.0,
     *,
     tol: float = 1e-12,
+    degrees: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per-pair weights of UserWeights (paper Alg. 2), for all users at once.
 
@@ -57,19 +70,22 @@ def user_weights(
     skips it); the loop of lines 6-9 scales up the small weights until the user's squared weights
     sum to 1. Each loop pass either finishes a user or lifts its largest small weight to the cap,
     so it ends in at most |S_u| passes; ``tol`` absorbs float round-off in the "< 1" test.
+    ``degrees`` may pass ``bincount(users, minlength=n_users)`` when the caller has it.
 
     Privacy
     -------
     Lemma 5.4: every weight lies in [b_min/sqrt(d), b_max/sqrt(d)] and the user's l2 norm is
     <= 1 (= 1 up to round-off).
     """
-    deg = _degrees(users, n_users)
+    users, items = _index(users), _index(items)
+    ideg = np.bincount(users, minlength=n_users) if degrees is None else degrees
+    deg = ideg.astype(np.float64)
     with np.errstate(divide="ignore"):  # users left with no pair are never indexed
         inv_sqrt = 1.0 / np.sqrt(deg)
-    sq = inv_sqrt[users]
+    sq = inv_sqrt.take(users)
     if biases is None:
         return sq
-    b = biases[items]
+    b = biases.take(items)
     biased = b < 1.0
     w = np.where(biased, np.maximum(b_min, b) * sq, 0.0)  # line 4
     sum_biased_sq = np.bincount(users, weights=w * w, minlength=n_users)
@@ -81,36 +97,38 @@ def user_weights(
         where=n_unbiased > 0,
     )
     unbiased_value = np.minimum(b_max * inv_sqrt, np.sqrt(share))  # line 5
-    w = np.where(biased, w, unbiased_value[users])
+    w = np.where(biased, w, unbiased_value.take(users))
 
     total = np.bincount(users, weights=w * w, minlength=n_users)
     active = (total < 1.0 - tol) & (deg > 0)  # users left with no pair have nothing to scale
+    # Pairs are sorted by user: each pass works on the contiguous segments of its active users,
+    # summing per segment with bincount over segment ranks (the same additions, in the same
+    # order, as a bincount over user codes).
     for _ in range(int(deg.max(initial=0)) + 2):  # lines 6-9; terminates (see docstring)
         if not active.any():
             break
-        idx = np.flatnonzero(active[users])  # pairs of active users, still sorted by user
-        uu, ww, ss = users[idx], w[idx], sq[idx]
+        idx = np.flatnonzero(active.take(users))  # pairs of active users, still sorted by user
+        seg_users = np.flatnonzero(active)
+        seg_deg = ideg.take(seg_users)
+        starts = np.zeros(seg_users.size, dtype=np.intp)
+        np.cumsum(seg_deg[:-1], out=starts[1:])
+        rank = np.repeat(np.arange(seg_users.size, dtype=np.intp), seg_deg)
+        ww, ss = w.take(idx), sq.take(idx)
         small = ww < ss * (1.0 - tol)  # line 7: S_small = {w < 1/sqrt(|S_u|)}
-        starts = np.flatnonzero(np.r_[True, uu[1:] != uu[:-1]])
-        seg_users = uu[starts]
         max_small = np.maximum.reduceat(np.where(small, ww, -np.inf), starts)
-        small_sq = np.bincount(uu, weights=np.where(small, ww * ww, 0.0), minlength=n_users)
-        ss_u = small_sq[seg_users]
+        ss_u = np.bincount(rank, weights=np.where(small, ww * ww, 0.0), minlength=seg_users.size)
         # line 8: C = min(b_max/sqrt(d) / max_small w, sqrt(1 + (1 - sum w^2)/sum_small w^2))
         with np.errstate(divide="ignore", invalid="ignore"):
             c = np.minimum(
-                b_max * inv_sqrt[seg_users] / max_small,
-                np.sqrt(1.0 + (1.0 - total[seg_users]) / ss_u),
+                b_max * inv_sqrt.take(seg_users) / max_small,
+                np.sqrt(1.0 + (1.0 - total.take(seg_users)) / ss_u),
             )
         c = np.where((ss_u > 0) & np.isfinite(c), np.maximum(c, 1.0), 1.0)
-        scale = np.ones(n_users)
-        scale[seg_users] = c
-        ww = np.where(small, ww * scale[uu], ww)  # line 9
+        ww = np.where(small, ww * np.repeat(c, seg_deg), ww)  # line 9
         w[idx] = ww
-        new_total = np.bincount(uu, weights=ww * ww, minlength=n_users)
+        total[seg_users] = np.bincount(rank, weights=ww * ww, minlength=seg_users.size)
         progressed = np.zeros(n_users, dtype=bool)
         progressed[seg_users] = c > 1.0
-        total = np.where(active, new_total, total)
         active &= (total < 1.0 - tol) & progressed
     return w
 
@@ -126,6 +144,7 @@ def mad_weights(
     biases: np.ndarray | None = None,
     b_min: float = 1.0,
     b_max: float = 1.0,
+    degrees: np.ndarray | None = None,
 ) -> np.ndarray:
     """MaxAdaptiveDegree weights (paper Alg. 3), optionally biased.
 
@@ -133,7 +152,8 @@ def mad_weights(
     1/|S_u|, item weights above ``tau`` are truncated, and each adaptive user gets back the
     average fraction of its weight that was cut, rerouted to its items discounted by
     alpha/d_max with alpha = b_min - 1/(2 sqrt(d_max)). Every user finally adds its UserWeights
-    (Alg. 2) weights, minus the 1/|S_u| it already spent when adaptive.
+    (Alg. 2) weights, minus the 1/|S_u| it already spent when adaptive. ``degrees`` may pass
+    ``bincount(users, minlength=n_users)`` when the caller has it.
 
     .. note:: Erratum
        Alg. 3 line 6 prints ``r(i) <- min{0, (w_init(i) - tau)/w_init(i)}``, which is never
@@ -155,24 +175,66 @@ def mad_weights(
     check_int(d_max, "d_max", "mad_weights", low=4)
     check_real(b_min, "b_min", "mad_weights", low=0.5, high=1.0)
     check_real(b_max, "b_max", "mad_weights", low=1.0)
-    deg = _degrees(users, n_users)
+    users, items = _index(users), _index(items)
+    ideg = np.bincount(users, minlength=n_users) if degrees is None else degrees
+    if items.size >= n_items:  # pair passes dominate: no need to look for unused codes
+        return _mad_weights(users, items, n_users, n_items, tau, d_max, biases, b_min, b_max, ideg)
+    present = np.zeros(n_items, dtype=bool)
+    present[items] = True
+    codes = np.flatnonzero(present)
+    if 4 * codes.size >= n_items:
+        return _mad_weights(users, items, n_users, n_items, tau, d_max, biases, b_min, b_max, ideg)
+    # Few item codes left (later rounds): work on compact codes, which keeps every per-item
+    # array small; the same sums in the same order, so the same floats.
+    compact = np.zeros(n_items, dtype=np.intp)
+    compact[codes] = np.arange(codes.size)
+    w = _mad_weights(
+        users,
+        compact.take(items),
+        n_users,
+        codes.size,
+        tau,
+        d_max,
+        None if biases is None else biases.take(codes),
+        b_min,
+        b_max,
+        ideg,
+    )
+    out = np.zeros(n_items)
+    out[codes] = w
+    return out
+
+
+def _mad_weights(
+    users: np.ndarray,
+    items: np.ndarray,
+    n_users: int,
+    n_items: int,
+    tau: float,
+    d_max: int,
+    biases: np.ndarray | None,
+    b_min: float,
+    b_max: float,
+    ideg: np.ndarray,
+) -> np.ndarray:
+    """:func:`mad_weights` on validated ``np.intp`` codes, with the users' degrees."""
+    deg = ideg.astype(np.float64)
     with np.errstate(divide="ignore"):
         inv = 1.0 / deg
     adaptive = (deg >= math.ceil(1.0 / b_min**2)) & (deg <= d_max)  # line 3
-    adaptive_pair = adaptive[users]
-    init_pair = np.where(adaptive_pair, inv[users], 0.0)
+    inv_adaptive = np.where(adaptive, inv, 0.0)
+    init_pair = inv_adaptive.take(users)  # 1/|S_u| for adaptive users' pairs, else 0
     w_init = np.bincount(items, weights=init_pair, minlength=n_items)  # line 5
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(w_init > tau, (w_init - tau) / w_init, 0.0)  # line 6 (erratum: max)
     w_trunc = np.minimum(w_init, tau)  # line 8
-    # line 10: e_u = (1/|S_u|) sum_{i in S_u} r(i), adaptive users only
-    excess = np.bincount(
-        users, weights=np.where(adaptive_pair, r[items], 0.0), minlength=n_users
-    ) * np.where(adaptive, inv, 0.0)
+    # line 10: e_u = (1/|S_u|) sum_{i in S_u} r(i), adaptive users only (the others' finite
+    # sums of r >= 0 are multiplied by 0)
+    excess = np.bincount(users, weights=r.take(items), minlength=n_users) * inv_adaptive
     alpha = b_min - 1.0 / (2.0 * math.sqrt(d_max))  # line 2
-    wb = user_weights(users, items, n_users, biases, b_min, b_max)  # line 13
+    wb = user_weights(users, items, n_users, biases, b_min, b_max, degrees=ideg)  # line 13
     # line 11 (rerouted alpha/d_max e_u) and lines 14-17 (adaptive users add w_b - 1/|S_u|,
     # the others add w_b) in one pass over the pairs
-    wb += (alpha / d_max * excess)[users]
+    wb += (alpha / d_max * excess).take(users)
     wb -= init_pair
     return w_trunc + np.bincount(items, weights=wb, minlength=n_items)

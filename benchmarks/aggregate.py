@@ -477,12 +477,18 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 key_ratios.append((name, eps, ratio))
     if key_ratios:
         worst = min(key_ratios, key=lambda t: t[2])
-        out.append({
-            "target": "keys released >= 1.5x PipelineDP's (its better bound) at the same budget",
-            "status": "PASS" if worst[2] >= 1.5 else "FAIL",
-            "detail": {f"{n} eps {e}": round(r, 3) if np.isfinite(r) else "PipelineDP released 0"
-                       for n, e, r in key_ratios},
-        })  # fmt: skip
+        out.append(
+            {
+                "target": (
+                    "keys released >= 1.5x PipelineDP's (its better bound) at the same budget"
+                ),
+                "status": "PASS" if worst[2] >= 1.5 else "FAIL",
+                "detail": {
+                    f"{n} eps {e}": round(r, 3) if np.isfinite(r) else "PipelineDP released 0"
+                    for n, e, r in key_ratios
+                },
+            }
+        )
     wins, compared = [], []
     for name, d in data.items():
         e = d["by_epsilon"].get("1.0", {})
@@ -493,24 +499,33 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             if u < p:
                 wins.append(name)
     if compared:
-        out.append({
-            "target": "lower users total error than PipelineDP (oracle bound) on >= 3 of 4 "
-                      "datasets at epsilon 1",
-            "status": "PASS" if len(wins) >= 3 else ("FAIL" if len(compared) >= 4 else "PARTIAL"),
-            "detail": {"wins": wins, "compared": compared},
-        })  # fmt: skip
+        out.append(
+            {
+                "target": "lower users total error than PipelineDP (oracle bound) on >= 3 of 4 "
+                "datasets at epsilon 1",
+                "status": "PASS"
+                if len(wins) >= 3
+                else ("FAIL" if len(compared) >= 4 else "PARTIAL"),
+                "detail": {"wins": wins, "compared": compared},
+            }
+        )
     sp = results.get("spark") or []
     if sp:
         big = max(sp, key=lambda r: r["rows"])
         rows = np.array([r["rows"] for r in sp], dtype=float)
         secs = np.array([r["spark"]["seconds"]["mean"] for r in sp])
         slope = float(np.polyfit(np.log(rows), np.log(secs), 1)[0]) if len(sp) > 1 else float("nan")
-        out.append({
-            "target": "Spark within 10x of local at the largest size, and linear in rows",
-            "status": "PASS" if big["ratio"] <= 10 and slope <= 1.15 else "FAIL",
-            "detail": {"rows": big["rows"], "ratio": round(big["ratio"], 2),
-                       "log-log slope of Spark time": round(slope, 3)},
-        })  # fmt: skip
+        out.append(
+            {
+                "target": "Spark within 10x of local at the largest size, and linear in rows",
+                "status": "PASS" if big["ratio"] <= 10 and slope <= 1.15 else "FAIL",
+                "detail": {
+                    "rows": big["rows"],
+                    "ratio": round(big["ratio"], 2),
+                    "log-log slope of Spark time": round(slope, 3),
+                },
+            }
+        )
     return out
 
 
@@ -661,17 +676,26 @@ def main(argv: list[str] | None = None) -> int:
     results["notes"].append("Tumult Analytics: benchmarks/aggregate_tumult.py (own environment)")
 
     loaders: list[tuple[str, Path, Callable[[], Dataset]]] = [
-        ("ml-100k", args.movielens_root / "ml-100k",
-         lambda: load_movielens(args.movielens_root, "ml-100k", 1 if args.quick else 3)),
-    ]  # fmt: skip
+        (
+            "ml-100k",
+            args.movielens_root / "ml-100k",
+            lambda: load_movielens(args.movielens_root, "ml-100k", 1 if args.quick else 3),
+        ),
+    ]
     if not args.quick:
         loaders += [
-            ("ml-latest-small", args.movielens_root / "ml-latest-small",
-             lambda: load_movielens(args.movielens_root, "ml-latest-small", 3)),
-            ("shared Zipf", args.zipf_path,
-             lambda: load_zipf(args.zipf_path, args.pipelinedp_seeds)),
+            (
+                "ml-latest-small",
+                args.movielens_root / "ml-latest-small",
+                lambda: load_movielens(args.movielens_root, "ml-latest-small", 3),
+            ),
+            (
+                "shared Zipf",
+                args.zipf_path,
+                lambda: load_zipf(args.zipf_path, args.pipelinedp_seeds),
+            ),
             ("npm words", args.npm_path, lambda: load_npm(args.npm_path, args.pipelinedp_seeds)),
-        ]  # fmt: skip
+        ]
     wanted = set(args.datasets.split(","))
     large_eps = tuple(float(e) for e in args.pipelinedp_large_epsilons.split(","))
     for name, path, load in loaders:

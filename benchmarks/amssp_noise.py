@@ -112,18 +112,24 @@ def main(argv: list[str] | None = None) -> int:
     resid = w * (np.einsum("nd,nd->n", U[users], V[items]) - y)
     clipped = enc.blocks(clipped_user_gradients(enc, params, U, items, resid, uo, uoff, 1.0))
     print(f"epsilon {eps:g}, T={T}, {data.n_users} users, {data.n_items} items, {n} ratings")
-    print(f"SSP2 per-release sigma: Gram {ssp.gram:.3g}, moment {ssp.moment:.3g} (x max_norm "
-          f"* half-width {half:.2f}); AM-DPSGD sigma {dpsgd.gradient:.3g} (clip 1)")  # fmt: skip
-    print(f"{'block':16s} {'params':>6s} | {'SSP2 signal':>11s} {'noise':>8s} {'SNR':>6s} | "
-          f"{'DPSGD signal':>12s} {'noise':>8s} {'SNR':>6s} {'SNR avg T':>9s}")  # fmt: skip
+    print(
+        f"SSP2 per-release sigma: Gram {ssp.gram:.3g}, moment {ssp.moment:.3g} (x max_norm "
+        f"* half-width {half:.2f}); AM-DPSGD sigma {dpsgd.gradient:.3g} (clip 1)"
+    )
+    print(
+        f"{'block':16s} {'params':>6s} | {'SSP2 signal':>11s} {'noise':>8s} {'SNR':>6s} | "
+        f"{'DPSGD signal':>12s} {'noise':>8s} {'SNR':>6s} {'SNR avg T':>9s}"
+    )
     for name, s in signal.items():
         s_ssp = float(np.linalg.norm(s))
         n_ssp = float(np.sqrt(np.mean([np.sum((d[name] - s) ** 2) for d in draws])))
         s_dp = float(np.linalg.norm(clipped[name]))
         n_dp = dpsgd.gradient * np.sqrt(s.size)
         snr_dp = s_dp / n_dp
-        print(f"{name:16s} {s.size:6d} | {s_ssp:11.3g} {n_ssp:8.3g} {s_ssp / n_ssp:6.3f} | "
-              f"{s_dp:12.3g} {n_dp:8.3g} {snr_dp:6.3f} {snr_dp * np.sqrt(T):9.3f}")  # fmt: skip
+        print(
+            f"{name:16s} {s.size:6d} | {s_ssp:11.3g} {n_ssp:8.3g} {s_ssp / n_ssp:6.3f} | "
+            f"{s_dp:12.3g} {n_dp:8.3g} {snr_dp:6.3f} {snr_dp * np.sqrt(T):9.3f}"
+        )
     return 0
 
 

@@ -45,12 +45,19 @@ def plot(report: dict, path: Path) -> None:
     bounds = report["epsilon_lower_bounds"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, max(4, 0.22 * len(rows))))
     labels = [f"{r['mechanism']}: {r['statistic']} ({r['norm']})" for r in rows]
-    colours = ["tab:red" if r["verdict"] == "FAIL" else "tab:orange"
-               if r["verdict"] != "pass" else "tab:green" for r in rows]  # fmt: skip
+    colours = [
+        "tab:red"
+        if r["verdict"] == "FAIL"
+        else "tab:orange"
+        if r["verdict"] != "pass"
+        else "tab:green"
+        for r in rows
+    ]
     y = np.arange(len(rows))
     # Not replayable: the spurious change seen where the randomness diverged, in orange.
-    a.barh(y, [r["ratio"] if r["compared"] else r["ratio_not_replayable"] for r in rows],
-           color=colours)  # fmt: skip
+    a.barh(
+        y, [r["ratio"] if r["compared"] else r["ratio_not_replayable"] for r in rows], color=colours
+    )
     a.axvline(1.0, color="k", lw=1)
     a.set_yticks(y, labels, fontsize=6)
     a.set_xlabel("worst change / declared bound (green pass, red FAIL)")
@@ -71,8 +78,12 @@ def main() -> int:
     parser.add_argument("--removals", type=int, default=40)
     parser.add_argument("--selection-runs", type=int, default=1000)
     parser.add_argument("--value-runs", type=int, default=5000)
-    parser.add_argument("--novel-items", type=int, default=200_000,
-                        help="items of the novel-user experiment's added user (x200)")  # fmt: skip
+    parser.add_argument(
+        "--novel-items",
+        type=int,
+        default=200_000,
+        help="items of the novel-user experiment's added user (x200)",
+    )
     parser.add_argument("--out-dir", type=Path, default=HERE / "results")
     args = parser.parse_args()
     if args.quick:
@@ -100,24 +111,34 @@ def main() -> int:
     replayable = [r for r in report.rows if r.compared]
     worst = max(replayable, key=lambda r: r.ratio, default=None)
     if worst is not None:
-        print(f"worst ratio {worst.ratio:.6f}: {worst.mechanism} {worst.statistic} ({worst.norm}) "
-              f"on '{worst.worst_neighbour}'")  # fmt: skip
+        print(
+            f"worst ratio {worst.ratio:.6f}: {worst.mechanism} {worst.statistic} ({worst.norm}) "
+            f"on '{worst.worst_neighbour}'"
+        )
     best = max(report.bounds, key=lambda b: b.lower_bound, default=None)
     if best is not None:
-        print(f"largest epsilon lower bound {best.lower_bound:.3f} (declared 1): {best.mechanism}, "
-              f"{best.event}")  # fmt: skip
+        print(
+            f"largest epsilon lower bound {best.lower_bound:.3f} (declared 1): {best.mechanism}, "
+            f"{best.event}"
+        )
     for b in report.bounds:
         if b.delta >= 0.01:
-            print(f"delta check {b.mechanism}: novel-item release rate {b.p1:.4f} over {b.runs} "
-                  f"runs (declared delta {b.delta:g}), bound {b.lower_bound:.3f}")  # fmt: skip
+            print(
+                f"delta check {b.mechanism}: novel-item release rate {b.p1:.4f} over {b.runs} "
+                f"runs (declared delta {b.delta:g}), bound {b.lower_bound:.3f}"
+            )
     thr = max(report.thresholds, key=lambda t: t.ratio, default=None)
     if thr is not None:
-        print(f"threshold check: worst p(t)/allowed {thr.ratio:.12f} ({thr.mechanism} round "
-              f"{thr.round}); {len(report.thresholds)} rounds")  # fmt: skip
+        print(
+            f"threshold check: worst p(t)/allowed {thr.ratio:.12f} ({thr.mechanism} round "
+            f"{thr.round}); {len(report.thresholds)} rounds"
+        )
     floats = [r for r in report.rows if r.norm == "grid"]
     failed = [f"{r.mechanism}: {r.statistic}" for r in floats if r.verdict == "FAIL"]
-    print(f"float check: {len(floats) - len(failed)} of {len(floats)} releases on their grid"
-          + (f"; FAIL: {', '.join(failed)}" if failed else ""))  # fmt: skip
+    print(
+        f"float check: {len(floats) - len(failed)} of {len(floats)} releases on their grid"
+        + (f"; FAIL: {', '.join(failed)}" if failed else "")
+    )
     print(f"{len(report.rows)} rows, {len({r.mechanism for r in report.rows})} configurations")
     print(f"wrote {args.out_dir / 'audit_report.json'} and audit_report.png")
     return 1 if report.failed else 0

@@ -75,12 +75,16 @@ def mean_setting(alpha: float, eps: float, reps: int, seed: int) -> dict[str, An
     h_w = best_smooth_h(sizes, data.variance, unit)
     h_l = best_limit_h(sizes, data.variance, unit)
     out: dict[str, Any] = {
-        "alpha": alpha, "epsilon": eps, "records": int(data.values.size),
-        "users": int(sizes.size), "max_size": int(sizes.max()),
-        "h_weighted": float(h_w), "h_limit": int(h_l),
+        "alpha": alpha,
+        "epsilon": eps,
+        "records": int(data.values.size),
+        "users": int(sizes.size),
+        "max_size": int(sizes.max()),
+        "h_weighted": float(h_w),
+        "h_limit": int(h_l),
         "claim1_variance": float(smooth_variance(sizes, h_w, data.variance, unit)),
         "claim2_variance": float(limit_variance(sizes, h_l, data.variance, unit)),
-    }  # fmt: skip
+    }
     rng = np.random.default_rng([seed, 99])
     errors: dict[str, list[float]] = {k: [] for k in ESTIMATORS}
     for r in range(reps):
@@ -94,8 +98,9 @@ def mean_setting(alpha: float, eps: float, reps: int, seed: int) -> dict[str, An
     for label, (a, b) in PAIRS.items():
         d = np.square(errors[a]) - np.square(errors[b])
         out.setdefault("paired", {})[label] = {
-            "mse_difference": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(d.size))
-        }  # fmt: skip
+            "mse_difference": float(d.mean()),
+            "se": float(d.std(ddof=1) / np.sqrt(d.size)),
+        }
     return out
 
 
@@ -142,14 +147,18 @@ def pipelinedp_mean(eps: float, reps: int, seed: int) -> dict[str, Any] | None:
         acc = pipeline_dp.NaiveBudgetAccountant(total_epsilon=eps, total_delta=0.0)
         engine = pipeline_dp.DPEngine(acc, pipeline_dp.LocalBackend())
         params = pipeline_dp.AggregateParams(
-            metrics=[pipeline_dp.Metrics.MEAN], noise_kind=pipeline_dp.NoiseKind.LAPLACE,
-            max_partitions_contributed=1, max_contributions_per_partition=bound,
-            min_value=BOUNDS[0], max_value=BOUNDS[1],
-        )  # fmt: skip
+            metrics=[pipeline_dp.Metrics.MEAN],
+            noise_kind=pipeline_dp.NoiseKind.LAPLACE,
+            max_partitions_contributed=1,
+            max_contributions_per_partition=bound,
+            min_value=BOUNDS[0],
+            max_value=BOUNDS[1],
+        )
         ext = pipeline_dp.DataExtractors(
-            privacy_id_extractor=lambda r: r[0], partition_extractor=lambda r: 0,
+            privacy_id_extractor=lambda r: r[0],
+            partition_extractor=lambda r: 0,
             value_extractor=lambda r: r[1],
-        )  # fmt: skip
+        )
         res = engine.aggregate(rows, params, ext, public_partitions=[0])
         acc.compute_budgets()
         return float(next(iter(res))[1].mean)
@@ -158,13 +167,20 @@ def pipelinedp_mean(eps: float, reps: int, seed: int) -> dict[str, Any] | None:
         return BOUNDS[0] + (BOUNDS[1] - BOUNDS[0]) * rng.beta(2.0, 5.0, data.values.size)
 
     grid = (1, 2, 3, 5, 8, 12, 20, 30, 50)
-    tune = {b: _mse([run(draw(), b) - data.mean for _ in range(max(20, reps // 4))])["mse"]
-            for b in grid}  # fmt: skip
+    tune = {
+        b: _mse([run(draw(), b) - data.mean for _ in range(max(20, reps // 4))])["mse"]
+        for b in grid
+    }
     best = min(tune, key=tune.get)
     t0 = time.perf_counter()
     errs = [run(draw(), best) - data.mean for _ in range(reps)]
-    return {"epsilon": eps, "bound": best, "tuning_mse": tune, **_mse(errs),
-            "seconds_per_run": (time.perf_counter() - t0) / reps}  # fmt: skip
+    return {
+        "epsilon": eps,
+        "bound": best,
+        "tuning_mse": tune,
+        **_mse(errs),
+        "seconds_per_run": (time.perf_counter() - t0) / reps,
+    }
 
 
 # -- 2. median -----------------------------------------------------------------------------------
@@ -179,8 +195,15 @@ def median_setting(alpha: float, eps: float, reps: int, seed: int) -> dict[str, 
         values = BOUNDS[0] + width * rng.beta(2.0, 5.0, data.values.size)
         pairs = (("weighted", weighted_quantile), ("sample-limit", sample_limited_quantile))
         for name, fn in pairs:
-            res = fn(values, data.users, q=0.5, epsilon=eps, bounds=BOUNDS, public_user_sizes=True,
-                     seed=7919 * r + 17)  # fmt: skip
+            res = fn(
+                values,
+                data.users,
+                q=0.5,
+                epsilon=eps,
+                bounds=BOUNDS,
+                public_user_sizes=True,
+                seed=7919 * r + 17,
+            )
             errors[name].append(float(np.atleast_1d(res.estimate)[0]) - truth)
     return {"alpha": alpha, "epsilon": eps, "methods": {k: _mse(v) for k, v in errors.items()}}
 
@@ -206,8 +229,9 @@ def regression_run(X, y, users, label_range, eps, seed, coef=None) -> dict[str, 
     sigma2 = ols_noise_variance(X, y)
     Z = np.column_stack([X, np.ones(len(y))])
     ols, *_ = np.linalg.lstsq(Z, np.clip(y, *label_range), rcond=None)
-    out = {"ols (non-private)": {"prediction_mse": float(np.mean((y - Z @ ols) ** 2)),
-                                 "seconds": 0.0}}  # fmt: skip
+    out = {
+        "ols (non-private)": {"prediction_mse": float(np.mean((y - Z @ ols) ** 2)), "seconds": 0.0}
+    }
     if coef is not None:
         out["ols (non-private)"]["parameter_error"] = float(np.sum((ols[:-1] - coef) ** 2))
     for name, kw in REG_METHODS.items():
@@ -217,8 +241,10 @@ def regression_run(X, y, users, label_range, eps, seed, coef=None) -> dict[str, 
             epsilon=eps, label_range=label_range, seed=seed, **kw
         ).fit(X, y, users)
         pred = model.predict(X)
-        rec = {"prediction_mse": float(np.mean((y - pred) ** 2)),
-               "seconds": time.perf_counter() - t0}  # fmt: skip
+        rec = {
+            "prediction_mse": float(np.mean((y - pred) ** 2)),
+            "seconds": time.perf_counter() - t0,
+        }
         if coef is not None:
             rec["parameter_error"] = float(np.sum((model.coef_ - coef) ** 2))
         out[name] = rec
@@ -241,8 +267,10 @@ def regression_synthetic(n: int, alpha: float, eps: float, reps: int) -> dict[st
         d = zipf_regression(n, 10, noise=20.0, alpha=alpha, seed=1000 * r + n)
         runs.append(regression_run(d.X, d.y, d.users, d.label_range, eps, r, d.coef))
     _CACHE[key] = {"n": n, "alpha": alpha, "epsilon": eps, "methods": _average(runs)}
-    log(f"  [synthetic] n={n} alpha={alpha:g} eps={eps:g}: " + ", ".join(
-        f"{m} {v['prediction_mse']:.0f}" for m, v in _CACHE[key]["methods"].items()))  # fmt: skip
+    log(
+        f"  [synthetic] n={n} alpha={alpha:g} eps={eps:g}: "
+        + ", ".join(f"{m} {v['prediction_mse']:.0f}" for m, v in _CACHE[key]["methods"].items())
+    )
     return _CACHE[key]
 
 
@@ -264,8 +292,10 @@ def regression_drugs(path: Path, reps: int) -> list[dict[str, Any]]:
     for eps in EPSILONS:
         runs = [regression_run(X, y, users, (1.0, 10.0), eps, r) for r in range(reps)]
         out.append({"epsilon": eps, "methods": _average(runs)})
-        log(f"  [drugs] eps={eps:g} " + ", ".join(
-            f"{m} {v['prediction_mse']:.2f}" for m, v in out[-1]["methods"].items()))  # fmt: skip
+        log(
+            f"  [drugs] eps={eps:g} "
+            + ", ".join(f"{m} {v['prediction_mse']:.2f}" for m, v in out[-1]["methods"].items())
+        )
     return out
 
 
@@ -283,15 +313,20 @@ def erm_setting(eps: float, reps: int) -> dict[str, Any]:
         test_X = rng.standard_normal((20_000, 10))
         test_y = (rng.random(20_000) < 1 / (1 + np.exp(-(test_X @ beta)))).astype(float)
         for weighting in out:
-            m = WeightedERM(loss="logistic", epsilon=eps, delta=1e-6, weighting=weighting,
-                            seed=r).fit(d.X, labels, d.users)  # fmt: skip
+            m = WeightedERM(
+                loss="logistic", epsilon=eps, delta=1e-6, weighting=weighting, seed=r
+            ).fit(d.X, labels, d.users)
             out[weighting].append(float(np.mean(m.predict(test_X) == test_y)))
-            excess[weighting].append(_log_loss(m.decision_function(test_X), test_y)
-                                     - _log_loss(test_X @ beta, test_y))  # fmt: skip
+            excess[weighting].append(
+                _log_loss(m.decision_function(test_X), test_y) - _log_loss(test_X @ beta, test_y)
+            )
         bayes.append(float(np.mean((test_X @ beta > 0) == test_y)))
-    return {"epsilon": eps, "accuracy": {k: float(np.mean(v)) for k, v in out.items()},
-            "excess_log_loss": {k: float(np.mean(v)) for k, v in excess.items()},
-            "bayes_accuracy": float(np.mean(bayes))}  # fmt: skip
+    return {
+        "epsilon": eps,
+        "accuracy": {k: float(np.mean(v)) for k, v in out.items()},
+        "excess_log_loss": {k: float(np.mean(v)) for k, v in excess.items()},
+        "bayes_accuracy": float(np.mean(bayes)),
+    }
 
 
 def _log_loss(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -309,8 +344,12 @@ def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
     for ax, eps in zip(axes[0], EPSILONS, strict=True):
         rows = [r for r in results["mean"] if r["epsilon"] == eps]
         for name in ESTIMATORS:
-            ax.plot([r["alpha"] for r in rows], [r["methods"][name]["mse"] for r in rows],
-                    marker="o", label=name)  # fmt: skip
+            ax.plot(
+                [r["alpha"] for r in rows],
+                [r["methods"][name]["mse"] for r in rows],
+                marker="o",
+                label=name,
+            )
         ax.set_yscale("log")
         ax.set_xlabel("Zipf alpha of user sizes")
         ax.set_ylabel("MSE of the mean")
@@ -324,8 +363,12 @@ def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(6, 4))
         rows = results["regression_n"]
         for name in (*REG_METHODS, "ols (non-private)"):
-            ax.plot([r["n"] for r in rows], [r["methods"][name]["prediction_mse"] for r in rows],
-                    marker="o", label=name)  # fmt: skip
+            ax.plot(
+                [r["n"] for r in rows],
+                [r["methods"][name]["prediction_mse"] for r in rows],
+                marker="o",
+                label=name,
+            )
         ax.set_yscale("log")
         ax.set_xlabel("records n (d = 10, Zipf 1.5 user sizes)")
         ax.set_ylabel("average squared prediction error")
@@ -342,61 +385,94 @@ def _ratios(m: dict[str, dict[str, float]]) -> str:
     """Best sample limiting over GWA: prediction MSE, and its excess over non-private OLS."""
     best, gwa = m["sample-limit best h"]["prediction_mse"], m["gwa"]["prediction_mse"]
     floor = m["ols (non-private)"]["prediction_mse"]
-    return (f"  [best SL / GWA: {best / gwa:.1f}x; excess over OLS "
-            f"{(best - floor) / max(gwa - floor, 1e-12):.1f}x]")  # fmt: skip
+    return (
+        f"  [best SL / GWA: {best / gwa:.1f}x; excess over OLS "
+        f"{(best - floor) / max(gwa - floor, 1e-12):.1f}x]"
+    )
 
 
 def print_summary(results: dict[str, Any]) -> None:
     print("\nMean: MSE x 1e4 (standard error), 2,000 users, values in [0, 10]")
     names = list(ESTIMATORS)
-    print(f"{'alpha':>5} {'eps':>3}  " + "  ".join(f"{n[:24]:>24}" for n in names)
-          + "   claim1/claim2")  # fmt: skip
+    print(
+        f"{'alpha':>5} {'eps':>3}  "
+        + "  ".join(f"{n[:24]:>24}" for n in names)
+        + "   claim1/claim2"
+    )
     for r in results["mean"]:
-        cells = [f"{r['methods'][n]['mse'] * 1e4:9.3f} ({r['methods'][n]['se'] * 1e4:.3f})"
-                 for n in names]  # fmt: skip
+        cells = [
+            f"{r['methods'][n]['mse'] * 1e4:9.3f} ({r['methods'][n]['se'] * 1e4:.3f})"
+            for n in names
+        ]
         ratio = r["claim1_variance"] / r["claim2_variance"]
-        print(f"{r['alpha']:5g} {r['epsilon']:3g}  " + "  ".join(f"{c:>24}" for c in cells)
-              + f"   {ratio:.3f}")  # fmt: skip
+        print(
+            f"{r['alpha']:5g} {r['epsilon']:3g}  "
+            + "  ".join(f"{c:>24}" for c in cells)
+            + f"   {ratio:.3f}"
+        )
     print("Paired MSE difference x 1e4, weighted - sample-limit (negative: weighted better)")
     for r in results["mean"]:
-        print(f"  alpha {r['alpha']:g} eps {r['epsilon']:g}: " + ", ".join(
-            f"{k} {v['mse_difference'] * 1e4:+.3f} ({v['se'] * 1e4:.3f})"
-            for k, v in r["paired"].items()))  # fmt: skip
+        print(
+            f"  alpha {r['alpha']:g} eps {r['epsilon']:g}: "
+            + ", ".join(
+                f"{k} {v['mse_difference'] * 1e4:+.3f} ({v['se'] * 1e4:.3f})"
+                for k, v in r["paired"].items()
+            )
+        )
     for p in results.get("pipelinedp_mean") or []:
-        print(f"PipelineDP MEAN, alpha 1.5, eps {p['epsilon']:g}: MSE x 1e4 {p['mse'] * 1e4:.3f} "
-              f"({p['se'] * 1e4:.3f}) at its best bound {p['bound']}")  # fmt: skip
+        print(
+            f"PipelineDP MEAN, alpha 1.5, eps {p['epsilon']:g}: MSE x 1e4 {p['mse'] * 1e4:.3f} "
+            f"({p['se'] * 1e4:.3f}) at its best bound {p['bound']}"
+        )
     if results.get("median"):
         print("\nMedian (public sizes): MSE x 1e4, weighted vs sample-limit")
         for r in results["median"]:
             m = r["methods"]
-            print(f"  alpha {r['alpha']:g} eps {r['epsilon']:g}: {m['weighted']['mse'] * 1e4:.3f} "
-                  f"vs {m['sample-limit']['mse'] * 1e4:.3f}")  # fmt: skip
-    for key, title in (("regression_n", "n"), ("regression_eps", "epsilon"),
-                       ("regression_alpha", "alpha")):  # fmt: skip
+            print(
+                f"  alpha {r['alpha']:g} eps {r['epsilon']:g}: {m['weighted']['mse'] * 1e4:.3f} "
+                f"vs {m['sample-limit']['mse'] * 1e4:.3f}"
+            )
+    for key, title in (
+        ("regression_n", "n"),
+        ("regression_eps", "epsilon"),
+        ("regression_alpha", "alpha"),
+    ):
         rows = results.get(key)
         if not rows:
             continue
         print(f"\nRegression (synthetic, d=10, noise 20), prediction MSE by {title}")
         for r in rows:
             m = r["methods"]
-            print(f"  n={r['n']} alpha={r['alpha']:g} eps={r['epsilon']:g}: " + ", ".join(
-                f"{k} {v['prediction_mse']:.1f}" for k, v in m.items()) + _ratios(m))  # fmt: skip
+            print(
+                f"  n={r['n']} alpha={r['alpha']:g} eps={r['epsilon']:g}: "
+                + ", ".join(f"{k} {v['prediction_mse']:.1f}" for k, v in m.items())
+                + _ratios(m)
+            )
     if results.get("drugs"):
-        print("\nDrugs (n=3107, m=502, d=8 + intercept), prediction MSE; paper Table 1: "
-              "3.1/2.5/2.3 vs 24.8/7.7/4.5 vs 95.4/25.2/12.4")  # fmt: skip
+        print(
+            "\nDrugs (n=3107, m=502, d=8 + intercept), prediction MSE; paper Table 1: "
+            "3.1/2.5/2.3 vs 24.8/7.7/4.5 vs 95.4/25.2/12.4"
+        )
         for r in results["drugs"]:
             m = r["methods"]
-            print(f"  eps={r['epsilon']:g}: " + ", ".join(
-                f"{k} {v['prediction_mse']:.2f}" for k, v in m.items()) + _ratios(m))  # fmt: skip
+            print(
+                f"  eps={r['epsilon']:g}: "
+                + ", ".join(f"{k} {v['prediction_mse']:.2f}" for k, v in m.items())
+                + _ratios(m)
+            )
     if results.get("erm"):
-        print("\nWeighted ERM (logistic, 50k records, Zipf 1.5, L = 1, h chosen privately): "
-              "test accuracy")  # fmt: skip
+        print(
+            "\nWeighted ERM (logistic, 50k records, Zipf 1.5, L = 1, h chosen privately): "
+            "test accuracy"
+        )
         for r in results["erm"]:
             a = r["accuracy"]
             x = r["excess_log_loss"]
-            print(f"  eps={r['epsilon']:g}: smooth {a['smooth']:.4f}, limit {a['limit']:.4f} "
-                  f"(true coefficients: {r['bayes_accuracy']:.4f}); excess log loss smooth "
-                  f"{x['smooth']:.4f}, limit {x['limit']:.4f}")  # fmt: skip
+            print(
+                f"  eps={r['epsilon']:g}: smooth {a['smooth']:.4f}, limit {a['limit']:.4f} "
+                f"(true coefficients: {r['bayes_accuracy']:.4f}); excess log loss smooth "
+                f"{x['smooth']:.4f}, limit {x['limit']:.4f}"
+            )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -415,18 +491,27 @@ def main(argv: list[str] | None = None) -> int:
     reg_reps = 3 if args.quick else 10
     alphas = (1.5, 3.0) if args.quick else ALPHAS
     started = time.perf_counter()
-    results: dict[str, Any] = {"machine": machine(), "versions": versions(), "reps": reps,
-                               "mean": [], "median": []}  # fmt: skip
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "versions": versions(),
+        "reps": reps,
+        "mean": [],
+        "median": [],
+    }
     log("[mean]")
     for i, alpha in enumerate(alphas):
         for eps in EPSILONS:
             t0 = time.perf_counter()
             r = mean_setting(alpha, eps, reps, seed=i)
             results["mean"].append(r)
-            w, s = r["methods"]["weighted (public sizes)"], r["methods"][
-                "sample-limit best h (public sizes)"]  # fmt: skip
-            log(f"  alpha={alpha:g} eps={eps:g}: weighted {w['mse']:.3e} vs best SL "
-                f"{s['mse']:.3e} ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+            w, s = (
+                r["methods"]["weighted (public sizes)"],
+                r["methods"]["sample-limit best h (public sizes)"],
+            )
+            log(
+                f"  alpha={alpha:g} eps={eps:g}: weighted {w['mse']:.3e} vs best SL "
+                f"{s['mse']:.3e} ({time.perf_counter() - t0:.1f} s)"
+            )
     log("[pipelinedp mean]")
     pdp = [pipelinedp_mean(eps, reps, seed=1) for eps in EPSILONS]
     results["pipelinedp_mean"] = None if pdp[0] is None else pdp

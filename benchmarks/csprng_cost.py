@@ -56,8 +56,15 @@ def alternate(seeded: Callable[[], object], secret: Callable[[], object], repeat
 
 
 def row(release: str, values: int, seeded: float, secret: float, **extra: Any) -> dict:
-    return {"release": release, "values": values, "pcg64dxsm_s": seeded, "aes_ctr_s": secret,
-            "ratio": secret / seeded, "extra_s": secret - seeded, **extra}  # fmt: skip
+    return {
+        "release": release,
+        "values": values,
+        "pcg64dxsm_s": seeded,
+        "aes_ctr_s": secret,
+        "ratio": secret / seeded,
+        "extra_s": secret - seeded,
+        **extra,
+    }
 
 
 def raw_draws(n: int, repeats: int) -> dict[str, Any]:
@@ -108,8 +115,9 @@ def mad2r_end_to_end(n_users: int, repeats: int) -> dict[str, Any]:
     pairs = int(data.n_pairs)
 
     def run(seed: int | None) -> Callable[[], object]:
-        return lambda: select_partitions(data, epsilon=1.0, delta=1e-5, algorithm="mad2r",
-                                         seed=seed)  # fmt: skip
+        return lambda: select_partitions(
+            data, epsilon=1.0, delta=1e-5, algorithm="mad2r", seed=seed
+        )
 
     a, b = alternate(run(1), run(None), repeats)
     return row(f"MAD2R end to end, {pairs:,} pairs", pairs, a, b, pairs=pairs)
@@ -126,15 +134,27 @@ def recommender_end_to_end(n_ratings: int, repeats: int) -> dict[str, Any]:
 
     def run(seed: int | None) -> Callable[[], object]:
         def fit() -> object:
-            model = MatrixFactorization(epsilon=1.0, delta=1e-5, items=items, dim=32, steps=3,
-                                        rating_range=(0.5, 5.0), seed=seed)  # fmt: skip
+            model = MatrixFactorization(
+                epsilon=1.0,
+                delta=1e-5,
+                items=items,
+                dim=32,
+                steps=3,
+                rating_range=(0.5, 5.0),
+                seed=seed,
+            )
             return model.fit(ratings)
 
         return fit
 
     a, b = alternate(run(1), run(None), repeats)
-    return row(f"adadpals end to end, {n_ratings:,} ratings, {n_items:,} items", n_ratings,
-               a, b, items=n_items)  # fmt: skip
+    return row(
+        f"adadpals end to end, {n_ratings:,} ratings, {n_items:,} items",
+        n_ratings,
+        a,
+        b,
+        items=n_items,
+    )
 
 
 def plot(results: dict[str, Any], out_dir: Path) -> list[Path]:
@@ -160,8 +180,10 @@ def plot(results: dict[str, Any], out_dir: Path) -> list[Path]:
 def summary(results: dict[str, Any]) -> None:
     print(f"{'release':58s} {'values':>12s} {'PCG s':>9s} {'AES s':>9s} {'ratio':>6s}")
     for r in results["rows"]:
-        print(f"{r['release']:58s} {r['values']:>12,} {r['pcg64dxsm_s']:>9.4g} "
-              f"{r['aes_ctr_s']:>9.4g} {r['ratio']:>6.2f}")  # fmt: skip
+        print(
+            f"{r['release']:58s} {r['values']:>12,} {r['pcg64dxsm_s']:>9.4g} "
+            f"{r['aes_ctr_s']:>9.4g} {r['ratio']:>6.2f}"
+        )
 
 
 def main() -> int:
@@ -181,16 +203,21 @@ def main() -> int:
         args.draws, args.gram_items, args.gram_dim = 100_000, 200, 16
         args.mad2r_items, args.mad2r_users, args.ratings = 10_000, 5_000, 20_000
     started = time.perf_counter()
-    rows = [raw_draws(args.draws, args.repeats),
-            gram_stack(args.gram_items, args.gram_dim, args.repeats),
-            mad2r_noise(args.mad2r_items, args.repeats)]  # fmt: skip
+    rows = [
+        raw_draws(args.draws, args.repeats),
+        gram_stack(args.gram_items, args.gram_dim, args.repeats),
+        mad2r_noise(args.mad2r_items, args.repeats),
+    ]
     log("noise steps timed")
     if not args.skip_end_to_end:
         rows.append(mad2r_end_to_end(args.mad2r_users, args.repeats))
         log("MAD2R end to end timed")
         rows.append(recommender_end_to_end(args.ratings, args.repeats))
-    results = {"command": shlex.join([sys.executable, *sys.argv]), "rows": rows,
-               "seconds": time.perf_counter() - started}  # fmt: skip
+    results = {
+        "command": shlex.join([sys.executable, *sys.argv]),
+        "rows": rows,
+        "seconds": time.perf_counter() - started,
+    }
     finish(results, args.out_dir, "csprng_cost", plot, summary)
     return 0
 

@@ -73,29 +73,45 @@ def traffic(name: str, ratings, families, rating_range) -> list[dict[str, Any]]:
     rows = []
     for inner in INNER:
         model = FederatedPublicFeatureRecommender(
-            encoder=enc, epsilon=5.0, delta=DELTA, items=ratings.item_labels,
-            rating_range=rating_range, steps=STEPS, inner_steps=inner, seed=SEED,
-        ).fit(ratings)  # fmt: skip
+            encoder=enc,
+            epsilon=5.0,
+            delta=DELTA,
+            items=ratings.item_labels,
+            rating_range=rating_range,
+            steps=STEPS,
+            inner_steps=inner,
+            seed=SEED,
+        ).fit(ratings)
         diag = model.diagnostics_
         degrees = np.bincount(ratings.users, minlength=ratings.n_users)
         preamble = 4 * np.minimum(degrees, model.count_sample) + 16  # counts + mean rounds
         grad = 8 * enc.n_params
         row = {
-            "dataset": name, "users": ratings.n_users, "items": m, "ratings": ratings.n_ratings,
-            "dim": DIM, "n_params": int(enc.n_params), "steps": STEPS, "inner_steps": inner,
-            "ssp2_rounds": diag["rounds"], "dpsgd_rounds": 2 + STEPS * inner,
-            "ssp2_up_mean": diag["uplink_bytes_mean"], "ssp2_up_max": diag["uplink_bytes_max"],
+            "dataset": name,
+            "users": ratings.n_users,
+            "items": m,
+            "ratings": ratings.n_ratings,
+            "dim": DIM,
+            "n_params": int(enc.n_params),
+            "steps": STEPS,
+            "inner_steps": inner,
+            "ssp2_rounds": diag["rounds"],
+            "dpsgd_rounds": 2 + STEPS * inner,
+            "ssp2_up_mean": diag["uplink_bytes_mean"],
+            "ssp2_up_max": diag["uplink_bytes_max"],
             "ssp2_secagg_up": 8 * (m + 1) + 16 + STEPS * secure_aggregation_nbytes(m, DIM),
             "dpsgd_up_mean": float(preamble.mean()) + STEPS * inner * grad,
             "ssp2_down": diag["downlink_bytes"],
             "dpsgd_down": STEPS * inner * grad,
             "seconds": diag["fit_seconds"],
-        }  # fmt: skip
+        }
         row["dpsgd_over_ssp2"] = row["dpsgd_up_mean"] / row["ssp2_up_mean"]
         rows.append(row)
-        log(f"[{name}] inner={inner}: SSP2 {row['ssp2_up_mean'] / 1e3:.1f} kB/client up "
+        log(
+            f"[{name}] inner={inner}: SSP2 {row['ssp2_up_mean'] / 1e3:.1f} kB/client up "
             f"({row['ssp2_rounds']} rounds), DP-SGD {row['dpsgd_up_mean'] / 1e6:.2f} MB "
-            f"({row['dpsgd_rounds']} rounds)")  # fmt: skip
+            f"({row['dpsgd_rounds']} rounds)"
+        )
     return rows
 
 
@@ -106,50 +122,77 @@ def parity(name: str, ratings, families, rating_range) -> list[dict[str, Any]]:
     buckets = frequency_buckets(split.train.item_counts())
     out = []
     for eps in EPSILONS:
-        kw = dict(epsilon=eps, delta=DELTA, items=split.train.item_labels,
-                  rating_range=rating_range, steps=STEPS, seed=SEED)  # fmt: skip
+        kw = dict(
+            epsilon=eps,
+            delta=DELTA,
+            items=split.train.item_labels,
+            rating_range=rating_range,
+            steps=STEPS,
+            seed=SEED,
+        )
         scores, seconds = {}, {}
         # Algorithm 8 trains no bias: the centralised model is compared without its item biases
         # (its default has them, so the two would differ by design).
-        models = (("central", PublicFeatureRecommender, {"biases": False}),
-                  ("federated", FederatedPublicFeatureRecommender, {}))  # fmt: skip
+        models = (
+            ("central", PublicFeatureRecommender, {"biases": False}),
+            ("federated", FederatedPublicFeatureRecommender, {}),
+        )
         for label, cls, extra in models:
             t = time.perf_counter()
             model = cls(encoder=encoder(families, split.train.n_items), **kw, **extra)
             model = model.fit(split.train)
             seconds[label] = time.perf_counter() - t
             scores[label] = holdout_rmse(model, history, split.test, buckets)["rmse"]
-        rec = {"dataset": name, "epsilon": eps, "central_rmse": scores["central"],
-               "federated_rmse": scores["federated"],
-               "abs_difference": abs(scores["central"] - scores["federated"]),
-               "central_seconds": seconds["central"],
-               "federated_seconds": seconds["federated"]}  # fmt: skip
+        rec = {
+            "dataset": name,
+            "epsilon": eps,
+            "central_rmse": scores["central"],
+            "federated_rmse": scores["federated"],
+            "abs_difference": abs(scores["central"] - scores["federated"]),
+            "central_seconds": seconds["central"],
+            "federated_seconds": seconds["federated"],
+        }
         out.append(rec)
-        log(f"[{name}] eps={eps:g}: RMSE central {rec['central_rmse']:.6f}, federated "
-            f"{rec['federated_rmse']:.6f} (|diff| {rec['abs_difference']:.1e})")  # fmt: skip
+        log(
+            f"[{name}] eps={eps:g}: RMSE central {rec['central_rmse']:.6f}, federated "
+            f"{rec['federated_rmse']:.6f} (|diff| {rec['abs_difference']:.1e})"
+        )
     return out
 
 
 def print_summary(results: dict) -> None:
-    print(f"\nUplink bytes per client, {STEPS} alternating steps, dim {DIM} "
-          "(SSP2: measured mean / max; DP-SGD: dense gradients)")  # fmt: skip
-    head = (f"{'dataset':16s} {'inner':>5s} {'n_params':>9s} {'SSP2 rounds':>11s} "
-            f"{'SSP2 mean':>10s} {'SSP2 max':>10s} {'SSP2 SecAgg':>12s} {'DP-SGD rounds':>13s} "
-            f"{'DP-SGD':>12s} {'ratio':>7s}")  # fmt: skip
+    print(
+        f"\nUplink bytes per client, {STEPS} alternating steps, dim {DIM} "
+        "(SSP2: measured mean / max; DP-SGD: dense gradients)"
+    )
+    head = (
+        f"{'dataset':16s} {'inner':>5s} {'n_params':>9s} {'SSP2 rounds':>11s} "
+        f"{'SSP2 mean':>10s} {'SSP2 max':>10s} {'SSP2 SecAgg':>12s} {'DP-SGD rounds':>13s} "
+        f"{'DP-SGD':>12s} {'ratio':>7s}"
+    )
     print(head)
     for r in results["traffic"]:
-        print(f"{r['dataset']:16s} {r['inner_steps']:5d} {r['n_params']:9,d} "
-              f"{r['ssp2_rounds']:11d} {r['ssp2_up_mean']:10,.0f} {r['ssp2_up_max']:10,.0f} "
-              f"{r['ssp2_secagg_up']:12,d} {r['dpsgd_rounds']:13d} {r['dpsgd_up_mean']:12,.0f} "
-              f"{r['dpsgd_over_ssp2']:6.0f}x")  # fmt: skip
-    print("\nDownlink bytes per client: " + "; ".join(
-        f"{r['dataset']} inner {r['inner_steps']}: SSP2 {r['ssp2_down']:,}, DP-SGD "
-        f"{r['dpsgd_down']:,}" for r in results["traffic"]))  # fmt: skip
+        print(
+            f"{r['dataset']:16s} {r['inner_steps']:5d} {r['n_params']:9,d} "
+            f"{r['ssp2_rounds']:11d} {r['ssp2_up_mean']:10,.0f} {r['ssp2_up_max']:10,.0f} "
+            f"{r['ssp2_secagg_up']:12,d} {r['dpsgd_rounds']:13d} {r['dpsgd_up_mean']:12,.0f} "
+            f"{r['dpsgd_over_ssp2']:6.0f}x"
+        )
+    print(
+        "\nDownlink bytes per client: "
+        + "; ".join(
+            f"{r['dataset']} inner {r['inner_steps']}: SSP2 {r['ssp2_down']:,}, DP-SGD "
+            f"{r['dpsgd_down']:,}"
+            for r in results["traffic"]
+        )
+    )
     print("\nTest RMSE (ML10M protocol), same seed: centralised vs federated SSP2")
     for r in results["parity"]:
-        print(f"  {r['dataset']:16s} eps={r['epsilon']:<4g} {r['central_rmse']:.6f} "
-              f"{r['federated_rmse']:.6f} |diff| {r['abs_difference']:.1e} "
-              f"({r['central_seconds']:.2f} s vs {r['federated_seconds']:.2f} s)")  # fmt: skip
+        print(
+            f"  {r['dataset']:16s} eps={r['epsilon']:<4g} {r['central_rmse']:.6f} "
+            f"{r['federated_rmse']:.6f} |diff| {r['abs_difference']:.1e} "
+            f"({r['central_seconds']:.2f} s vs {r['federated_seconds']:.2f} s)"
+        )
     print(f"federated == centralised: {results['federated_equals_central']}")
 
 
@@ -165,8 +208,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
-    results: dict[str, Any] = {"dim": DIM, "steps": STEPS, "delta": DELTA, "traffic": [],
-                               "parity": []}  # fmt: skip
+    results: dict[str, Any] = {
+        "dim": DIM,
+        "steps": STEPS,
+        "delta": DELTA,
+        "traffic": [],
+        "parity": [],
+    }
     sets = []
     path = args.movielens / "ml-100k"
     if path.exists():

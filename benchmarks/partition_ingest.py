@@ -220,25 +220,35 @@ def summary(results: dict[str, Any]) -> None:
     n = results["in_memory"]["n_pairs_raw"]
     print(f"\n{n / 1e6:.1f}M unsorted integer pairs, medians of {results['repeats']}:")
     print(f"  floor (sort 64-bit keys, dedupe, bincount) {m['floor']:.2f} s")
-    print(f"  ingest (Contributions.from_columns)        {m['ingest']:.2f} s "
-          f"= {m['ingest'] / m['floor']:.2f}x floor")  # fmt: skip
-    print(f"  algorithm on the table (default mad2r)     {m['algorithm']:.2f} s "
-          f"= {m['algorithm'] / m['floor']:.2f}x floor")  # fmt: skip
-    print(f"  select_partitions((users, items))          {m['select']:.2f} s "
-          f"= {m['select'] / m['floor']:.2f}x floor (target <= 2x)")  # fmt: skip
+    print(
+        f"  ingest (Contributions.from_columns)        {m['ingest']:.2f} s "
+        f"= {m['ingest'] / m['floor']:.2f}x floor"
+    )
+    print(
+        f"  algorithm on the table (default mad2r)     {m['algorithm']:.2f} s "
+        f"= {m['algorithm'] / m['floor']:.2f}x floor"
+    )
+    print(
+        f"  select_partitions((users, items))          {m['select']:.2f} s "
+        f"= {m['select'] / m['floor']:.2f}x floor (target <= 2x)"
+    )
     if results.get("parquet"):
         q = results["parquet"]["median"]
-        print(f"  Parquet: read {q['read']:.2f} s, read + floor {q['read_floor']:.2f} s, "
-              f"select {q['select']:.2f} s = {q['select'] / q['read_floor']:.2f}x "
-              "(target <= 2x)")  # fmt: skip
+        print(
+            f"  Parquet: read {q['read']:.2f} s, read + floor {q['read_floor']:.2f} s, "
+            f"select {q['select']:.2f} s = {q['select'] / q['read_floor']:.2f}x "
+            "(target <= 2x)"
+        )
     big = results.get("peak")
     if big:
         if "error" in big:
             print(f"  peak on {big['n_pairs_raw']:,} pairs: {big['error']}")
         else:
-            print(f"  {big['n_pairs_raw'] / 1e6:.0f}M pairs: {big['seconds']:.1f} s, peak "
-                  f"{big['peak_mb'] / 1024:.2f} GiB (input {big['input_mb'] / 1024:.2f} GiB, "
-                  f"ru_maxrss {big['ru_maxrss_mb'] / 1024:.2f} GiB; target <= 8 GB)")  # fmt: skip
+            print(
+                f"  {big['n_pairs_raw'] / 1e6:.0f}M pairs: {big['seconds']:.1f} s, peak "
+                f"{big['peak_mb'] / 1024:.2f} GiB (input {big['input_mb'] / 1024:.2f} GiB, "
+                f"ru_maxrss {big['ru_maxrss_mb'] / 1024:.2f} GiB; target <= 8 GB)"
+            )
     print(f"  load average before / after: {results['load_before']} / {results['load_after']}")
 
 

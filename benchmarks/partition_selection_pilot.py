@@ -77,12 +77,21 @@ def main() -> int:
             show(f"mad2r pooled 4 rounds dt={d}", sizes(c, args.seeds, delta_fractions=d))
         show(
             "mad2r 4 rounds unpooled, capped once",
-            sizes(c, args.seeds, rounds=4, pooled=False, recap=False,
-                  fractions=(0.1, 0.2, 0.3, 0.4), delta_fractions=(q, q, q, 0.95)),
-        )  # fmt: skip
+            sizes(
+                c,
+                args.seeds,
+                rounds=4,
+                pooled=False,
+                recap=False,
+                fractions=(0.1, 0.2, 0.3, 0.4),
+                delta_fractions=(q, q, q, 0.95),
+            ),
+        )
         for k in (3, 4):
-            show(f"dp-sips pooled {k} rounds", sizes(c, args.seeds, algorithm="dp-sips",
-                                                      rounds=k, pooled=True))  # fmt: skip
+            show(
+                f"dp-sips pooled {k} rounds",
+                sizes(c, args.seeds, algorithm="dp-sips", rounds=k, pooled=True),
+            )
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"draw": str(c), "rows": rows}, indent=2, default=float))
         return 0

@@ -144,8 +144,13 @@ def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
     labels = list(results["sizes"])
     x = np.arange(len(labels))
     for k, (name, color) in enumerate((("floor", "tab:gray"), ("select", "tab:blue"))):
-        ax.bar(x + 0.4 * k, [results["sizes"][s]["median"][name] for s in labels], 0.4,
-               label=name, color=color)  # fmt: skip
+        ax.bar(
+            x + 0.4 * k,
+            [results["sizes"][s]["median"][name] for s in labels],
+            0.4,
+            label=name,
+            color=color,
+        )
     ax.set_xticks(x + 0.2, [f"{int(s) / 1e6:.0f}M rows" for s in labels])
     ax.set_ylabel("seconds (median)")
     ax.set_title(f"Spark selection vs one plain pass ({results['master']})")
@@ -161,9 +166,11 @@ def summary(results: dict[str, Any]) -> None:
     print(f"\nSpark {results['master']}, medians of {results['repeats']}:")
     for n, r in results["sizes"].items():
         m, us = r["median"], r["us_per_row"]
-        print(f"  {int(n):>11,} rows: floor {m['floor']:.1f} s ({us['floor']:.2f} us/row), "
-              f"select {m['select']:.1f} s ({us['select']:.2f} us/row) = {r['ratio']:.1f}x "
-              "(target <= 3x)")  # fmt: skip
+        print(
+            f"  {int(n):>11,} rows: floor {m['floor']:.1f} s ({us['floor']:.2f} us/row), "
+            f"select {m['select']:.1f} s ({us['select']:.2f} us/row) = {r['ratio']:.1f}x "
+            "(target <= 3x)"
+        )
         for step in r["engine_steps"]:
             print(f"      {step}")
     print(f"  load average before / after: {results['load_before']} / {results['load_after']}")

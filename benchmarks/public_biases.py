@@ -69,8 +69,10 @@ def run(name, ratings, fams, rating_range, variants, seeds, compare="biases") ->
         "global_mean": rmse(split.test.values, np.full(split.test.n_ratings, gm)),
         "runs": [],
     }
-    log(f"[{name}] {ratings.n_users:,} users, {ratings.n_items:,} items, "
-        f"{ratings.n_ratings:,} ratings; global mean {out['global_mean']:.4f}")  # fmt: skip
+    log(
+        f"[{name}] {ratings.n_users:,} users, {ratings.n_items:,} items, "
+        f"{ratings.n_ratings:,} ratings; global mean {out['global_mean']:.4f}"
+    )
     for variant in variants:
         for eps in EPSILONS:
             for biases in (False, True):
@@ -79,23 +81,34 @@ def run(name, ratings, fams, rating_range, variants, seeds, compare="biases") ->
                     t = time.perf_counter()
                     model = PublicFeatureRecommender(
                         encoder=PublicFeatureEncoder([*fams, ids], DIM, seed=0),
-                        variant=variant, epsilon=eps, delta=DELTA,
-                        items=split.train.item_labels, rating_range=rating_range,
+                        variant=variant,
+                        epsilon=eps,
+                        delta=DELTA,
+                        items=split.train.item_labels,
+                        rating_range=rating_range,
                         seed=1000 * seed + 7,
-                        **({"biases": biases, "bias_prior": False} if compare == "biases"
-                           else {"biases": True, "bias_prior": biases}),
-                    ).fit(split.train)  # fmt: skip
+                        **(
+                            {"biases": biases, "bias_prior": False}
+                            if compare == "biases"
+                            else {"biases": True, "bias_prior": biases}
+                        ),
+                    ).fit(split.train)
                     scores.append(holdout_rmse(model, history, split.test, buckets)["rmse"])
                     secs.append(time.perf_counter() - t)
                 rec = {
-                    "variant": variant, "epsilon": eps, "biases": biases,
+                    "variant": variant,
+                    "epsilon": eps,
+                    "biases": biases,
                     "rmse": float(np.mean(scores)),
                     "rmse_sd": float(np.std(scores, ddof=1)) if seeds > 1 else None,
-                    "scores": scores, "seconds": float(np.mean(secs)),
-                }  # fmt: skip
+                    "scores": scores,
+                    "seconds": float(np.mean(secs)),
+                }
                 out["runs"].append(rec)
-                log(f"  {variant:6s} eps={eps:<4g} biases={biases!s:5s} RMSE "
-                    f"{rec['rmse']:.4f} ({rec['seconds']:.1f} s/run)")  # fmt: skip
+                log(
+                    f"  {variant:6s} eps={eps:<4g} biases={biases!s:5s} RMSE "
+                    f"{rec['rmse']:.4f} ({rec['seconds']:.1f} s/run)"
+                )
     return out
 
 
@@ -104,16 +117,21 @@ def print_summary(results: dict) -> None:
         "\nTest RMSE (ML10M protocol), mean over seeds: off -> on (change); the pair is "
         f"{results.get('compare', 'biases')}"
     )
-    print(f"{'dataset':16s} {'variant':7s} " + " ".join(f"{'eps=' + format(e, 'g'):>24s}"
-                                                        for e in EPSILONS))  # fmt: skip
+    print(
+        f"{'dataset':16s} {'variant':7s} "
+        + " ".join(f"{'eps=' + format(e, 'g'):>24s}" for e in EPSILONS)
+    )
     for name, res in results["sets"].items():
         variants = dict.fromkeys(r["variant"] for r in res["runs"])
         print(f"{name:16s} {'mean':7s} {res['global_mean']:.4f}")
         for v in variants:
             cells = []
             for e in EPSILONS:
-                pair = {r["biases"]: r["rmse"] for r in res["runs"]
-                        if r["variant"] == v and r["epsilon"] == e}  # fmt: skip
+                pair = {
+                    r["biases"]: r["rmse"]
+                    for r in res["runs"]
+                    if r["variant"] == v and r["epsilon"] == e
+                }
                 if len(pair) == 2:
                     change = 100.0 * (pair[True] / pair[False] - 1.0)
                     cells.append(f"{pair[False]:.4f}->{pair[True]:.4f} ({change:+.1f}%)")
@@ -142,8 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
     results: dict[str, Any] = {
-        "dim": DIM, "delta": DELTA, "seeds": args.seeds, "compare": args.compare, "sets": {},
-    }  # fmt: skip
+        "dim": DIM,
+        "delta": DELTA,
+        "seeds": args.seeds,
+        "compare": args.compare,
+        "sets": {},
+    }
     variants = [v for v in args.variants.split(",") if v]
     for name in [d for d in args.datasets.split(",") if d]:
         ratings, fams, rr = load(name, args.movielens, args.synthetic_ratings)

@@ -95,14 +95,17 @@ def recall(name: str, ratings, families, seeds: int) -> dict[str, Any]:
         "non_private": {},
         "runs": [],
     }
-    log(f"[{name}] {train.n_ratings:,} training ratings, {out['test_users']} test users; "
-        f"popularity {pop:.4f}")  # fmt: skip
+    log(
+        f"[{name}] {train.n_ratings:,} training ratings, {out['test_users']} test users; "
+        f"popularity {pop:.4f}"
+    )
     common = dict(items=train.item_labels, rating_range=(0.0, 1.0), center=0.0)
 
     def fit(kw: dict[str, Any], **budget: Any) -> tuple[float, list[float], float]:
         started = time.perf_counter()
-        m = PublicFeatureRecommender(encoder=encoder(families, train.n_items), **common, **kw,
-                                     **budget).fit(train)  # fmt: skip
+        m = PublicFeatureRecommender(
+            encoder=encoder(families, train.n_items), **common, **kw, **budget
+        ).fit(train)
         ((_, value, buckets),) = score_model(m.model_, task)
         return value, buckets, time.perf_counter() - started
 
@@ -135,9 +138,14 @@ def plots(results: dict, out_dir: Path) -> list[str]:
     for ax, (name, res) in zip(axes[0], sets.items(), strict=True):
         for model in MODELS:
             rs = [r for r in res["runs"] if r["model"] == model]
-            ax.errorbar([r["epsilon"] for r in rs], [r["recall"] for r in rs],
-                        yerr=[r["recall_sd"] or 0.0 for r in rs], marker="o", capsize=3,
-                        label=model)  # fmt: skip
+            ax.errorbar(
+                [r["epsilon"] for r in rs],
+                [r["recall"] for r in rs],
+                yerr=[r["recall_sd"] or 0.0 for r in rs],
+                marker="o",
+                capsize=3,
+                label=model,
+            )
         pop = res["popularity"]["recall"]
         ax.axhline(pop, color="grey", lw=1, label="popularity (non-private)")
         ax.set_ylim(0.0, max(ax.get_ylim()[1], 1.05 * pop))
@@ -155,8 +163,10 @@ def plots(results: dict, out_dir: Path) -> list[str]:
 
 def print_summary(results: dict) -> None:
     print(f"\nRecall@20 (ML20M protocol), mean +- sd over {results['seeds']} seeds")
-    print(f"{'dataset':12s} {'model':14s} {'non-private':>12s} "
-          + " ".join(f"{'eps=' + format(e, 'g'):>16s}" for e in EPSILONS))  # fmt: skip
+    print(
+        f"{'dataset':12s} {'model':14s} {'non-private':>12s} "
+        + " ".join(f"{'eps=' + format(e, 'g'):>16s}" for e in EPSILONS)
+    )
     for name, res in results["datasets"].items():
         pop = res["popularity"]["recall"]
         print(f"{name:12s} {'popularity':14s} {pop:>12.4f}")
@@ -174,8 +184,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--movielens", type=Path, default=DEFAULT_MOVIELENS)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="One seed, the synthetic set only.")
-    p.add_argument("--datasets", default=",".join(DATASETS),
-                   help=f"Comma-separated subset of {', '.join(DATASETS)}.")  # fmt: skip
+    p.add_argument(
+        "--datasets",
+        default=",".join(DATASETS),
+        help=f"Comma-separated subset of {', '.join(DATASETS)}.",
+    )
     p.add_argument("--out", type=Path, default=RESULTS)
     return p.parse_args(argv)
 

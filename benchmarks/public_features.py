@@ -69,16 +69,26 @@ def train(method: str, families, split, rating_range, eps, seed, user_features=N
     if method.startswith("adadpals"):
         # The MovieLens item list is the public catalogue, as in the papers' protocols.
         m = MatrixFactorization(
-            epsilon=eps, delta=DELTA, items=split.train.item_labels, method="adadpals", dim=DIM,
-            rating_range=rating_range, seed=seed,
-        )  # fmt: skip
+            epsilon=eps,
+            delta=DELTA,
+            items=split.train.item_labels,
+            method="adadpals",
+            dim=DIM,
+            rating_range=rating_range,
+            seed=seed,
+        )
         return m.fit(split.train)
     variant = "dpsgd" if method == "am-dpsgd" else kw.pop("variant", "ssp2")
     m = PublicFeatureRecommender(
-        encoder=encoder_for(method, families, split.train.n_items), variant=variant,
-        epsilon=eps, delta=DELTA, items=split.train.item_labels, rating_range=rating_range,
-        seed=seed, **kw,
-    )  # fmt: skip
+        encoder=encoder_for(method, families, split.train.n_items),
+        variant=variant,
+        epsilon=eps,
+        delta=DELTA,
+        items=split.train.item_labels,
+        rating_range=rating_range,
+        seed=seed,
+        **kw,
+    )
     if method == USER_FEATURES:
         m.fit(split.train, user_features=user_features)
         return _WithUserFeatures(m, user_features)
@@ -110,8 +120,10 @@ def utility(name, ratings, families, rating_range, seeds, methods, dpsgd_ok, use
         },
         "runs": [],
     }
-    log(f"[{name}] {ratings.n_users:,} users, {ratings.n_items:,} items; global mean "
-        f"{out['global_mean']['rmse']:.4f}")  # fmt: skip
+    log(
+        f"[{name}] {ratings.n_users:,} users, {ratings.n_items:,} items; global mean "
+        f"{out['global_mean']['rmse']:.4f}"
+    )
     for method in methods:
         if method == "am-dpsgd" and not dpsgd_ok:
             log(f"  {method}: skipped on {name} (one VJP per user per step)")
@@ -133,8 +145,7 @@ def utility(name, ratings, families, rating_range, seeds, methods, dpsgd_ok, use
                 "seconds": float(np.mean([r["seconds"] for r in runs])),
             }
             out["runs"].append(rec)
-            log(f"  {method:18s} eps={eps:<4g} RMSE {rec['rmse']:.4f} "
-                f"({rec['seconds']:.1f} s)")  # fmt: skip
+            log(f"  {method:18s} eps={eps:<4g} RMSE {rec['rmse']:.4f} ({rec['seconds']:.1f} s)")
     return out
 
 
@@ -176,14 +187,25 @@ def ssp_variants(name, ratings, families, rating_range, seeds) -> list[dict]:
         for eps in EPSILONS:
             vals = [
                 holdout_rmse(
-                    train("am-ssp", families, split, rating_range, eps, 1000 * s + 7,
-                          variant=variant, batch_items=256),
-                    history, split.test, buckets,
+                    train(
+                        "am-ssp",
+                        families,
+                        split,
+                        rating_range,
+                        eps,
+                        1000 * s + 7,
+                        variant=variant,
+                        batch_items=256,
+                    ),
+                    history,
+                    split.test,
+                    buckets,
                 )["rmse"]
                 for s in range(seeds)
-            ]  # fmt: skip
-            out.append({"dataset": name, "variant": variant, "epsilon": eps,
-                        "rmse": float(np.mean(vals))})  # fmt: skip
+            ]
+            out.append(
+                {"dataset": name, "variant": variant, "epsilon": eps, "rmse": float(np.mean(vals))}
+            )
             log(f"  [{name}] {variant:9s} eps={eps:<4g} RMSE {np.mean(vals):.4f}")
     return out
 
@@ -198,8 +220,9 @@ def plots(results: dict, out_dir: Path) -> list[str]:
         for method in (*METHODS, USER_FEATURES):
             rs = [r for r in res["runs"] if r["method"] == method]
             if rs:
-                ax.plot([r["epsilon"] for r in rs], [r["rmse"] for r in rs], marker="o",
-                        label=method)  # fmt: skip
+                ax.plot(
+                    [r["epsilon"] for r in rs], [r["rmse"] for r in rs], marker="o", label=method
+                )
         ax.axhline(res["global_mean"]["rmse"], color="grey", lw=1, label="global mean")
         ax.set_xscale("log")
         ax.set_title(name)
@@ -224,10 +247,14 @@ def print_summary(results: dict) -> None:
                 print(f"{name:18s} {method:20s} " + " ".join(f"{r['rmse']:<9.4f}" for r in rs))
     tt = results.get("time_to_rmse")
     if tt:
-        print(f"\nTime to test RMSE <= {tt['target_rmse']:.4f} on ml-100k at epsilon 5: "
-              + ", ".join(f"{m} {s:.2f} s" if s else f"{m} not reached"
-                          for m, s in tt["seconds_to_target"].items())
-              + (f" (AM-SSP {tt['speedup']:.0f}x faster)" if "speedup" in tt else ""))  # fmt: skip
+        print(
+            f"\nTime to test RMSE <= {tt['target_rmse']:.4f} on ml-100k at epsilon 5: "
+            + ", ".join(
+                f"{m} {s:.2f} s" if s else f"{m} not reached"
+                for m, s in tt["seconds_to_target"].items()
+            )
+            + (f" (AM-SSP {tt['speedup']:.0f}x faster)" if "speedup" in tt else "")
+        )
     if results.get("ssp_variants"):
         print("\nSSP1 vs SSP2 vs mini-batch SSP2 (test RMSE)")
         for r in results["ssp_variants"]:
@@ -248,8 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = 1 if args.quick else args.seeds
-    results: dict[str, Any] = {"machine": machine(), "versions": versions(), "dim": DIM,
-                               "delta": DELTA, "utility": {}}  # fmt: skip
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "versions": versions(),
+        "dim": DIM,
+        "delta": DELTA,
+        "utility": {},
+    }
     started = time.perf_counter()
     for name, rr in (("ml-100k", (1.0, 5.0)), ("ml-latest-small", (0.5, 5.0))):
         path = args.movielens / name

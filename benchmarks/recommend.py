@@ -156,9 +156,15 @@ def rating_protocol(
                     split.train, PrivacyBudget(eps, DELTA), mode, fraction, 1000 * seed + 7
                 )
                 m = MatrixFactorization(
-                    epsilon=budget.epsilon, delta=budget.delta, items=items, method=base,
-                    dim=DIM, rating_range=rating_range, seed=1000 * seed + 7, **extra,
-                )  # fmt: skip
+                    epsilon=budget.epsilon,
+                    delta=budget.delta,
+                    items=items,
+                    method=base,
+                    dim=DIM,
+                    rating_range=rating_range,
+                    seed=1000 * seed + 7,
+                    **extra,
+                )
                 if len(items) == 0:  # the selection released nothing: predict the midpoint
                     mid = np.full(split.test.n_ratings, 0.5 * sum(rating_range))
                     r = {
@@ -166,9 +172,11 @@ def rating_protocol(
                         "buckets": sliced_rmse(
                             split.test.items, split.test.values, mid, buckets
                         ).tolist(),
-                        "items": 0, "trained_items": 0, "seconds": time.perf_counter() - t,
+                        "items": 0,
+                        "trained_items": 0,
+                        "seconds": time.perf_counter() - t,
                         "epsilon_spent": eps * fraction,
-                    }  # fmt: skip
+                    }
                     runs.append(r)
                     continue
                 with warnings.catch_warnings():  # "no item reaches the cutoff": recorded below
@@ -232,9 +240,14 @@ def recall_protocol(name: str, ratings: Ratings, seeds: int, methods) -> dict:
             for seed in range(seeds):
                 # The ML20M protocol's public catalogue: the training part's item list.
                 m = MatrixFactorization(
-                    epsilon=eps, delta=DELTA, items=train.item_labels, method=method, dim=DIM,
-                    **opts, seed=1000 * seed + 7,
-                )  # fmt: skip
+                    epsilon=eps,
+                    delta=DELTA,
+                    items=train.item_labels,
+                    method=method,
+                    dim=DIM,
+                    **opts,
+                    seed=1000 * seed + 7,
+                )
                 vals.append(evaluate(m.fit(train)))
             rec = {
                 "method": method,
@@ -270,15 +283,32 @@ def appendix_c(seeds: int) -> dict:
                         budget = {"epsilon": eps, "delta": DELTA, "seed": seed}
                         if solver == "ssp":
                             res = task_weighted_ssp(
-                                users, tasks, x, y, w, n_tasks=100, feature_bound=1.0,
-                                label_bound=1.0, ridge=1.0, **budget,
-                            )  # fmt: skip
+                                users,
+                                tasks,
+                                x,
+                                y,
+                                w,
+                                n_tasks=100,
+                                feature_bound=1.0,
+                                label_bound=1.0,
+                                ridge=1.0,
+                                **budget,
+                            )
                         else:
                             res = task_weighted_noisy_gd(
-                                users, tasks, x, y, w, n_tasks=100, clip_norm=1.0, steps=GD_STEPS,
-                                learning_rate=1.0 / (1.0 + counts * 0.1), ridge=1.0, radius=1.0,
+                                users,
+                                tasks,
+                                x,
+                                y,
+                                w,
+                                n_tasks=100,
+                                clip_norm=1.0,
+                                steps=GD_STEPS,
+                                learning_rate=1.0 / (1.0 + counts * 0.1),
+                                ridge=1.0,
+                                radius=1.0,
                                 **budget,
-                            )  # fmt: skip
+                            )
                         pred = np.einsum("nd,nd->n", res.parameters[data.tasks[test]], x_test)
                         errs.append(rmse(data.labels[test], pred))
                     out["runs"].append(
@@ -328,9 +358,14 @@ def step_times(ratings: Ratings) -> list[dict]:
         for steps in (1, 3):
             budget = {} if method == "als" else {"epsilon": 1.0, "delta": DELTA}
             m = MatrixFactorization(
-                items=ratings.item_labels, method=method, dim=64, steps=steps,
-                rating_range=(0.5, 5.0), seed=0, **budget,
-            )  # fmt: skip
+                items=ratings.item_labels,
+                method=method,
+                dim=64,
+                steps=steps,
+                rating_range=(0.5, 5.0),
+                seed=0,
+                **budget,
+            )
             t = time.perf_counter()
             m.fit(ratings)
             secs[steps] = time.perf_counter() - t

@@ -75,16 +75,28 @@ def centre_errors(name: str, seeds: int) -> None:
             errors = []
             for s in range(seeds):
                 noise = NoiseSource(1000 + s)
-                keys = row_keys(data.users, data.items, data.user_labels, data.item_labels,
-                                noise.salt)  # fmt: skip
+                keys = row_keys(
+                    data.users, data.items, data.user_labels, data.item_labels, noise.salt
+                )
                 counts = private_counts(
-                    data.users, data.items, data.n_items, count_sample=50,
-                    noise_multiplier=plan.counts, noise=noise, keys=keys,
-                ).counts  # fmt: skip
+                    data.users,
+                    data.items,
+                    data.n_items,
+                    count_sample=50,
+                    noise_multiplier=plan.counts,
+                    noise=noise,
+                    keys=keys,
+                ).counts
                 c = centre_all(
-                    data, lo, hi, center=center, count_sample=50, noise_multiplier=plan.center,
-                    noise=noise, released_total=float(np.sum(counts)),
-                )  # fmt: skip
+                    data,
+                    lo,
+                    hi,
+                    center=center,
+                    count_sample=50,
+                    noise_multiplier=plan.center,
+                    noise=noise,
+                    released_total=float(np.sum(counts)),
+                )
                 errors.append(c - true)
             e = np.array(errors)
             print(
@@ -111,18 +123,28 @@ def rmse(name: str) -> None:
             for center in ("sampled-mean", "private-mean"):
                 started = time.perf_counter()
                 model = MatrixFactorization(
-                    method="adadpals", items=np.unique(i), dim=16, steps=3,
-                    rating_range=rating_range, center=center, biases=biases, epsilon=eps,
-                    delta=1e-5, seed=0,
-                ).fit(train)  # fmt: skip
+                    method="adadpals",
+                    items=np.unique(i),
+                    dim=16,
+                    steps=3,
+                    rating_range=rating_range,
+                    center=center,
+                    biases=biases,
+                    epsilon=eps,
+                    delta=1e-5,
+                    seed=0,
+                ).fit(train)
                 pred = model.predict(train, rows, items)
                 row = {
-                    "data": name, "eps": eps, "biases": biases, "center": center,
+                    "data": name,
+                    "eps": eps,
+                    "biases": biases,
+                    "center": center,
                     "rmse": round(float(np.sqrt(np.mean((pred - truth) ** 2))), 4),
                     "global_mean_rmse": round(float(mean), 4),
                     "centre_error": round(model.center_ - float(r[~test].mean()), 4),
                     "seconds": round(time.perf_counter() - started, 1),
-                }  # fmt: skip
+                }
                 print(json.dumps(row), flush=True)
 
 

@@ -347,8 +347,10 @@ def stage_tune(args: argparse.Namespace) -> None:
     )
     for name, per in sorted(tuned["choices"].items()):
         for k, c in sorted(per.items(), key=lambda kc: float(kc[0].replace("none", "0"))):
-            log(f"  {name} eps {k}: reg {c['reg']:g}, noise_reg {c['noise_reg']}, "
-                f"validation RMSE {c['validation_rmse']:.4f}")  # fmt: skip
+            log(
+                f"  {name} eps {k}: reg {c['reg']:g}, noise_reg {c['noise_reg']}, "
+                f"validation RMSE {c['validation_rmse']:.4f}"
+            )
 
 
 def stage_evaluate(args: argparse.Namespace) -> None:
@@ -365,10 +367,17 @@ def stage_evaluate(args: argparse.Namespace) -> None:
         sys.exit(f"no tuned parameters for {', '.join(missing)}: tune them first")
     chosen["als", None] = _choice(tuned, "als", None)
     tasks = [
-        {**common, "name": n, "epsilon": e, "seed": 1000 * s + 7, "reg": c["reg"],
-         "noise_reg": c["noise_reg"]}
-        for (n, e), c in chosen.items() for s in range(args.seeds)
-    ]  # fmt: skip
+        {
+            **common,
+            "name": n,
+            "epsilon": e,
+            "seed": 1000 * s + 7,
+            "reg": c["reg"],
+            "noise_reg": c["noise_reg"],
+        }
+        for (n, e), c in chosen.items()
+        for s in range(args.seeds)
+    ]
     log(f"[evaluate] draw seed {EVAL_DRAW}: {len(tasks)} fits on {args.jobs} processes")
     t = time.perf_counter()
     runs = run_pool(tasks, args.jobs)
@@ -466,17 +475,24 @@ def targets(rows: dict[str, Any], base: dict[str, Any]) -> list[dict[str, Any]]:
     out.append(res)
     # The bias prior: the library's defaults ("adadpals-eb") >= 2.5% below adadpals without the
     # prior overall at 3.1 and its tail bucket within 5% of the non-private item-bias model's.
-    res = {"target": "eps 3.1: adadpals-eb (defaults) >= 2.5% below adadpals, tail within 5% "
-           "of item-bias"}  # fmt: skip
+    res = {
+        "target": "eps 3.1: adadpals-eb (defaults) >= 2.5% below adadpals, tail within 5% "
+        "of item-bias"
+    }
     e = rows.get("adadpals-eb", {}).get("3.1")
     if e and a:
         tail, ib = e["buckets"][0], base["item-bias"]["buckets"][0]
         gain = 1 - e["rmse"] / a["rmse"]
         res.update(
-            best="adadpals-eb", rmse=e["rmse"], adadpals=a["rmse"], eb_gain=gain,
-            tail=tail, item_bias_tail=ib, tail_gap=tail / ib - 1,
+            best="adadpals-eb",
+            rmse=e["rmse"],
+            adadpals=a["rmse"],
+            eb_gain=gain,
+            tail=tail,
+            item_bias_tail=ib,
+            tail_gap=tail / ib - 1,
             status="PASS" if gain >= 0.025 and tail <= 1.05 * ib else "FAIL",
-        )  # fmt: skip
+        )
     else:
         res["status"] = "NOT RUN"
     out.append(res)
@@ -614,9 +630,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Comma-separated subset of 1,3.1,5,20 (to split a stage).",
     )
     p.add_argument("--methods", default=",".join(METHODS), help="Comma-separated rows.")
-    p.add_argument("--grid", choices=("cross", "square"), default="cross",
-                   help="(reg, noise_reg) points tried per method and epsilon: cross (6, the "
-                   "default) or square (9).")  # fmt: skip
+    p.add_argument(
+        "--grid",
+        choices=("cross", "square"),
+        default="cross",
+        help="(reg, noise_reg) points tried per method and epsilon: cross (6, the "
+        "default) or square (9).",
+    )
     p.add_argument("--seeds", type=int, default=3, help="Noise seeds per evaluated fit.")
     p.add_argument(
         "--quick",

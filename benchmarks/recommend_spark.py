@@ -55,9 +55,15 @@ def generate(n: int) -> Any:
 
 def _model() -> MatrixFactorization:
     return MatrixFactorization(
-        method="adadpals", epsilon=EPS, delta=DELTA, dim=DIM, steps=STEPS,
-        rating_range=(0.5, 5.0), seed=0, items=None,
-    )  # fmt: skip
+        method="adadpals",
+        epsilon=EPS,
+        delta=DELTA,
+        dim=DIM,
+        steps=STEPS,
+        rating_range=(0.5, 5.0),
+        seed=0,
+        items=None,
+    )
 
 
 class StepClock:
@@ -122,32 +128,46 @@ def run_size(n: int, spark: Any, tmp: Path) -> dict[str, Any]:
     log(f"[{n:,}] generated {ratings} in {time.perf_counter() - t:.1f} s")
     path = tmp / f"ratings_{n}.parquet"
     table = pa.table(
-        {"user": ratings.users.astype(np.int64), "item": ratings.items.astype(np.int64),
-         "rating": ratings.values}
-    )  # fmt: skip
+        {
+            "user": ratings.users.astype(np.int64),
+            "item": ratings.items.astype(np.int64),
+            "rating": ratings.values,
+        }
+    )
     pq.write_table(table, path, row_group_size=1 << 20)
     items = list(range(ratings.n_items))  # the codes as a public catalogue
     coded = type(ratings)(
-        ratings.users, ratings.items, ratings.values, pa.array(np.arange(ratings.n_users)),
+        ratings.users,
+        ratings.items,
+        ratings.values,
+        pa.array(np.arange(ratings.n_users)),
         pa.array(np.arange(ratings.n_items)),
-    )  # fmt: skip
+    )
     del table
     local = timed_fit(coded, items, LocalRunner, "local")
-    log(f"[{n:,}] local: {local['seconds_per_step']:.2f} s/step, setup "
-        f"{local['setup_seconds']:.2f} s, peak {local['python_peak_mb']:.0f} MiB")  # fmt: skip
+    log(
+        f"[{n:,}] local: {local['seconds_per_step']:.2f} s/step, setup "
+        f"{local['setup_seconds']:.2f} s, peak {local['python_peak_mb']:.0f} MiB"
+    )
     frame = spark.read.parquet(str(path))
     remote = timed_fit(frame, items, SparkRunner, "spark")
     remote["jvm_peak_mb"] = _jvm_peak_mb(spark)
-    log(f"[{n:,}] spark: {remote['seconds_per_step']:.2f} s/step, setup "
+    log(
+        f"[{n:,}] spark: {remote['seconds_per_step']:.2f} s/step, setup "
         f"{remote['setup_seconds']:.2f} s, python peak {remote['python_peak_mb']:.0f} MiB, "
-        f"JVM peak {remote['jvm_peak_mb']} MiB")  # fmt: skip
+        f"JVM peak {remote['jvm_peak_mb']} MiB"
+    )
     diff = float(np.max(np.abs(local.pop("item_factors") - remote.pop("item_factors"))))
     return {
-        "n_ratings": ratings.n_ratings, "n_users": ratings.n_users, "n_items": ratings.n_items,
-        "local": local, "spark": remote, "max_abs_factor_difference": diff,
+        "n_ratings": ratings.n_ratings,
+        "n_users": ratings.n_users,
+        "n_items": ratings.n_items,
+        "local": local,
+        "spark": remote,
+        "max_abs_factor_difference": diff,
         "ratio_step": remote["seconds_per_step"] / local["seconds_per_step"],
         "loadavg_after": os.getloadavg(),
-    }  # fmt: skip
+    }
 
 
 def plots(results: dict, out_dir: Path) -> list[str]:
@@ -170,19 +190,25 @@ def plots(results: dict, out_dir: Path) -> list[str]:
 
 
 def summary(results: dict) -> None:
-    print(f"\nAdaDPALS d={DIM}, {STEPS} steps; Spark {results['master']}; load before "
-          f"{results['loadavg_before']}")  # fmt: skip
-    print(f"{'ratings':>11} {'local s/step':>12} {'spark s/step':>12} {'ratio':>6} "
-          f"{'local setup':>11} {'spark setup':>11} {'py peak MiB':>11} {'JVM peak':>9} "
-          f"{'max|dU|':>8}")  # fmt: skip
+    print(
+        f"\nAdaDPALS d={DIM}, {STEPS} steps; Spark {results['master']}; load before "
+        f"{results['loadavg_before']}"
+    )
+    print(
+        f"{'ratings':>11} {'local s/step':>12} {'spark s/step':>12} {'ratio':>6} "
+        f"{'local setup':>11} {'spark setup':>11} {'py peak MiB':>11} {'JVM peak':>9} "
+        f"{'max|dU|':>8}"
+    )
     for r in results["sizes"]:
         lo, sp = r["local"], r["spark"]
-        print(f"{r['n_ratings']:>11,} {lo['seconds_per_step']:>12.2f} "
-              f"{sp['seconds_per_step']:>12.2f} {r['ratio_step']:>6.1f} "
-              f"{lo['setup_seconds']:>11.1f} {sp['setup_seconds']:>11.1f} "
-              f"{lo['python_peak_mb']:>5.0f}/{sp['python_peak_mb']:<5.0f} "
-              f"{sp['jvm_peak_mb'] or math.nan:>9.0f} "
-              f"{r['max_abs_factor_difference']:>8.1e}")  # fmt: skip
+        print(
+            f"{r['n_ratings']:>11,} {lo['seconds_per_step']:>12.2f} "
+            f"{sp['seconds_per_step']:>12.2f} {r['ratio_step']:>6.1f} "
+            f"{lo['setup_seconds']:>11.1f} {sp['setup_seconds']:>11.1f} "
+            f"{lo['python_peak_mb']:>5.0f}/{sp['python_peak_mb']:<5.0f} "
+            f"{sp['jvm_peak_mb'] or math.nan:>9.0f} "
+            f"{r['max_abs_factor_difference']:>8.1e}"
+        )
     for key, value in results.get("scaling", {}).items():
         print(f"log-log slope of seconds per step vs ratings ({key}): {value:.2f} (1 = linear)")
 
@@ -204,9 +230,12 @@ def main(argv: list[str] | None = None) -> int:
         log(f"Spark unavailable: {err}; skipped")
         return 0
     results: dict[str, Any] = {
-        "command": " ".join([sys.executable, *sys.argv]), "master": args.master,
-        "loadavg_before": os.getloadavg(), "machine": machine(), "sizes": [],
-    }  # fmt: skip
+        "command": " ".join([sys.executable, *sys.argv]),
+        "master": args.master,
+        "loadavg_before": os.getloadavg(),
+        "machine": machine(),
+        "sizes": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         warm = generate(50_000)  # JVM, Python workers, code generation
         path = Path(tmp) / "warm.parquet"

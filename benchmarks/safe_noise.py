@@ -56,8 +56,13 @@ def gram_stack(m: int, d: int, repeats: int) -> dict[str, Any]:
     sigma = gaussian_sigma(1.0, 1e-5)
     naive = best_of(lambda: x + rng.normal(0.0, sigma, x.shape), repeats)
     safe = best_of(lambda: gaussian_on_grid(rng, x, sigma, l2=1.0), repeats)
-    return {"release": f"Gram stack {m} x {d}^2", "values": int(x.size), "naive_s": naive,
-            "safe_s": safe, "ratio": safe / naive}  # fmt: skip
+    return {
+        "release": f"Gram stack {m} x {d}^2",
+        "values": int(x.size),
+        "naive_s": naive,
+        "safe_s": safe,
+        "ratio": safe / naive,
+    }
 
 
 def mad2r(n_users: int, repeats: int) -> dict[str, Any]:
@@ -79,13 +84,22 @@ def mad2r(n_users: int, repeats: int) -> dict[str, Any]:
     sigma = 4.3039  # MAD2R round 2 at (1, 1e-5), DESIGN.md
     naive = 2 * best_of(lambda: weights + rng.normal(0.0, sigma, n_items), repeats)
     # as the runners call it: one grid for every item (WEIGHT_GRID_ITEMS), not the vector's size
-    safe = 2 * best_of(lambda: gaussian_on_grid(rng, weights, sigma, l2=1.0,
-                                                size=WEIGHT_GRID_ITEMS), repeats)  # fmt: skip
-    return {"release": f"MAD2R weight vector, {pairs:,} pairs", "pairs": pairs,
-            "values": n_items, "rounds": 2, "naive_s": naive, "safe_s": safe,
-            "ratio": safe / naive, "mad2r_end_to_end_s": end_to_end,
-            "overhead_of_end_to_end": (safe - naive) / end_to_end, "generate_s": gen,
-            "released_items": len(res.items)}  # fmt: skip
+    safe = 2 * best_of(
+        lambda: gaussian_on_grid(rng, weights, sigma, l2=1.0, size=WEIGHT_GRID_ITEMS), repeats
+    )
+    return {
+        "release": f"MAD2R weight vector, {pairs:,} pairs",
+        "pairs": pairs,
+        "values": n_items,
+        "rounds": 2,
+        "naive_s": naive,
+        "safe_s": safe,
+        "ratio": safe / naive,
+        "mad2r_end_to_end_s": end_to_end,
+        "overhead_of_end_to_end": (safe - naive) / end_to_end,
+        "generate_s": gen,
+        "released_items": len(res.items),
+    }
 
 
 def scalar_mean(calls: int, repeats: int) -> dict[str, Any]:
@@ -105,8 +119,14 @@ def scalar_mean(calls: int, repeats: int) -> dict[str, Any]:
             float(laplace_on_grid(rng, 0.3, 0.01, l1=0.01))
 
     n, s, p = (best_of(f, repeats) / calls for f in (naive, safe, safe_pure))
-    return {"release": "mean (scalar Laplace), per call", "values": 1, "naive_s": n,
-            "safe_s": s, "safe_pure_function_s": p, "ratio": s / n}  # fmt: skip
+    return {
+        "release": "mean (scalar Laplace), per call",
+        "values": 1,
+        "naive_s": n,
+        "safe_s": s,
+        "safe_pure_function_s": p,
+        "ratio": s / n,
+    }
 
 
 def opendp_rows(n: int) -> list[dict[str, Any]]:
@@ -119,17 +139,26 @@ def opendp_rows(n: int) -> list[dict[str, Any]]:
     rng = np.random.default_rng(1)
     naive = best_of(lambda: x + rng.normal(0.0, 3.7, n), 3)
     rows = []
-    for name, make, metric in (("gaussian", dp.m.make_gaussian, dp.l2_distance),
-                               ("laplace", dp.m.make_laplace, dp.l1_distance)):  # fmt: skip
+    for name, make, metric in (
+        ("gaussian", dp.m.make_gaussian, dp.l2_distance),
+        ("laplace", dp.m.make_laplace, dp.l1_distance),
+    ):
         space = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=n), metric(T=float)
         mech = make(*space, scale=3.7)
         values = x.tolist()
         t = time.perf_counter()
         mech(values)
         took = time.perf_counter() - t
-        rows.append({"release": f"OpenDP {name}, {n:,} values", "values": n,
-                     "naive_s": naive, "safe_s": took, "ratio": took / naive,
-                     "per_1e7_s": took * 1e7 / n})  # fmt: skip
+        rows.append(
+            {
+                "release": f"OpenDP {name}, {n:,} values",
+                "values": n,
+                "naive_s": naive,
+                "safe_s": took,
+                "ratio": took / naive,
+                "per_1e7_s": took * 1e7 / n,
+            }
+        )
     return rows
 
 
@@ -162,26 +191,37 @@ def main() -> int:
     args = parser.parse_args()
     m, d, users = (500, 16, 20_000) if args.quick else (10_000, 64, 2_000_000)
     started = time.perf_counter()
-    rows = [gram_stack(m, d, args.repeats), mad2r(users, args.repeats),
-            scalar_mean(1000 if args.quick else 10_000, args.repeats),
-            *opendp_rows(1000 if args.quick else args.opendp_values)]  # fmt: skip
+    rows = [
+        gram_stack(m, d, args.repeats),
+        mad2r(users, args.repeats),
+        scalar_mean(1000 if args.quick else 10_000, args.repeats),
+        *opendp_rows(1000 if args.quick else args.opendp_values),
+    ]
     out = {
         "command": shlex.join([sys.executable, *sys.argv]),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "numpy": np.__version__, "processor": platform.processor()},
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "processor": platform.processor(),
+        },
         "rows": rows,
         "seconds": time.perf_counter() - started,
-    }  # fmt: skip
+    }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "safe_noise.json").write_text(json.dumps(out, indent=2))
     plot(rows, args.out_dir / "safe_noise.png")
     print(f"{'release':45s} {'values':>12s} {'naive s':>10s} {'safe s':>10s} {'ratio':>6s}")
     for r in rows:
-        print(f"{r['release']:45s} {r['values']:>12,} {r['naive_s']:>10.4g} {r['safe_s']:>10.4g} "
-              f"{r['ratio']:>6.2f}")  # fmt: skip
+        print(
+            f"{r['release']:45s} {r['values']:>12,} {r['naive_s']:>10.4g} {r['safe_s']:>10.4g} "
+            f"{r['ratio']:>6.2f}"
+        )
     mr = rows[1]
-    print(f"MAD2R end to end {mr['mad2r_end_to_end_s']:.2f} s on {mr['pairs']:,} pairs; safe "
-          f"noise adds {100 * mr['overhead_of_end_to_end']:.2f}% of it")  # fmt: skip
+    print(
+        f"MAD2R end to end {mr['mad2r_end_to_end_s']:.2f} s on {mr['pairs']:,} pairs; safe "
+        f"noise adds {100 * mr['overhead_of_end_to_end']:.2f}% of it"
+    )
     print(f"wrote {args.out_dir / 'safe_noise.json'} and safe_noise.png")
     return 0
 

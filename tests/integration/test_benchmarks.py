@@ -48,13 +48,17 @@ def test_the_recommender_protocol_tunes_on_one_draw_and_scores_another(tmp_path)
     common += ["--methods", "dpals-tail,adadpals-mu0.25"]
     early = subprocess.run(
         [sys.executable, str(script), "--stage", "evaluate", *common],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert early.returncode != 0 and "--stage tune" in early.stderr
     done = subprocess.run(
         [sys.executable, str(script), "--stage", "all", *common],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert {p.name for p in tmp_path.glob("data_seed*.npz")} == {
         "data_seed0_20000.npz",
@@ -97,8 +101,10 @@ def test_the_aggregate_benchmark_quick_mode_runs_without_its_data(tmp_path):
     args = ["--quick", "--skip-pipelinedp", "--movielens-root", str(tmp_path / "absent")]
     done = subprocess.run(
         [sys.executable, str(script), *args, "--out-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((tmp_path / "aggregate.json").read_text())
     assert any("not found, skipped" in n for n in result["notes"])

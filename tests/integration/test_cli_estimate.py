@@ -38,8 +38,10 @@ def _table(out: str) -> dict[str, float]:
 
 
 def test_mean_prints_one_private_estimate_near_the_truth(files, capsys):
-    assert main(["estimate", "mean", str(files["values"]), *VALUES, "--epsilon", "50",
-                 "--seed", "1"]) == ExitCode.OK  # fmt: skip
+    assert (
+        main(["estimate", "mean", str(files["values"]), *VALUES, "--epsilon", "50", "--seed", "1"])
+        == ExitCode.OK
+    )
     out, err = capsys.readouterr()
     got = _table(out)
     assert set(got) == {"mean"}
@@ -49,15 +51,24 @@ def test_mean_prints_one_private_estimate_near_the_truth(files, capsys):
 
 
 def test_timing_only_with_verbose_and_labelled_not_private(files, capsys):
-    assert main(["estimate", "mean", str(files["values"]), *VALUES, "--epsilon", "1",
-                 "-v"]) == ExitCode.OK  # fmt: skip
+    assert (
+        main(["estimate", "mean", str(files["values"]), *VALUES, "--epsilon", "1", "-v"])
+        == ExitCode.OK
+    )
     err = capsys.readouterr().err
     (line,) = [ln for ln in err.splitlines() if ln.endswith(" s.")]
     assert "not private" in line
 
 
-@pytest.mark.parametrize("flags", [[], ["--public-user-sizes"], ["--method", "sample-limit"],
-                                   ["--threshold", "4", "--noise-variance", "2.5"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "flags",
+    [
+        [],
+        ["--public-user-sizes"],
+        ["--method", "sample-limit"],
+        ["--threshold", "4", "--noise-variance", "2.5"],
+    ],
+)
 def test_every_mean_mode_runs_and_stays_in_the_bounds(files, capsys, flags):
     args = ["estimate", "mean", str(files["values"]), *VALUES, "--epsilon", "1", *flags]
     assert main(args) == ExitCode.OK
@@ -65,8 +76,19 @@ def test_every_mean_mode_runs_and_stays_in_the_bounds(files, capsys, flags):
 
 
 def test_quantiles_as_json_follow_the_requested_order(files, capsys):
-    args = ["estimate", "quantile", str(files["values"]), *VALUES, "--quantiles", "0.5,0.9",
-            "--epsilon", "20", "--seed", "3", "--json"]  # fmt: skip
+    args = [
+        "estimate",
+        "quantile",
+        str(files["values"]),
+        *VALUES,
+        "--quantiles",
+        "0.5,0.9",
+        "--epsilon",
+        "20",
+        "--seed",
+        "3",
+        "--json",
+    ]
     assert main(args) == ExitCode.OK
     record = json.loads(capsys.readouterr().out)
     assert record["statistic"] == "quantile" and record["epsilon"] == pytest.approx(20.0)
@@ -77,8 +99,19 @@ def test_quantiles_as_json_follow_the_requested_order(files, capsys):
 
 
 def test_quantiles_are_points_of_the_declared_resolution(files, capsys):
-    args = ["estimate", "quantile", str(files["values"]), *VALUES, "--quantiles", "0.25,0.5",
-            "--epsilon", "2", "--resolution", "0.25", "--json"]  # fmt: skip
+    args = [
+        "estimate",
+        "quantile",
+        str(files["values"]),
+        *VALUES,
+        "--quantiles",
+        "0.25,0.5",
+        "--epsilon",
+        "2",
+        "--resolution",
+        "0.25",
+        "--json",
+    ]
     assert main(args) == ExitCode.OK
     q = json.loads(capsys.readouterr().out)["estimates"]
     assert all(v * 4 == round(v * 4) and 0 <= v <= 10 for v in q.values())
@@ -86,8 +119,20 @@ def test_quantiles_are_points_of_the_declared_resolution(files, capsys):
 
 def test_linreg_recovers_the_coefficients_at_a_large_epsilon(files, capsys):
     *coef, (low, high) = json.loads((files["dir"] / "coef.json").read_text())
-    args = ["estimate", "linreg", str(files["regression"]), "--label-column", "rating",
-            "--label-range", str(low), str(high), "--epsilon", "1e5", "--seed", "0"]  # fmt: skip
+    args = [
+        "estimate",
+        "linreg",
+        str(files["regression"]),
+        "--label-column",
+        "rating",
+        "--label-range",
+        str(low),
+        str(high),
+        "--epsilon",
+        "1e5",
+        "--seed",
+        "0",
+    ]
     assert main(args) == ExitCode.OK
     got = _table(capsys.readouterr().out)
     assert list(got) == ["intercept", "a", "b", "c"]  # every other column is a feature
@@ -96,9 +141,25 @@ def test_linreg_recovers_the_coefficients_at_a_large_epsilon(files, capsys):
 
 
 def test_linreg_sample_limit_with_named_features_and_no_intercept(files, capsys):
-    args = ["estimate", "linreg", str(files["regression"]), "--label-column", "rating",
-            "--feature-columns", "a,c", "--no-intercept", "--label-range", "-400", "400",
-            "--method", "sample-limit", "--threshold", "max", "--epsilon", "1"]  # fmt: skip
+    args = [
+        "estimate",
+        "linreg",
+        str(files["regression"]),
+        "--label-column",
+        "rating",
+        "--feature-columns",
+        "a,c",
+        "--no-intercept",
+        "--label-range",
+        "-400",
+        "400",
+        "--method",
+        "sample-limit",
+        "--threshold",
+        "max",
+        "--epsilon",
+        "1",
+    ]
     assert main(args) == ExitCode.OK
     assert list(_table(capsys.readouterr().out)) == ["a", "c"]
 
@@ -129,14 +190,19 @@ V = "--user-column customer --value-column amount --bounds 0 10"
         (f"quantile {{values}} {V} --resolution 0", "'resolution' parameter"),
         (f"quantile {{values}} {V} --resolution 1e-300", "too fine"),
         (f"mean {{values}} {V} --method sample-limit --threshold 0", "'h' parameter"),
-        ("linreg {regression} --label-column rating --feature-columns a,zz --label-range 0 1",
-         "column 'zz'"),
+        (
+            "linreg {regression} --label-column rating --feature-columns a,zz --label-range 0 1",
+            "column 'zz'",
+        ),
         (f"mean {{missing}} {V}", "no such file"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_gives_one_error_line_and_exit_code_2(files, capsys, argv, message):
-    paths = {"values": files["values"], "regression": files["regression"],
-             "missing": files["dir"] / "missing.csv"}  # fmt: skip
+    paths = {
+        "values": files["values"],
+        "regression": files["regression"],
+        "missing": files["dir"] / "missing.csv",
+    }
     argv = argv.format(**paths).split()
     assert main(["estimate", *argv, "--epsilon", "1"]) == ExitCode.USAGE
     err = capsys.readouterr().err.strip().splitlines()

@@ -37,8 +37,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with open(d / "regression.csv", "w") as f:
         f.write("user,label,a\n")
         f.writelines(f"u{u},{(u % 5) / 5},{u % 3}\n" for u in range(N_USERS) for _ in (0, 1))
-    return {"dir": d, "pairs": d / "pairs.csv", "values": d / "values.csv",
-            "regression": d / "regression.csv"}  # fmt: skip
+    return {
+        "dir": d,
+        "pairs": d / "pairs.csv",
+        "values": d / "values.csv",
+        "regression": d / "regression.csv",
+    }
 
 
 def _one_error_line(err: str, prog: str) -> str:
@@ -174,18 +178,75 @@ def test_failed_run_leaves_no_partial_output(files, tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "prog"),
     [
-        (["select", "{pairs}", *EPS_DELTA, "--user-column", "item", "--item-column", "item"],
-         "userdp select"),
-        (["recommend", "train", "{pairs}", "-o", "{dir}/m.npz", "--method", "als",
-          "--user-column", "item", "--item-column", "item"], "userdp recommend train"),
-        (["estimate", "mean", "{values}", "--epsilon", "1", "--bounds", "0", "1",
-          "--user-column", "value", "--value-column", "value"], "userdp estimate mean"),
-        (["estimate", "linreg", "{regression}", "--epsilon", "1", "--label-range", "0", "1",
-          "--feature-columns", "a,label"], "userdp estimate linreg"),
-        (["estimate", "linreg", "{regression}", "--epsilon", "1", "--label-range", "0", "1",
-          "--feature-columns", "a,a"], "userdp estimate linreg"),
+        (
+            ["select", "{pairs}", *EPS_DELTA, "--user-column", "item", "--item-column", "item"],
+            "userdp select",
+        ),
+        (
+            [
+                "recommend",
+                "train",
+                "{pairs}",
+                "-o",
+                "{dir}/m.npz",
+                "--method",
+                "als",
+                "--user-column",
+                "item",
+                "--item-column",
+                "item",
+            ],
+            "userdp recommend train",
+        ),
+        (
+            [
+                "estimate",
+                "mean",
+                "{values}",
+                "--epsilon",
+                "1",
+                "--bounds",
+                "0",
+                "1",
+                "--user-column",
+                "value",
+                "--value-column",
+                "value",
+            ],
+            "userdp estimate mean",
+        ),
+        (
+            [
+                "estimate",
+                "linreg",
+                "{regression}",
+                "--epsilon",
+                "1",
+                "--label-range",
+                "0",
+                "1",
+                "--feature-columns",
+                "a,label",
+            ],
+            "userdp estimate linreg",
+        ),
+        (
+            [
+                "estimate",
+                "linreg",
+                "{regression}",
+                "--epsilon",
+                "1",
+                "--label-range",
+                "0",
+                "1",
+                "--feature-columns",
+                "a,a",
+            ],
+            "userdp estimate linreg",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_column_plays_one_role_only(argv, prog, files, capsys):
     argv = [a.format(**{k: str(v) for k, v in files.items()}) for a in argv]
     assert "one role" in _fails_cleanly(argv, capsys, prog)
@@ -403,8 +464,21 @@ def test_recommend_reports_duplicate_ratings(tmp_path, capsys):
     p = tmp_path / "ratings.csv"
     rows = [f"u{u},i{i},{1 + (u + i) % 5}\n" for u in range(40) for i in range(5)]
     p.write_text("user,item,rating\n" + "".join(rows) + "u0,i0,5\nu1,i1,5\n")
-    argv = ["recommend", "train", str(p), "-o", str(tmp_path / "m.npz"), "--method", "als",
-            "--dim", "2", "--steps", "1", "--seed", "0"]  # fmt: skip
+    argv = [
+        "recommend",
+        "train",
+        str(p),
+        "-o",
+        str(tmp_path / "m.npz"),
+        "--method",
+        "als",
+        "--dim",
+        "2",
+        "--steps",
+        "1",
+        "--seed",
+        "0",
+    ]
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "2 input rows repeated earlier (user, item) ratings" in err
@@ -447,12 +521,18 @@ def test_a_huge_cap_costs_no_memory(files, capsys):
 @pytest.mark.parametrize(
     ("argv", "prog", "words"),
     [
-        (["select", "{pairs}", *EPS_DELTA, "--rounds", "100000"], "userdp select",
-         "at most 64 rounds"),
-        (["generate", "zipf", "{dir}/g.csv", "--users", str(10**12)], "userdp generate",
-         "not enough memory"),
+        (
+            ["select", "{pairs}", *EPS_DELTA, "--rounds", "100000"],
+            "userdp select",
+            "at most 64 rounds",
+        ),
+        (
+            ["generate", "zipf", "{dir}/g.csv", "--users", str(10**12)],
+            "userdp generate",
+            "not enough memory",
+        ),
     ],
-)  # fmt: skip
+)
 def test_too_large_sizes_are_usage_errors(argv, prog, words, files, capsys):
     argv = [a.format(**{k: str(v) for k, v in files.items()}) for a in argv]
     line = _fails_cleanly(argv, capsys, prog)
@@ -533,11 +613,25 @@ def test_delta_near_one_is_not_reported_as_one(files, capsys):
 def test_items_catalogue_from_stdin_or_csv(tmp_path, capsys):
     ratings = tmp_path / "r.csv"
     ratings.write_text(
-        "user,item,rating\n" + "".join(f"u{u},i{i},{1 + (u + i) % 5}\n" for u in range(40)
-                                       for i in range(6))
-    )  # fmt: skip
-    base = ["recommend", "train", str(ratings), *EPS_DELTA, "--rating-range", "1", "5",
-            "--dim", "2", "--steps", "1", "--seed", "0", "-q"]  # fmt: skip
+        "user,item,rating\n"
+        + "".join(f"u{u},i{i},{1 + (u + i) % 5}\n" for u in range(40) for i in range(6))
+    )
+    base = [
+        "recommend",
+        "train",
+        str(ratings),
+        *EPS_DELTA,
+        "--rating-range",
+        "1",
+        "5",
+        "--dim",
+        "2",
+        "--steps",
+        "1",
+        "--seed",
+        "0",
+        "-q",
+    ]
     catalogue = tmp_path / "items.csv"
     catalogue.write_text("item\ni0\ni1\ni2\n")
     assert main([*base, "--items", str(catalogue), "-o", str(tmp_path / "a.npz")]) == 0

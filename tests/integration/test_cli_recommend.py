@@ -281,8 +281,16 @@ def test_bad_train_input_is_one_error_line_and_exit_2(args, fragment, data, tmp_
 
 def test_debug_shows_the_exception(data, tmp_path):
     with pytest.raises(DataError, match="'stars' not found"):
-        _train(str(data["csv"]), "-o", str(tmp_path / "m.npz"), "--method", "als",
-               "--rating-column", "stars", "--debug")  # fmt: skip
+        _train(
+            str(data["csv"]),
+            "-o",
+            str(tmp_path / "m.npz"),
+            "--method",
+            "als",
+            "--rating-column",
+            "stars",
+            "--debug",
+        )
 
 
 def test_progress_only_on_a_terminal(data, tmp_path, capsys, monkeypatch):

@@ -63,10 +63,14 @@ def test_the_user_moment_sums_move_by_at_most_their_sensitivity(seed, n_users, r
         bound = np.array([hw * hw, 2 * hw])
     else:  # a new user m with its own values
         k = int(rng.integers(1, 40))
-        b = np.array(_user_moments(
-            np.append(codes, np.full(k, n_users)), np.append(values, _extreme(rng, k, lo, hi)),
-            np.append(sizes, k), (lo, hi),
-        ))  # fmt: skip
+        b = np.array(
+            _user_moments(
+                np.append(codes, np.full(k, n_users)),
+                np.append(values, _extreme(rng, k, lo, hi)),
+                np.append(sizes, k),
+                (lo, hi),
+            )
+        )
         bound = np.array([hw * hw, hw])
     assert np.all(np.abs(b - a) <= bound * (1 + TOL))
 

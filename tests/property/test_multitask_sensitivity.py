@@ -157,9 +157,12 @@ def test_globally_normalised_adaptive_statistics_have_the_stated_sensitivity(dat
     beta = data.draw(st.floats(0.05, 5.0), label="beta")
     load_factor = data.draw(st.floats(1.0, 3.0), label="load_factor")
     kw = dict(
-        mu=mu, beta=beta, normalization="global", n_users=nb.released_users,
+        mu=mu,
+        beta=beta,
+        normalization="global",
+        n_users=nb.released_users,
         load_factor=load_factor,
-    )  # fmt: skip
+    )
     w_big = adaptive_weights(nb.users, nb.items, nb.counts, **kw)
     w_small = adaptive_weights(nb.users_s, nb.items_s, nb.counts, **kw)
     np.testing.assert_array_equal(w_small, w_big[nb.old])

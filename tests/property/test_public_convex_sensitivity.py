@@ -125,11 +125,23 @@ def test_every_logistic_release_holds_its_bound_for_an_added_user(monkeypatch, v
     monkeypatch.setattr(convex_module, "NoiseSource", tape)
     for data in (d, d2):
         model = PublicFeatureRecommender(
-            encoder=IdEncoder(len(vocab), 2, seed=0), items=vocab, variant=variant, steps=2,
-            inner_steps=2, batch_items=3, count_sample=3, rating_range=(0.0, 1.0), center=0.0,
-            loss="logistic", hessian_clip=0.1, gradient_clip=0.3, negatives=1.5, seed=5,
-            epsilon=2.0, delta=1e-5,
-        )  # fmt: skip
+            encoder=IdEncoder(len(vocab), 2, seed=0),
+            items=vocab,
+            variant=variant,
+            steps=2,
+            inner_steps=2,
+            batch_items=3,
+            count_sample=3,
+            rating_range=(0.0, 1.0),
+            center=0.0,
+            loss="logistic",
+            hessian_clip=0.1,
+            gradient_clip=0.3,
+            negatives=1.5,
+            seed=5,
+            epsilon=2.0,
+            delta=1e-5,
+        )
         model.fit(data)
         assert model.model_.item_labels.to_pylist() == vocab  # never outside the item set
     a, b = tape.runs

@@ -65,8 +65,10 @@ def _solve(users, items, y, V_items, biased, max_norm, n_users):
 
 
 def _data(rng, n_users):
-    rows = [np.sort(rng.choice(N_ITEMS, int(rng.integers(1, N_ITEMS + 1)), replace=False))
-            for _ in range(n_users)]  # fmt: skip
+    rows = [
+        np.sort(rng.choice(N_ITEMS, int(rng.integers(1, N_ITEMS + 1)), replace=False))
+        for _ in range(n_users)
+    ]
     users = np.concatenate([np.full(r.size, u) for u, r in enumerate(rows)]).astype(np.int64)
     items = np.concatenate(rows).astype(np.int64)
     lo, hi = 0.5, 5.0
@@ -76,9 +78,12 @@ def _data(rng, n_users):
 
 @FAST
 @given(
-    st.integers(0, 2**32 - 1), st.booleans(), st.floats(0.1, 3.0), st.floats(0.2, 10.0),
+    st.integers(0, 2**32 - 1),
+    st.booleans(),
+    st.floats(0.1, 3.0),
+    st.floats(0.2, 10.0),
     st.integers(1, 10),
-)  # fmt: skip
+)
 def test_the_ssp_statistics_of_a_full_user_solve_move_within_the_stated_bounds(
     seed, biased, max_norm, scale, n_old
 ):
@@ -101,9 +106,12 @@ def test_the_ssp_statistics_of_a_full_user_solve_move_within_the_stated_bounds(
 
 @FAST
 @given(
-    st.integers(0, 2**32 - 1), st.booleans(), st.floats(0.1, 3.0), st.floats(0.1, 3.0),
+    st.integers(0, 2**32 - 1),
+    st.booleans(),
+    st.floats(0.1, 3.0),
+    st.floats(0.1, 3.0),
     st.floats(0.01, 1e4),
-)  # fmt: skip
+)
 def test_any_user_solve_output_moves_the_statistics_within_the_bounds_and_can_reach_them(
     seed, biased, max_norm, half, size
 ):
@@ -130,8 +138,7 @@ def test_any_user_solve_output_moves_the_statistics_within_the_bounds_and_can_re
     users2 = np.append(users[old], n_old)
     items2 = np.append(items[old], 0)
     y2 = np.append(y[old], 2.0 * half)
-    c = _released(users2, items2, y2, np.vstack([U[:n_old], worst]), counts, biased, max_norm,
-                  half)  # fmt: skip
+    c = _released(users2, items2, y2, np.vstack([U[:n_old], worst]), counts, biased, max_norm, half)
     assert np.linalg.norm(c[0] - a[0]) == pytest.approx(gram_bound, rel=1e-6)
     assert np.linalg.norm(c[1] - a[1]) == pytest.approx(moment_bound, rel=1e-6)
     assert np.linalg.norm(c[0] - a[0]) > 0.5 * gram_bound  # a halved bound would fail
@@ -176,6 +183,7 @@ def test_the_biased_am_dpsgd_gradient_sum_moves_by_at_most_the_clip_norm(seed, c
     split = enc.factors.n_params
     keep = users == n_users
     order, offsets = segment_offsets(np.zeros(int(keep.sum()), np.int64), 1)
-    one = clipped_user_gradients(enc, params, X[n_users:], items[keep], loud[keep], order,
-                                 offsets, None)  # fmt: skip
+    one = clipped_user_gradients(
+        enc, params, X[n_users:], items[keep], loud[keep], order, offsets, None
+    )
     assert np.linalg.norm(one[split:]) > 0

@@ -94,9 +94,17 @@ def test_every_matrix_factorization_release_holds_its_bound_for_an_added_user(
 
     def make():
         return MatrixFactorization(
-            method=method, items=vocab, dim=2, steps=2, sgd_steps=2, sample_size=2,
-            count_sample=3, rating_range=(0.5, 5.0), unobserved_weight=alpha, seed=5,
-        )  # fmt: skip
+            method=method,
+            items=vocab,
+            dim=2,
+            steps=2,
+            sgd_steps=2,
+            sample_size=2,
+            count_sample=3,
+            rating_range=(0.5, 5.0),
+            unobserved_weight=alpha,
+            seed=5,
+        )
 
     tape = _run(monkeypatch, make, d, d2)
     names = {r.statistic for r in tape.runs[0]}
@@ -116,10 +124,18 @@ def test_every_public_feature_release_holds_its_bound_for_an_added_user(
 
     def make():
         return PublicFeatureRecommender(
-            encoder=IdEncoder(len(vocab), 2, seed=0), items=vocab, variant=variant, steps=2,
-            inner_steps=2, batch_items=3, count_sample=3, rating_range=(0.5, 5.0), seed=5,
-            biases=biases, max_norm=0.7,
-        )  # fmt: skip
+            encoder=IdEncoder(len(vocab), 2, seed=0),
+            items=vocab,
+            variant=variant,
+            steps=2,
+            inner_steps=2,
+            batch_items=3,
+            count_sample=3,
+            rating_range=(0.5, 5.0),
+            seed=5,
+            biases=biases,
+            max_norm=0.7,
+        )
 
     tape = Tape()
     monkeypatch.setattr(public_module, "NoiseSource", tape)
@@ -176,9 +192,16 @@ def test_the_user_feature_prior_releases_hold_their_bounds_for_an_added_user(
     monkeypatch.setattr(public_module, "NoiseSource", tape)
     for data in (d, d2):
         model = PublicFeatureRecommender(
-            encoder=IdEncoder(len(vocab), 2, seed=0), items=vocab, steps=2, inner_steps=2,
-            count_sample=3, rating_range=(0.5, 5.0), seed=5, epsilon=2.0, delta=1e-5,
-        )  # fmt: skip
+            encoder=IdEncoder(len(vocab), 2, seed=0),
+            items=vocab,
+            steps=2,
+            inner_steps=2,
+            count_sample=3,
+            rating_range=(0.5, 5.0),
+            seed=5,
+            epsilon=2.0,
+            delta=1e-5,
+        )
         model.fit(data, user_features=_user_families(data))
     assert {"user prior sums", "user prior counts"} <= {r.statistic for r in tape.runs[0]}
     _check(tape)
@@ -199,10 +222,19 @@ def test_every_release_with_biases_holds_its_bound_for_an_added_user(
 
     def make():
         return MatrixFactorization(
-            method=method, items=vocab, dim=2, steps=2, sgd_steps=2, sample_size=2,
-            count_sample=3, rating_range=(0.5, 5.0), biases=True, max_norm=0.7, seed=5,
+            method=method,
+            items=vocab,
+            dim=2,
+            steps=2,
+            sgd_steps=2,
+            sample_size=2,
+            count_sample=3,
+            rating_range=(0.5, 5.0),
+            biases=True,
+            max_norm=0.7,
+            seed=5,
             unobserved_weight=alpha,
-        )  # fmt: skip
+        )
 
     tape = _run(monkeypatch, make, d, d2)
     _check(tape)

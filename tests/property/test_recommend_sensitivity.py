@@ -62,17 +62,23 @@ def test_the_smoothly_bounded_means_statistic_moves_by_at_most_sqrt2(seed, k, n_
     new = _ratings(rng, n_new, lo, hi)
     a = smooth_mean_statistics(old, users, lo, hi, k)
     b = smooth_mean_statistics(
-        np.concatenate([old, new]), np.concatenate([users, np.full(n_new, n_old_users)]),
-        lo, hi, k,
-    )  # fmt: skip
+        np.concatenate([old, new]),
+        np.concatenate([users, np.full(n_new, n_old_users)]),
+        lo,
+        hi,
+        k,
+    )
     assert np.linalg.norm(b - a) <= math.sqrt(2) + 1e-12
     assert np.all(np.abs(b - a) <= 1 + 1e-12)
     # The bound is reached: a user with at least k ratings, all at the top of the range.
     top = np.full(math.ceil(k), hi)
     c = smooth_mean_statistics(
-        np.concatenate([old, top]), np.concatenate([users, np.full(top.size, n_old_users)]),
-        lo, hi, k,
-    )  # fmt: skip
+        np.concatenate([old, top]),
+        np.concatenate([users, np.full(top.size, n_old_users)]),
+        lo,
+        hi,
+        k,
+    )
     assert np.linalg.norm(c - a) == pytest.approx(math.sqrt(2))
 
 
@@ -83,8 +89,10 @@ def test_the_am_dpsgd_clipped_gradient_sum_moves_by_at_most_the_clip_norm(seed, 
     n_users, n_items, d = int(rng.integers(1, 8)), 10, 3
     enc = IdEncoder(n_items, d, seed=0, init_scale=1.0)
     params = enc.init_params()
-    rows = [np.sort(rng.choice(n_items, int(rng.integers(1, 6)), replace=False))
-            for _ in range(n_users + 1)]  # fmt: skip
+    rows = [
+        np.sort(rng.choice(n_items, int(rng.integers(1, 6)), replace=False))
+        for _ in range(n_users + 1)
+    ]
     users = np.concatenate([np.full(r.size, u) for u, r in enumerate(rows)])
     items = np.concatenate(rows)
     resid = rng.normal(0, 5, users.size)
@@ -93,8 +101,9 @@ def test_the_am_dpsgd_clipped_gradient_sum_moves_by_at_most_the_clip_norm(seed, 
     def total(n):
         keep = users < n
         order, offsets = segment_offsets(users[keep], n)
-        return clipped_user_gradients(enc, params, U, items[keep], resid[keep], order, offsets,
-                                      clip)  # fmt: skip
+        return clipped_user_gradients(
+            enc, params, U, items[keep], resid[keep], order, offsets, clip
+        )
 
     assert np.linalg.norm(total(n_users + 1) - total(n_users)) <= clip * (1 + 1e-9)
 

@@ -26,8 +26,17 @@ def test_quiet_spark_run_prints_nothing_on_stderr(tmp_path):
     p = tmp_path / "pairs.csv"
     p.write_text("user,item\n" + "".join(f"u{u},a\nu{u},b\n" for u in range(300)))
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    cmd = [sys.executable, "-m", "userdp", "select", str(p), *FLAGS,
-           "--spark-master", "local[1]", "-q"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "userdp",
+        "select",
+        str(p),
+        *FLAGS,
+        "--spark-master",
+        "local[1]",
+        "-q",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == "a\nb\n"
@@ -57,10 +66,25 @@ def test_ctrl_c_during_a_spark_job_is_one_line(tmp_path):
     p = tmp_path / "pairs.csv"
     p.write_text("user,item\n" + "".join(f"u{u},i{u % 97}\n" for u in range(20000)))
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    cmd = [sys.executable, "-m", "userdp", "select", str(p), *FLAGS,
-           "--spark-master", "local[1]", "-v"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "userdp",
+        "select",
+        str(p),
+        *FLAGS,
+        "--spark-master",
+        "local[1]",
+        "-v",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         for line in proc.stderr:  # wait until the job runs, then press Ctrl-C (the group)
             if "info: select" in line:
@@ -90,10 +114,18 @@ def test_spark_session_from_python_prints_nothing(tmp_path):
     """spark_session() printed up to 10 KB of JVM notes, log4j lines and progress bars."""
     pytest.importorskip("pyspark")
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    code = ("from userdp.spark import spark_session; s = spark_session('local[1]'); "
-            "print(s.range(100000).selectExpr('sum(id)').collect()[0][0]); s.stop()")  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=600, cwd=tmp_path)  # fmt: skip
+    code = (
+        "from userdp.spark import spark_session; s = spark_session('local[1]'); "
+        "print(s.range(100000).selectExpr('sum(id)').collect()[0][0]); s.stop()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == str(sum(range(100000)))
     assert done.stderr == ""

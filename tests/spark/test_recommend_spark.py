@@ -57,9 +57,16 @@ def _frame(spark, table: pa.Table):
 def _options(method: str, items: list, biases: bool, **extra) -> dict:
     budget = {} if method == "als" else {"epsilon": 4.0, "delta": 1e-5}
     return dict(
-        method=method, items=items, dim=3, steps=2, rating_range=(1.0, 5.0), biases=biases,
-        seed=7, **budget, **extra,
-    )  # fmt: skip
+        method=method,
+        items=items,
+        dim=3,
+        steps=2,
+        rating_range=(1.0, 5.0),
+        biases=biases,
+        seed=7,
+        **budget,
+        **extra,
+    )
 
 
 def _statistics(runner, model: MatrixFactorization, U: np.ndarray):
@@ -78,17 +85,21 @@ def _statistics(runner, model: MatrixFactorization, U: np.ndarray):
     item_set = model._item_set(private)
     spec = model._run_spec(model.dim, model._biased)
     prep = runner.prepare(
-        spec, item_set, noise, count_noise=None if plan is None else plan.counts,
+        spec,
+        item_set,
+        noise,
+        count_noise=None if plan is None else plan.counts,
         center_noise=None if plan is None else plan.center,
-    )  # fmt: skip
+    )
     trained = np.ones(prep.n_items, dtype=bool)
     trained[-1] = False  # one item not trained: its rows must drop out on both engines
     runner.restrict(trained)
     runner.allocate(model._spec().allocation, prep.counts if private else None, noise)
     half = max(prep.hi - prep.center, prep.center - prep.lo)
     d = int(model.dim)
-    how = UserSolve(d, model._biased, 1.0, float(model.unobserved_weight),
-                    1.0 if private else None, half)  # fmt: skip
+    how = UserSolve(
+        d, model._biased, 1.0, float(model.unobserved_weight), 1.0 if private else None, half
+    )
     runner.solve_users(U, how, model.reg)
     gravity = runner.gravity()
     gram, moment = runner.item_statistics(weighted=private)
@@ -153,8 +164,9 @@ def test_seeded_model_equals_the_local_model(spark, method, biases, extra):
 def test_a_user_with_only_new_items_changes_no_released_shape(spark):
     """On the Spark path: the item set is fixed before training."""
     table, items = _random_ratings(4)
-    new = pa.table({"user": ["intruder"] * 4, "item": [f"new{k}" for k in range(4)],
-                    "rating": [5.0] * 4})  # fmt: skip
+    new = pa.table(
+        {"user": ["intruder"] * 4, "item": [f"new{k}" for k in range(4)], "rating": [5.0] * 4}
+    )
     options = _options("adadpals", items, True, unobserved_weight=0.2)
     without = MatrixFactorization(**options).fit(_frame(spark, table))
     with_user = MatrixFactorization(**options).fit(_frame(spark, pa.concat_tables([table, new])))
@@ -180,17 +192,25 @@ def test_am_ssp_statistics_match_local(spark):
     table, items = _random_ratings(5)
     enc = IdEncoder(len(items), 3, seed=1)
     model = PublicFeatureRecommender(
-        encoder=enc, items=items, epsilon=4.0, delta=1e-5, rating_range=(1.0, 5.0),
-        rating_clip=1.5, seed=3,
-    )  # fmt: skip
+        encoder=enc,
+        items=items,
+        epsilon=4.0,
+        delta=1e-5,
+        rating_range=(1.0, 5.0),
+        rating_clip=1.5,
+        seed=3,
+    )
     plan = plan_ssp_noise(
         model._validate(), steps=model.steps, center_fraction=model._center_fraction()
     )
     item_set = model._item_set(True)
     prep = model._prepare(
-        Ratings.from_table(table), item_set, NoiseSource(3), count_noise=plan.counts,
+        Ratings.from_table(table),
+        item_set,
+        NoiseSource(3),
+        count_noise=plan.counts,
         center_noise=plan.center,
-    )  # fmt: skip
+    )
     data = prep.data
     w = adaptive_weights(data.users, data.items, prep.counts, mu=model.mu, beta=1.0)
     y = prep.values - prep.center
@@ -221,9 +241,12 @@ def test_am_ssp_statistics_match_local(spark):
 
 @pytest.mark.parametrize(
     ("method", "biases", "extra"),
-    [("adadpsgd", True, {}), ("dpsgd-tail", False, {"unobserved_weight": 0.3}),
-     ("dpsgd-uniform", True, {"sgd_steps": 2})],
-)  # fmt: skip
+    [
+        ("adadpsgd", True, {}),
+        ("dpsgd-tail", False, {"unobserved_weight": 0.3}),
+        ("dpsgd-uniform", True, {"sgd_steps": 2}),
+    ],
+)
 def test_dpsgd_seeded_model_equals_the_local_model(spark, method, biases, extra):
     """The clipped per-user gradient sums agree, so the noisy steps do too."""
     table, items = _random_ratings(6, kind="int")

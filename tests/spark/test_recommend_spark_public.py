@@ -55,10 +55,18 @@ def _encoder(kind: str, n_items: int):
 def _model(items: list[str], variant: str, biases: bool, kind: str = "id", private=True):
     budget = {"epsilon": 4.0, "delta": 1e-5} if private else {}
     return PublicFeatureRecommender(
-        encoder=_encoder(kind, len(items)), items=items, variant=variant, biases=biases, steps=2,
-        inner_steps=2, batch_items=5, rating_range=(1.0, 5.0), rating_clip=1.5, seed=7,
+        encoder=_encoder(kind, len(items)),
+        items=items,
+        variant=variant,
+        biases=biases,
+        steps=2,
+        inner_steps=2,
+        batch_items=5,
+        rating_range=(1.0, 5.0),
+        rating_clip=1.5,
+        seed=7,
         **budget,
-    )  # fmt: skip
+    )
 
 
 def _assert_same(remote: PublicFeatureRecommender, local: PublicFeatureRecommender) -> None:
@@ -104,8 +112,9 @@ def test_feature_encoder_and_non_private_training_equal_the_local_model(spark):
 
 def test_a_user_with_only_new_items_adds_no_released_item(spark):
     table, items = _ratings(4)
-    new = pa.table({"user": ["intruder"] * 4, "item": [f"new{k}" for k in range(4)],
-                    "rating": [5.0] * 4})  # fmt: skip
+    new = pa.table(
+        {"user": ["intruder"] * 4, "item": [f"new{k}" for k in range(4)], "rating": [5.0] * 4}
+    )
     without = _model(items, "ssp2", True).fit(spark.createDataFrame(table.to_pandas()))
     grown = pa.concat_tables([table, new]).to_pandas()
     with_user = _model(items, "ssp2", True).fit(spark.createDataFrame(grown))

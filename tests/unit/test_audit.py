@@ -56,12 +56,18 @@ def test_every_release_of_every_capability_stays_within_its_declared_sensitivity
 def test_every_capability_is_audited_with_replayable_recorded_releases(small_table):
     capabilities = {m.capability for m in MECHANISMS.values()}
     assert capabilities == {"estimate", "partition", "recommend", "multitask", "aggregate"}
-    names = {"select[mad2r]", "recommend[public-features ssp2]", "weighted_mean",
-             "multitask[ssp]", "aggregate[all metrics, public keys]"}  # fmt: skip
+    names = {
+        "select[mad2r]",
+        "recommend[public-features ssp2]",
+        "weighted_mean",
+        "multitask[ssp]",
+        "aggregate[all metrics, public keys]",
+    }
     assert {MECHANISMS[n].capability for n in names} == capabilities
     for name in names:
-        rows, _ = audit_sensitivity(name, MECHANISMS[name].runner(small_table), small_table,
-                                    **SMALL)  # fmt: skip
+        rows, _ = audit_sensitivity(
+            name, MECHANISMS[name].runner(small_table), small_table, **SMALL
+        )
         assert rows and all(r.verdict == "pass" and r.not_replayable == 0 for r in rows), name
 
 
@@ -84,8 +90,9 @@ def test_mad2r_round_two_is_replayed_at_round_ones_output_by_item_label():
 def test_replayed_outputs_follow_their_labels_and_new_labels_keep_fresh_noise():
     def run(labels: list[str]) -> np.ndarray:
         value = np.array([float(ord(c)) for c in labels])
-        return NoiseSource(7).add_gaussian(value, 1.0, statistic="s", l2=1.0,
-                                           index=np.array(labels))  # fmt: skip
+        return NoiseSource(7).add_gaussian(
+            value, 1.0, statistic="s", l2=1.0, index=np.array(labels)
+        )
 
     with recording() as base:
         first = run(["a", "b", "c"])
@@ -129,8 +136,9 @@ def test_a_test_only_count_with_an_understated_bound_fails():
         )
         kept = table.item[order][rank < cap]
         labels, counts = np.unique(kept, return_counts=True)
-        NoiseSource(seed).add_gaussian(1.01 * counts, 1.0, statistic="toy.counts",
-                                       l2=np.sqrt(cap), index=labels)  # fmt: skip
+        NoiseSource(seed).add_gaussian(
+            1.01 * counts, 1.0, statistic="toy.counts", l2=np.sqrt(cap), index=labels
+        )
 
     rows, _ = audit_sensitivity("toy", run, audit_table(20, 15, seed=1), **SMALL)
     assert [(r.norm, r.verdict) for r in rows] == [("l2", "FAIL"), ("grid", "FAIL")]
@@ -143,12 +151,24 @@ def test_cli_audit_exits_1_on_a_broken_bound_and_prints_the_failing_row(monkeypa
         return 1.01 * smooth_weights(codes, sizes, h)
 
     monkeypatch.setattr(mean_module, "smooth_weights", inflated)
-    code = main(["audit", "--mechanism", "weighted_mean", "--users", "25", "--max-removals", "3",
-                 "--epsilon-runs", "0"])  # fmt: skip
+    code = main(
+        [
+            "audit",
+            "--mechanism",
+            "weighted_mean",
+            "--users",
+            "25",
+            "--max-removals",
+            "3",
+            "--epsilon-runs",
+            "0",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1
-    assert any("mean.sum" in line and "FAIL" in line and "1.0100" in line
-               for line in out.splitlines())  # fmt: skip
+    assert any(
+        "mean.sum" in line and "FAIL" in line and "1.0100" in line for line in out.splitlines()
+    )
 
 
 # -- a comparison that could not be made is a FAIL -------------------------------------------------
@@ -159,8 +179,9 @@ def test_randomness_drawn_per_record_before_a_release_fails_as_not_replayable(sm
     def run(table: Table, seed: int) -> None:
         noise = NoiseSource(seed)
         noise.uniform(table.n_records)
-        noise.add_laplace(np.array([float(np.unique(table.user).size)]), 1.0,
-                          statistic="toy.users", l1=1.0)  # fmt: skip
+        noise.add_laplace(
+            np.array([float(np.unique(table.user).size)]), 1.0, statistic="toy.users", l1=1.0
+        )
 
     rows, _ = audit_sensitivity("toy", run, small_table, **SMALL)
     (count,) = [r for r in rows if r.norm == "l1"]
@@ -217,8 +238,14 @@ def test_a_grid_that_depends_on_the_data_fails():
 def test_a_published_release_over_the_datas_labels_fails():
     def run(table: Table, seed: int) -> None:
         labels, counts = np.unique(table.item, return_counts=True)
-        NoiseSource(seed).add_gaussian(np.minimum(counts, 1.0), 1.0, statistic="toy.items",
-                                       l2=np.sqrt(30.0), index=labels, size=1000)  # fmt: skip
+        NoiseSource(seed).add_gaussian(
+            np.minimum(counts, 1.0),
+            1.0,
+            statistic="toy.items",
+            l2=np.sqrt(30.0),
+            index=labels,
+            size=1000,
+        )
 
     rows, _ = audit_sensitivity("toy", run, audit_table(20, 15, seed=1), max_removals=2)
     (grid,) = [r for r in rows if r.norm == "grid"]
@@ -236,8 +263,12 @@ def test_statistics_are_aligned_by_their_labels_with_missing_labels_as_zero():
 
 
 def test_neighbours_remove_the_heaviest_first_and_add_users_from_the_datas_items():
-    t = Table(user=np.array([0, 0, 0, 1, 2, 2]), item=np.array([5, 6, 7, 5, 5, 6]),
-              value=np.array([1.0, 2, 3, 4, 5, 1]), value_range=(1.0, 5.0))  # fmt: skip
+    t = Table(
+        user=np.array([0, 0, 0, 1, 2, 2]),
+        item=np.array([5, 6, 7, 5, 5, 6]),
+        value=np.array([1.0, 2, 3, 4, 5, 1]),
+        value_range=(1.0, 5.0),
+    )
     nbs = neighbours(t, max_removals=2, heaviest=1, seed=0)
     assert nbs[0].label == "removed user 0"
     added = {nb.label: nb.table for nb in nbs if nb.label.startswith("added")}
@@ -272,16 +303,32 @@ def test_epsilon_lower_bound_flags_laplace_noise_four_times_too_small():
     assert epsilon_lower_bound(0, 100, 50, 100, 1e-5) > 1.0  # the shape of a delta violation
 
 
-@pytest.mark.parametrize("exp", [e for e in EXPERIMENTS if e.min_runs is None],
-                         ids=lambda e: f"{e.mechanism}:{e.event_label}")  # fmt: skip
+@pytest.mark.parametrize(
+    "exp",
+    [e for e in EXPERIMENTS if e.min_runs is None],
+    ids=lambda e: f"{e.mechanism}:{e.event_label}",
+)
 def test_no_hard_neighbour_experiment_shows_more_than_the_declared_epsilon(exp):
     bound = run_experiment(exp, runs=30)
     assert bound.verdict == "consistent", bound
 
 
 def test_cli_audit_json_reports_rows_and_bounds(capsys):
-    code = main(["audit", "--mechanism", "weighted_mean", "--users", "20", "--max-removals",
-                 "2", "--epsilon-runs", "10", "--json", "-q"])  # fmt: skip
+    code = main(
+        [
+            "audit",
+            "--mechanism",
+            "weighted_mean",
+            "--users",
+            "20",
+            "--max-removals",
+            "2",
+            "--epsilon-runs",
+            "10",
+            "--json",
+            "-q",
+        ]
+    )
     report = json.loads(capsys.readouterr().out)
     assert code == 0
     assert {(r["statistic"], r["norm"]) for r in report["sensitivity"]} >= {
@@ -320,8 +367,19 @@ def test_recording_is_inactive_outside_the_auditor():
 def test_cli_audits_a_given_file_and_names_a_missing_column(tmp_path, capsys):
     good = tmp_path / "pairs.csv"
     good.write_text("user,item\n" + "".join(f"{u},{u % 7}\n" for u in range(60)))
-    code = main(["audit", "--input", str(good), "--mechanism", "select[basic]", "--max-removals",
-                 "2", "--epsilon-runs", "0"])  # fmt: skip
+    code = main(
+        [
+            "audit",
+            "--input",
+            str(good),
+            "--mechanism",
+            "select[basic]",
+            "--max-removals",
+            "2",
+            "--epsilon-runs",
+            "0",
+        ]
+    )
     assert code == 0
     assert "select[basic]" in capsys.readouterr().out
     bad = tmp_path / "bad.csv"

@@ -131,9 +131,11 @@ def _no_grid_margin(mp: pytest.MonkeyPatch) -> None:
 def _old_greedy(mp: pytest.MonkeyPatch) -> None:
     """GreedyUpdate's pre-fix candidate rule: every one of a user's items is a candidate (no
     cap) against ``rho = 1 + ln(1/(2 delta)) / epsilon`` (one novel item assumed)."""
-    mp.setattr(baselines_module, "laplace_threshold",
-               lambda scale, delta, weight=1.0, candidates=1: 1.0 + scale * math.log(
-                   1.0 / (2.0 * delta)))  # fmt: skip
+    mp.setattr(
+        baselines_module,
+        "laplace_threshold",
+        lambda scale, delta, weight=1.0, candidates=1: 1.0 + scale * math.log(1.0 / (2.0 * delta)),
+    )
     original = baselines_module._Run.__init__
 
     def init(self, data, caller, user_column, item_column, cap, seed, *args, **kwargs):
@@ -205,19 +207,22 @@ def catch(name: str, mp: pytest.MonkeyPatch) -> tuple[str, str]:
             return "threshold", f"{worst.mechanism} round {worst.round}: p/allowed 1 + {excess:.2g}"
         return "", f"worst p/allowed {worst.ratio:.12f}"
     if m.experiment:
-        (exp,) = [e for e in EXPERIMENTS
-                  if e.mechanism == m.mechanism and e.event_label == m.experiment]  # fmt: skip
+        (exp,) = [
+            e for e in EXPERIMENTS if e.mechanism == m.mechanism and e.event_label == m.experiment
+        ]
         bound = run_experiment(exp, runs=1)
         if bound.verdict == "VIOLATION":
             return "epsilon", f"lower bound {bound.lower_bound:.2f} > 1 (p1 {bound.p1:.3f})"
         return "", f"lower bound {bound.lower_bound:.2f}"
     table = audit_table(*TABLE_ARGS, seed=3)
-    rows, _ = audit_sensitivity(name, MECHANISMS[m.mechanism].runner(table), table,
-                                max_removals=REMOVALS)  # fmt: skip
+    rows, _ = audit_sensitivity(
+        name, MECHANISMS[m.mechanism].runner(table), table, max_removals=REMOVALS
+    )
     failed = [
-        r for r in rows
+        r
+        for r in rows
         if r.verdict == "FAIL" and (r.statistic.startswith(m.check) or m.check == r.norm == "grid")
-    ]  # fmt: skip
+    ]
     if not failed:
         return "", f"worst {max((r.ratio for r in rows if r.norm != 'grid'), default=0):.3f}"
     r = max(failed, key=lambda r: r.ratio)

@@ -214,8 +214,9 @@ def test_matches_a_python_loop_on_a_random_catalogue():
             ref_g[c, got_g.values.index(g)] += 1
         if years[r] is not None:
             ref_y[c, got_y.values.index(str(years[r]))] += 1
-    assert got_g.values == sorted({g for r in map(row_of.get, labels.tolist()) if r is not None
-                                   for g in genres[r]})  # fmt: skip
+    assert got_g.values == sorted(
+        {g for r in map(row_of.get, labels.tolist()) if r is not None for g in genres[r]}
+    )
     np.testing.assert_array_equal(got_g.matrix.toarray(), ref_g)
     np.testing.assert_array_equal(got_y.matrix.toarray(), ref_y)
 
@@ -225,8 +226,9 @@ def test_27k_movies_take_well_under_a_second():
     rng = np.random.default_rng(1)
     counts = rng.integers(0, 4, size=n)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-    flat = pa.array(np.array([f"g{k}" for k in range(20)], dtype=object)[
-        rng.integers(0, 20, size=offsets[-1])])  # fmt: skip
+    flat = pa.array(
+        np.array([f"g{k}" for k in range(20)], dtype=object)[rng.integers(0, 20, size=offsets[-1])]
+    )
     table = pa.table(
         {
             "item": np.arange(n, dtype=np.int64) * 3,
@@ -385,8 +387,10 @@ def test_the_tag_genome_keeps_relevant_tags_weighted_by_relevance(tmp_path):
     folder = fake_20m(tmp_path)
     scores = load_genome(folder)
     assert scores.num_rows == 9 and scores.column("tag").to_pylist()[:3] == [
-        "musical", "space", "based on a book"
-    ]  # fmt: skip
+        "musical",
+        "space",
+        "based on a book",
+    ]
     ratings = load_movielens(folder)  # items 10, 11, 20, 30; movie 50 is not rated
     (genome,) = movielens_item_features(
         folder, ratings.item_labels, families=["genres"], genome=True
@@ -422,9 +426,21 @@ def test_movielens_100k_user_features_are_one_hot_with_ml_1m_age_buckets(tmp_pat
         assert m[0].sum() == 0  # user 999
         assert (m[1:].sum(axis=1) == 1).all()
     expected_age = [
-        "under 18", "under 18", "18-24", "18-24", "25-34", "25-34", "35-44", "35-44",
-        "45-49", "45-49", "50-55", "50-55", "56+", "56+",
-    ]  # fmt: skip
+        "under 18",
+        "under 18",
+        "18-24",
+        "18-24",
+        "25-34",
+        "25-34",
+        "35-44",
+        "35-44",
+        "45-49",
+        "45-49",
+        "50-55",
+        "50-55",
+        "56+",
+        "56+",
+    ]
     got_age = [age.values[row.indices[0]] for row in age.matrix[1:]]
     assert got_age == expected_age[::-1]
     users = USERS_100K[::-1]

@@ -49,8 +49,14 @@ def data():
 
 
 def _kw(ratings, **extra):
-    kw = dict(epsilon=5.0, delta=1e-5, items=ratings.item_labels[:N_SET], rating_range=RANGE,
-              seed=11, steps=2)  # fmt: skip
+    kw = dict(
+        epsilon=5.0,
+        delta=1e-5,
+        items=ratings.item_labels[:N_SET],
+        rating_range=RANGE,
+        seed=11,
+        steps=2,
+    )
     return {**kw, **extra}
 
 
@@ -175,9 +181,13 @@ def test_a_users_items_outside_the_item_set_are_never_released_and_shapes_do_not
     outside = ["x-1", "x-2", "x-3"]
     inside = [str(v) for v in ratings.item_labels[:2].to_pylist()]
     new_user = pa.table({"user": ["newcomer"] * 5, "rating": [5.0] * 5, "item": inside + outside})
-    base = pa.table({"user": pa.array([str(u) for u in t["user"].to_pylist()]),
-                     "item": pa.array([str(i) for i in t["item"].to_pylist()]),
-                     "rating": t["rating"]})  # fmt: skip
+    base = pa.table(
+        {
+            "user": pa.array([str(u) for u in t["user"].to_pylist()]),
+            "item": pa.array([str(i) for i in t["item"].to_pylist()]),
+            "rating": t["rating"],
+        }
+    )
     d = Ratings.from_table(base)
     d_prime = Ratings.from_table(pa.concat_tables([base, new_user.select(base.column_names)]))
     items = [str(v) for v in ratings.item_labels[:N_SET].to_pylist()]
@@ -202,8 +212,17 @@ def test_a_users_items_outside_the_item_set_are_never_released_and_shapes_do_not
 
 
 def _round(**kw) -> FactorRound:
-    fields = dict(step=0, item_factors=np.zeros((5, 2)), counts=np.ones(5), center=3.0, half=2.0,
-                  rating_range=RANGE, mu=0.25, max_norm=1.0, reg=0.02)  # fmt: skip
+    fields = dict(
+        step=0,
+        item_factors=np.zeros((5, 2)),
+        counts=np.ones(5),
+        center=3.0,
+        half=2.0,
+        rating_range=RANGE,
+        mu=0.25,
+        max_norm=1.0,
+        reg=0.02,
+    )
     return FactorRound(**{**fields, **kw})
 
 
@@ -212,8 +231,12 @@ def _plan():
 
 
 def _factor(u, items, w, y):
-    return FactorContribution(np.asarray(u, float), np.asarray(items, np.int32),
-                              np.asarray(w, float), np.asarray(y, float))  # fmt: skip
+    return FactorContribution(
+        np.asarray(u, float),
+        np.asarray(items, np.int32),
+        np.asarray(w, float),
+        np.asarray(y, float),
+    )
 
 
 @pytest.mark.parametrize(
@@ -290,18 +313,24 @@ def test_bad_parameters_are_refused_in_the_house_format(data, kw, fragment):
 def test_bad_arguments_of_fit_and_of_the_roles_are_refused_in_the_house_format(data):
     ratings, fams = data
     model = FederatedPublicFeatureRecommender(encoder=_encoder(fams), **_kw(ratings))
-    with pytest.raises(InvalidParameterError, match=r"The 'on_server_message' parameter of "
-                       r"FederatedPublicFeatureRecommender.fit must be a callable or None. "
-                       r"Got 3 instead."):  # fmt: skip
+    with pytest.raises(
+        InvalidParameterError,
+        match=r"The 'on_server_message' parameter of "
+        r"FederatedPublicFeatureRecommender.fit must be a callable or None. "
+        r"Got 3 instead.",
+    ):
         model.fit(ratings, on_server_message=3)
     plan = model.fit(ratings).plan_
     with pytest.raises(InvalidParameterError, match="The 'r' parameter of SecureAggregator"):
         SecureAggregator(plan, NoiseSource(0)).aggregate("round", [])
     server = Server(_encoder(fams), plan, {}, np.random.default_rng(0))
     leak = CountContribution(np.array([1], np.int32))
-    with pytest.raises(InvalidParameterError, match=r"The 'message' parameter of Server\.receive "
-                       r"must be a NoisyCounts, NoisyCentre or NoisyItemStatistics\. Got "
-                       r"CountContribution instead\."):  # fmt: skip
+    with pytest.raises(
+        InvalidParameterError,
+        match=r"The 'message' parameter of Server\.receive "
+        r"must be a NoisyCounts, NoisyCentre or NoisyItemStatistics\. Got "
+        r"CountContribution instead\.",
+    ):
         server.receive(leak)
     wrong = FederatedPublicFeatureRecommender(encoder=_encoder(fams[:1]), **_kw(ratings))
     wrong.encoder = PublicFeatureEncoder([FeatureFamily("id", sp.identity(7, format="csr"))], 2)

@@ -99,9 +99,12 @@ def test_a_column_plays_one_role_only():
         check_column_roles({"user column": "x", "item column": "x"})
     with pytest.raises(InvalidParameterError, match="one role"):
         select_partitions(
-            pa.table({"u": ["a"], "i": ["x"]}), epsilon=1, delta=1e-5, user_column="u",
+            pa.table({"u": ["a"], "i": ["x"]}),
+            epsilon=1,
+            delta=1e-5,
+            user_column="u",
             item_column="u",
-        )  # fmt: skip
+        )
 
 
 @pytest.mark.parametrize("content", [b"", b"PK\x03\x04trunc", b"user,item\nu1,a\n"])

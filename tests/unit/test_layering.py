@@ -195,21 +195,33 @@ RECOMMEND = {module_name(p): p for p in MODULES if module_name(p).startswith("us
 #: the convex losses, the federated recommender).
 RECOMMEND_GROUPS = {
     "core": {
-        "userdp.recommend._base", "userdp.recommend.spec", "userdp.recommend.plans",
-        "userdp.recommend.prior", "userdp.recommend.items", "userdp.recommend.centring",
-        "userdp.recommend.model", "userdp.recommend.metrics", "userdp.recommend.protocols",
+        "userdp.recommend._base",
+        "userdp.recommend.spec",
+        "userdp.recommend.plans",
+        "userdp.recommend.prior",
+        "userdp.recommend.items",
+        "userdp.recommend.centring",
+        "userdp.recommend.model",
+        "userdp.recommend.metrics",
+        "userdp.recommend.protocols",
     },
     "engines": {
-        "userdp.recommend.runner", "userdp.recommend.spark", "userdp.recommend.engines",
+        "userdp.recommend.runner",
+        "userdp.recommend.spark",
+        "userdp.recommend.engines",
     },
     "als": {"userdp.recommend.als", "userdp.recommend.als_steps"},
     "public": {
-        "userdp.recommend.public", "userdp.recommend.public_steps",
-        "userdp.recommend.public_convex", "userdp.recommend.encoders",
-        "userdp.recommend.id_encoder", "userdp.recommend._flat", "userdp.recommend.federated",
+        "userdp.recommend.public",
+        "userdp.recommend.public_steps",
+        "userdp.recommend.public_convex",
+        "userdp.recommend.encoders",
+        "userdp.recommend.id_encoder",
+        "userdp.recommend._flat",
+        "userdp.recommend.federated",
         "userdp.recommend.federated_messages",
     },
-}  # fmt: skip
+}
 #: What each group may import besides itself: the core builds on nothing in recommend; the
 #: engines on the core and the ALS family's item update (``als_steps``: the runners compute
 #: it where the data live); each family on the core and the engines, never on the other.

@@ -61,8 +61,9 @@ RATINGS_HALF = [
 
 
 def _dat(rows) -> bytes:
-    return "".join("::".join(f"{v:g}" if isinstance(v, float) else str(v) for v in r) + "\n"
-                   for r in rows).encode()  # fmt: skip
+    return "".join(
+        "::".join(f"{v:g}" if isinstance(v, float) else str(v) for v in r) + "\n" for r in rows
+    ).encode()
 
 
 def _csv(rows) -> bytes:

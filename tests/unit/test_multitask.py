@@ -214,9 +214,19 @@ def test_sampling_weights_for_a_budget_pass_the_exact_budget_check(k):
     ):
         assert all(load <= 1.0 for load in _loads(users, w).values())
         ssp_mechanism(
-            users, tasks, x, y, w, n_tasks=5, feature_bound=1.0, label_bound=1.0, ridge=1.0,
-            noise_multiplier=1.0, noise=NoiseSource(1), beta=1.0,
-        )  # fmt: skip
+            users,
+            tasks,
+            x,
+            y,
+            w,
+            n_tasks=5,
+            feature_bound=1.0,
+            label_bound=1.0,
+            ridge=1.0,
+            noise_multiplier=1.0,
+            noise=NoiseSource(1),
+            beta=1.0,
+        )
 
 
 # -- adaptive weights ----------------------------------------------------------------------------
@@ -276,9 +286,15 @@ def test_global_adaptive_weights_follow_eq_11_and_clip_heavy_users_by_eq_12(mu, 
     counts[:2] = [-4.0, 0.0]  # below min_count
     beta, n_users = 1.5, 80.0 + 1.7
     w = adaptive_weights(
-        users, tasks, counts, mu=mu, beta=beta, normalization="global",
-        n_users=n_users, load_factor=load_factor,
-    )  # fmt: skip
+        users,
+        tasks,
+        counts,
+        mu=mu,
+        beta=beta,
+        normalization="global",
+        n_users=n_users,
+        load_factor=load_factor,
+    )
     w_ref, loads_ref = _global_reference(counts, tasks, users, mu, beta, n_users, load_factor)
     got = _loads(users, w)
     clipped = [u for u, load in loads_ref.items() if load > beta]
@@ -355,9 +371,13 @@ def test_private_counts_add_gaussian_noise_of_the_stated_scale():
 
 def test_private_counts_event_and_sensitivity():
     pc = private_counts(
-        np.array([0, 0, 1]), np.array([0, 1, 1]), 2,
-        count_sample=4, noise_multiplier=1.3, noise=NoiseSource(0),
-    )  # fmt: skip
+        np.array([0, 0, 1]),
+        np.array([0, 1, 1]),
+        2,
+        count_sample=4,
+        noise_multiplier=1.3,
+        noise=NoiseSource(0),
+    )
     assert pc.dp_event == dp_accounting.GaussianDpEvent(1.3)
     assert pc.noise_multiplier == 1.3 and pc.count_sample == 4
     assert pc.sensitivity == math.sqrt(5)
@@ -415,9 +435,19 @@ def test_task_weighted_ssp_without_noise_is_the_clipped_weighted_ridge_solution(
     n_tasks, gx, gy, ridge, beta = 5, 1.0, 2.0, 0.3, 2.0
     w = adaptive_weights(users, tasks, np.bincount(tasks).astype(float), mu=0.5, beta=beta)
     res = ssp_mechanism(
-        users, tasks, x, y, w, n_tasks=n_tasks, feature_bound=gx, label_bound=gy,
-        ridge=ridge, noise_multiplier=1e-12, noise=NoiseSource(0), beta=beta,
-    )  # fmt: skip
+        users,
+        tasks,
+        x,
+        y,
+        w,
+        n_tasks=n_tasks,
+        feature_bound=gx,
+        label_bound=gy,
+        ridge=ridge,
+        noise_multiplier=1e-12,
+        noise=NoiseSource(0),
+        beta=beta,
+    )
     norms = np.linalg.norm(x, axis=1)
     assert (norms > gx).any() and (np.abs(y) > gy).any(), "clipping must be exercised"
     xc = x * np.minimum(1.0, gx / norms)[:, None]
@@ -439,9 +469,19 @@ def test_task_weighted_ssp_event_uses_the_moment_noise_multiplier():
     users, tasks, x, y = _regression(21)
     w = uniform_sampling(users, 1, NoiseSource(0))
     res = ssp_mechanism(
-        users, tasks, x, y, w, n_tasks=5, feature_bound=1.0, label_bound=1.0, ridge=1.0,
-        noise_multiplier=2.0, moment_noise_multiplier=3.0, noise=NoiseSource(1),
-    )  # fmt: skip
+        users,
+        tasks,
+        x,
+        y,
+        w,
+        n_tasks=5,
+        feature_bound=1.0,
+        label_bound=1.0,
+        ridge=1.0,
+        noise_multiplier=2.0,
+        moment_noise_multiplier=3.0,
+        noise=NoiseSource(1),
+    )
     assert res.dp_event == dp_accounting.ComposedDpEvent(
         [dp_accounting.GaussianDpEvent(2.0), dp_accounting.GaussianDpEvent(3.0)]
     )
@@ -453,16 +493,34 @@ def test_task_weighted_ssp_rejects_weights_over_the_user_budget():
     assert np.bincount(users).max() >= 2
     with pytest.raises(DataError, match="more than beta=1"):
         ssp_mechanism(
-            users, tasks, x, y, w, n_tasks=5, feature_bound=1.0, label_bound=1.0, ridge=1.0,
-            noise_multiplier=1.0, noise=NoiseSource(0),
-        )  # fmt: skip
+            users,
+            tasks,
+            x,
+            y,
+            w,
+            n_tasks=5,
+            feature_bound=1.0,
+            label_bound=1.0,
+            ridge=1.0,
+            noise_multiplier=1.0,
+            noise=NoiseSource(0),
+        )
     w = np.full(users.size, 0.1)
     w[0] = -0.1
     with pytest.raises(DataError, match=">= 0"):
         ssp_mechanism(
-            users, tasks, x, y, w, n_tasks=5, feature_bound=1.0, label_bound=1.0, ridge=1.0,
-            noise_multiplier=1.0, noise=NoiseSource(0),
-        )  # fmt: skip
+            users,
+            tasks,
+            x,
+            y,
+            w,
+            n_tasks=5,
+            feature_bound=1.0,
+            label_bound=1.0,
+            ridge=1.0,
+            noise_multiplier=1.0,
+            noise=NoiseSource(0),
+        )
 
 
 # -- task-weighted noisy GD -----------------------------------------------------------------------
@@ -482,9 +540,19 @@ def test_noisy_gd_without_noise_converges_to_the_weighted_ridge_solution():
         ]
     )
     res = noisy_gd_mechanism(
-        users, tasks, x, y, w, n_tasks=n_tasks, clip_norm=10.0, steps=400,
-        learning_rate=1.0 / lipschitz, noise_multiplier=1e-15, noise=NoiseSource(0), ridge=ridge,
-    )  # fmt: skip
+        users,
+        tasks,
+        x,
+        y,
+        w,
+        n_tasks=n_tasks,
+        clip_norm=10.0,
+        steps=400,
+        learning_rate=1.0 / lipschitz,
+        noise_multiplier=1e-15,
+        noise=NoiseSource(0),
+        ridge=ridge,
+    )
     # No example reaches the clip (|gradient| <= 4 here). Each released gradient is snapped to
     # the safe-noise grid, whose spacing scales with the sensitivity: agreement to the grid.
     np.testing.assert_allclose(res.parameters, expected, rtol=0, atol=1e-3)
@@ -500,9 +568,19 @@ def test_noisy_gd_with_logistic_loss_rejects_labels_outside_minus_one_one():
     y = np.where(np.arange(users.size) % 2, 1.0, 0.0)
     with pytest.raises(DataError, match="logistic loss needs labels"):
         noisy_gd_mechanism(
-            users, tasks, x, y, w, n_tasks=3, clip_norm=1.0, steps=1, learning_rate=0.1,
-            noise_multiplier=1.0, noise=NoiseSource(0), loss="logistic",
-        )  # fmt: skip
+            users,
+            tasks,
+            x,
+            y,
+            w,
+            n_tasks=3,
+            clip_norm=1.0,
+            steps=1,
+            learning_rate=0.1,
+            noise_multiplier=1.0,
+            noise=NoiseSource(0),
+            loss="logistic",
+        )
 
 
 def test_noisy_gd_clips_every_example_gradient_so_one_step_is_bounded():
@@ -511,9 +589,13 @@ def test_noisy_gd_clips_every_example_gradient_so_one_step_is_bounded():
     n_tasks, clip, beta = 4, 0.1, 1.0
     w = adaptive_weights(users, tasks, np.bincount(tasks).astype(float), mu=0.5, beta=beta)
     kw = dict(
-        n_tasks=n_tasks, clip_norm=clip, steps=1, learning_rate=1.0,
-        noise_multiplier=1e-12, beta=beta,
-    )  # fmt: skip
+        n_tasks=n_tasks,
+        clip_norm=clip,
+        steps=1,
+        learning_rate=1.0,
+        noise_multiplier=1e-12,
+        beta=beta,
+    )
     theta = noisy_gd_mechanism(users, tasks, x, y, w, noise=NoiseSource(4), **kw).parameters
     # theta_1 = -grad: task i's gradient is a sum of clipped terms w_ij * (norm <= clip)
     bound = clip * np.bincount(tasks, weights=w, minlength=n_tasks)
@@ -552,8 +634,9 @@ def test_an_entry_point_spends_its_epsilon_and_is_charged_to_a_shared_accountant
     w = uniform_sampling(users, 1, NoiseSource(0))
     accountant = PrivacyAccountant(PrivacyBudget(3.0, 1e-5))
     accountant.compose(dp_accounting.LaplaceDpEvent(1.0))  # another release: epsilon 1
-    res = _entry(kind, users, tasks, x, y, w, epsilon=2.0, delta=1e-5, accountant=accountant,
-                 seed=1)  # fmt: skip
+    res = _entry(
+        kind, users, tasks, x, y, w, epsilon=2.0, delta=1e-5, accountant=accountant, seed=1
+    )
     assert res.budget.epsilon == pytest.approx(2.0, rel=1e-5) and res.budget.epsilon <= 2.0
     assert accountant.ledger[1] == res.dp_event
     assert accountant.spent(1e-5).epsilon == pytest.approx(3.0, rel=1e-5)
@@ -622,9 +705,12 @@ def test_calibration_reports_an_unreachable_target():
 def test_training_plan_meets_its_budget_by_independent_accountants(solver, epsilon):
     delta = 1e-5
     plan = plan_noise(
-        PrivacyBudget(epsilon, delta), solver=solver, steps=3,
-        releases_per_step=4 if solver == "gd" else 1, grouped=True,
-    )  # fmt: skip
+        PrivacyBudget(epsilon, delta),
+        solver=solver,
+        steps=3,
+        releases_per_step=4 if solver == "gd" else 1,
+        grouped=True,
+    )
     event = plan.event()
     eps_pld = pld.PLDAccountant(value_discretization_interval=1e-4).compose(event)
     eps_pld = eps_pld.get_epsilon(delta)
@@ -657,10 +743,18 @@ def synthetic():
 def test_private_fit_spends_its_budget_and_releases_only_noisy_counts(synthetic, method):
     target = PrivacyBudget(2.0, 1e-5)
     model = MatrixFactorization(
-        method=method, dim=4, steps=2, sgd_steps=2, sample_size=10, count_sample=10,
-        rating_range=(0.5, 5.0), seed=7, items=synthetic.item_labels,
-        epsilon=target.epsilon, delta=target.delta,
-    ).fit(synthetic)  # fmt: skip
+        method=method,
+        dim=4,
+        steps=2,
+        sgd_steps=2,
+        sample_size=10,
+        count_sample=10,
+        rating_range=(0.5, 5.0),
+        seed=7,
+        items=synthetic.item_labels,
+        epsilon=target.epsilon,
+        delta=target.delta,
+    ).fit(synthetic)
     assert target.epsilon * (1 - 1e-4) <= model.budget_.epsilon <= target.epsilon * (1 + 1e-9)
     assert model.budget_.delta == target.delta
     assert model.dp_event_ == model.plan_.event()  # a public item set costs nothing
@@ -744,9 +838,15 @@ def string_labelled():
 
 def test_save_and_load_keep_factors_int_labels_center_and_budget(synthetic, tmp_path):
     model = MatrixFactorization(
-        method="adadpals", dim=3, steps=1, rating_range=(0.5, 5.0), seed=2,
-        items=synthetic.item_labels, epsilon=3.0, delta=1e-6,
-    ).fit(synthetic)  # fmt: skip
+        method="adadpals",
+        dim=3,
+        steps=1,
+        rating_range=(0.5, 5.0),
+        seed=2,
+        items=synthetic.item_labels,
+        epsilon=3.0,
+        delta=1e-6,
+    ).fit(synthetic)
     path = tmp_path / "model.npz"
     model.save(path)
     back = MatrixFactorization.load(path)
@@ -878,9 +978,17 @@ def test_pld_accounting_refuses_a_ledger_with_approximate_dp_events():
 # -- top_items and the implicit-feedback term ----------------------------------------------------
 def test_top_items_trains_only_the_items_with_the_largest_released_counts():
     data = lowrank_ratings(n_users=300, n_items=80, n_ratings=6000, seed=5)
-    model = MatrixFactorization(method="adadpals", dim=3, steps=2, rating_range=(0.5, 5.0),
-                                top_items=0.25, seed=4, items=data.item_labels,
-                                epsilon=2.0, delta=1e-5)  # fmt: skip
+    model = MatrixFactorization(
+        method="adadpals",
+        dim=3,
+        steps=2,
+        rating_range=(0.5, 5.0),
+        top_items=0.25,
+        seed=4,
+        items=data.item_labels,
+        epsilon=2.0,
+        delta=1e-5,
+    )
     model.fit(data)
     kept = np.flatnonzero(model.trained_items_)
     assert kept.size == 20
@@ -893,9 +1001,16 @@ def test_top_items_trains_only_the_items_with_the_largest_released_counts():
 
 def test_the_implicit_term_is_a_charged_release_and_meets_the_budget():
     data = lowrank_ratings(n_users=300, n_items=80, n_ratings=6000, seed=6)
-    plain = MatrixFactorization(method="adadpals", dim=3, steps=2, rating_range=(0.5, 5.0),
-                                seed=1, items=data.item_labels, epsilon=3.0,
-                                delta=1e-5)  # fmt: skip
+    plain = MatrixFactorization(
+        method="adadpals",
+        dim=3,
+        steps=2,
+        rating_range=(0.5, 5.0),
+        seed=1,
+        items=data.item_labels,
+        epsilon=3.0,
+        delta=1e-5,
+    )
     grav = MatrixFactorization(**{**plain.get_params(), "unobserved_weight": 0.5})
     for m in (plain, grav):
         m.fit(data)
@@ -924,10 +1039,18 @@ def test_the_unobserved_items_term_pulls_unrated_scores_to_zero(method):
     for alpha in (0.0, 1.0):
         # biases=False: all-ones data is explained by biases alone (the default's "auto"
         # turns them off with the implicit term, not without it).
-        model = MatrixFactorization(method=method, dim=4, steps=4, rating_range=(0.0, 1.0),
-                                    center=0.0, unobserved_weight=alpha, seed=2,
-                                    items=data.item_labels, biases=False,
-                                    **budget)  # fmt: skip
+        model = MatrixFactorization(
+            method=method,
+            dim=4,
+            steps=4,
+            rating_range=(0.0, 1.0),
+            center=0.0,
+            unobserved_weight=alpha,
+            seed=2,
+            items=data.item_labels,
+            biases=False,
+            **budget,
+        )
         model.fit(data)
         scores = model.user_factors(data) @ model.item_factors_.T
         mean_other[alpha] = float(scores[other].mean())
@@ -942,9 +1065,17 @@ def test_auto_item_cutoff_trains_the_items_whose_private_count_clears_the_noise(
     from userdp.recommend.als import AUTO_CUTOFF
 
     data = lowrank_ratings(n_users=2000, n_items=150, n_ratings=60_000, seed=9)
-    model = MatrixFactorization(method="adadpals", dim=4, steps=2, rating_range=(0.5, 5.0),
-                                min_item_count="auto", seed=3, items=data.item_labels,
-                                epsilon=5.0, delta=1e-5)  # fmt: skip
+    model = MatrixFactorization(
+        method="adadpals",
+        dim=4,
+        steps=2,
+        rating_range=(0.5, 5.0),
+        min_item_count="auto",
+        seed=3,
+        items=data.item_labels,
+        epsilon=5.0,
+        delta=1e-5,
+    )
     model.fit(data)
     cutoff = AUTO_CUTOFF * model.plan_.moment * math.sqrt(4)
     np.testing.assert_array_equal(model.trained_items_, model.item_counts_ >= cutoff)
@@ -952,15 +1083,28 @@ def test_auto_item_cutoff_trains_the_items_whose_private_count_clears_the_noise(
     assert np.all(model.item_factors_[~model.trained_items_] == 0)
     assert model.budget_.epsilon == pytest.approx(5.0, rel=1e-4)
     with pytest.raises(InvalidParameterError, match="calibrated for the SSP methods"):
-        MatrixFactorization(method="adadpsgd", rating_range=(0.5, 5.0), min_item_count="auto",
-                            epsilon=5.0, delta=1e-5).fit(data)  # fmt: skip
+        MatrixFactorization(
+            method="adadpsgd",
+            rating_range=(0.5, 5.0),
+            min_item_count="auto",
+            epsilon=5.0,
+            delta=1e-5,
+        ).fit(data)
 
 
 def test_a_cutoff_no_item_reaches_gives_a_zero_model_that_predicts_the_centre():
     data = lowrank_ratings(n_users=300, n_items=80, n_ratings=6000, seed=5)
-    model = MatrixFactorization(method="adadpals", dim=3, steps=1, rating_range=(0.5, 5.0),
-                                min_item_count=1e9, seed=4, items=data.item_labels,
-                                epsilon=1.0, delta=1e-5)  # fmt: skip
+    model = MatrixFactorization(
+        method="adadpals",
+        dim=3,
+        steps=1,
+        rating_range=(0.5, 5.0),
+        min_item_count=1e9,
+        seed=4,
+        items=data.item_labels,
+        epsilon=1.0,
+        delta=1e-5,
+    )
     with pytest.warns(UserWarning, match="no item reaches"):
         model.fit(data)
     assert not model.trained_items_.any() and np.all(model.item_factors_ == 0)

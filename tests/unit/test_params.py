@@ -19,18 +19,33 @@ class _Toy(ParamsMixin):
         "items": {"none": True, "cli": False, "check": lambda v, n, c: None},
     }
 
-    def __init__(self, *, epsilon: float = 1.0, steps: int = 3, method: str = "a",
-                 center: bool = True, items: object = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        epsilon: float = 1.0,
+        steps: int = 3,
+        method: str = "a",
+        center: bool = True,
+        items: object = None,
+    ) -> None:
         self.epsilon, self.steps, self.method, self.center, self.items = (
-            epsilon, steps, method, center, items,
-        )  # fmt: skip
+            epsilon,
+            steps,
+            method,
+            center,
+            items,
+        )
 
 
 def test_get_params_returns_every_constructor_keyword_and_set_params_round_trips() -> None:
     toy = _Toy(steps=5)
     assert toy.get_params() == {
-        "center": True, "epsilon": 1.0, "items": None, "method": "a", "steps": 5,
-    }  # fmt: skip
+        "center": True,
+        "epsilon": 1.0,
+        "items": None,
+        "method": "a",
+        "steps": 5,
+    }
     assert toy.set_params(method="b") is toy and toy.method == "b"
     assert repr(toy) == "_Toy(method='b', steps=5)"
     with pytest.raises(InvalidParameterError, match="Invalid parameter 'budget'"):

@@ -364,8 +364,9 @@ def test_every_spark_bucket_noises_its_weights_on_the_runs_one_grid():
         w = rng.exponential(5.0, n)
         x = noise(1, bucket, None, w, 4.0)
         assert np.all(x / WEIGHT_GRID == np.rint(x / WEIGHT_GRID))  # the same grid 2^-27
-        expected = gaussian_on_grid(spawn_generator(12345, (1, bucket)), w, 4.0, l2=1.0,
-                                    size=WEIGHT_GRID_ITEMS)  # fmt: skip
+        expected = gaussian_on_grid(
+            spawn_generator(12345, (1, bucket)), w, 4.0, l2=1.0, size=WEIGHT_GRID_ITEMS
+        )
         assert np.array_equal(x, expected)
 
 

@@ -217,8 +217,9 @@ def test_the_simulation_matches_the_local_runner_given_the_same_noise():
     for _ in range(60):
         z = rng.normal(size=4) * rng.choice([0.3, 1.0, 3.0])
         tap = Tap(noise=lambda r, labels, sigma, z=z: np.full(len(labels), z[r] * sigma))
-        res = select_partitions(_tiny(n), epsilon=1.0, delta=1e-5, rounds=4, pooled=True, seed=0,
-                                _tap=tap)  # fmt: skip
+        res = select_partitions(
+            _tiny(n), epsilon=1.0, delta=1e-5, rounds=4, pooled=True, seed=0, _tap=tap
+        )
         for w in tap.weights:
             assert w == {} or w == {"a": pytest.approx(n, rel=1e-12)}
         assert (res.items == ["a"]) == bool(_simulate(float(n), rounds, test, 3.0, z[None])[0])

@@ -88,10 +88,20 @@ def test_biases_recover_pure_bias_data_better_than_the_global_mean(variant):
     train = ratings_table(users[~test], items[~test], values[~test])
     catalogue = [f"i{i}" for i in range(b.size)]
     model = PublicFeatureRecommender(
-        encoder=IdEncoder(b.size, 2), items=catalogue, variant=variant, steps=4, inner_steps=10,
-        batch_items=20, rating_range=(0.5, 5.0), biases=True, reg=1e-3, noise_reg=0.0, seed=0,
-        epsilon=1e4, delta=1e-5,
-    ).fit(train)  # fmt: skip
+        encoder=IdEncoder(b.size, 2),
+        items=catalogue,
+        variant=variant,
+        steps=4,
+        inner_steps=10,
+        batch_items=20,
+        rating_range=(0.5, 5.0),
+        biases=True,
+        reg=1e-3,
+        noise_reg=0.0,
+        seed=0,
+        epsilon=1e4,
+        delta=1e-5,
+    ).fit(train)
     codes = {u: k for k, u in enumerate(train.user_labels.to_pylist())}
     rows = np.array([codes[f"u{u}"] for u in users[test]])
     pred = model.predict(train, rows, [f"i{i}" for i in items[test]])
@@ -113,10 +123,18 @@ def test_biases_spend_the_same_budget_checked_by_an_independent_composition(monk
         log: list[tuple[str, float, float]] = []
         monkeypatch.setattr(public_module, "NoiseSource", recording_noise(log))
         model = PublicFeatureRecommender(
-            encoder=IdEncoder(b.size, 3), items=[f"i{i}" for i in range(b.size)],
-            variant=variant, steps=2, inner_steps=3, rating_range=(0.5, 5.0), biases=biases,
-            max_norm=0.8, epsilon=1.5, delta=delta, seed=0,
-        ).fit(data)  # fmt: skip
+            encoder=IdEncoder(b.size, 3),
+            items=[f"i{i}" for i in range(b.size)],
+            variant=variant,
+            steps=2,
+            inner_steps=3,
+            rating_range=(0.5, 5.0),
+            biases=biases,
+            max_norm=0.8,
+            epsilon=1.5,
+            delta=delta,
+            seed=0,
+        ).fit(data)
         runs[biases] = (model, log)
     (plain, log0), (biased, log1) = runs[False], runs[True]
     assert plain.item_biases_ is None and biased.item_biases_.shape == (b.size,)
@@ -153,10 +171,20 @@ def test_the_noise_scaled_ridge_uses_the_biased_bound_and_dimension(variant, mon
     data = lowrank_ratings(n_users=150, n_items=20, n_ratings=2000, seed=3)
     d, inner, noise_reg, reg, max_norm = 3, 4, 2.0, 0.05, 0.8
     model = PublicFeatureRecommender(
-        encoder=IdEncoder(20, d), variant=variant, steps=2, inner_steps=inner, reg=reg,
-        noise_reg=noise_reg, max_norm=max_norm, rating_range=(0.5, 5.0), seed=0, biases=True,
-        items=data.item_labels, epsilon=2.0, delta=1e-5,
-    ).fit(data)  # fmt: skip
+        encoder=IdEncoder(20, d),
+        variant=variant,
+        steps=2,
+        inner_steps=inner,
+        reg=reg,
+        noise_reg=noise_reg,
+        max_norm=max_norm,
+        rating_range=(0.5, 5.0),
+        seed=0,
+        biases=True,
+        items=data.item_labels,
+        epsilon=2.0,
+        delta=1e-5,
+    ).fit(data)
     single = plan_ssp_noise(PrivacyBudget(2.0, 1e-5), steps=2, releases_per_step=1)
     expected = reg * np.maximum(model.item_counts_, 1.0) + (
         noise_reg * single.gram * 2 * max_norm**2 * np.sqrt(d + 1)
@@ -190,10 +218,18 @@ def test_with_biases_every_users_change_of_the_moments_stays_within_sqrt2_max_no
     data = lowrank_ratings(n_users=120, n_items=20, n_ratings=1000, seed=8)
     c, max_norm = 0.7, 0.9
     model = PublicFeatureRecommender(
-        encoder=IdEncoder(20, 3), steps=2, inner_steps=2, rating_clip=c, max_norm=max_norm,
-        rating_range=(0.5, 5.0), seed=0, items=data.item_labels, epsilon=2.0, delta=1e-5,
+        encoder=IdEncoder(20, 3),
+        steps=2,
+        inner_steps=2,
+        rating_clip=c,
+        max_norm=max_norm,
+        rating_range=(0.5, 5.0),
+        seed=0,
+        items=data.item_labels,
+        epsilon=2.0,
+        delta=1e-5,
         biases=True,
-    ).fit(data)  # fmt: skip
+    ).fit(data)
     assert len(stats) == 2 and len(releases) == 2
     for users, X, w, y in stats:
         assert X.shape[1] == 4 and np.all(X[:, -1] == max_norm)
@@ -230,10 +266,16 @@ def test_a_release_with_biases_hides_the_added_users_unique_item(tmp_path, varia
     saved = []
     for k, data in enumerate((d, d2)):
         model = PublicFeatureRecommender(
-            encoder=PublicFeatureEncoder(_families(b.size), 3, seed=0), items=catalogue,
-            variant=variant, steps=1, inner_steps=2, rating_range=(0.5, 5.0), epsilon=2.0,
-            delta=1e-5, seed=1,
-        ).fit(data)  # fmt: skip
+            encoder=PublicFeatureEncoder(_families(b.size), 3, seed=0),
+            items=catalogue,
+            variant=variant,
+            steps=1,
+            inner_steps=2,
+            rating_range=(0.5, 5.0),
+            epsilon=2.0,
+            delta=1e-5,
+            seed=1,
+        ).fit(data)
         path = tmp_path / f"{k}.npz"
         model.save(path)
         saved.append((model.model_, path.read_bytes()))
@@ -254,9 +296,14 @@ def test_saved_biases_load_back_and_predict_and_recommend_with_them(tmp_path):
     users, items, values, b = pure_biases(n_users=100, n_items=15)
     data = ratings_table(users, items, values)
     model = PublicFeatureRecommender(
-        encoder=IdEncoder(b.size, 2), items=[f"i{i}" for i in range(b.size)], steps=2,
-        rating_range=(0.5, 5.0), epsilon=3.0, delta=1e-5, seed=2,
-    ).fit(data)  # fmt: skip
+        encoder=IdEncoder(b.size, 2),
+        items=[f"i{i}" for i in range(b.size)],
+        steps=2,
+        rating_range=(0.5, 5.0),
+        epsilon=3.0,
+        delta=1e-5,
+        seed=2,
+    ).fit(data)
     assert model.biases == "auto" and model.item_biases_ is not None  # auto: on
     model.save(tmp_path / "m.npz")
     loaded = RecommenderModel.load(tmp_path / "m.npz")
@@ -299,10 +346,18 @@ OLD = {
 def test_biases_off_is_the_training_before_biases(variant):
     data = lowrank_ratings(n_users=60, n_items=12, n_ratings=400, seed=2)
     m = PublicFeatureRecommender(
-        encoder=IdEncoder(12, 2), variant=variant, steps=2, inner_steps=2, batch_items=5,
-        rating_range=(0.5, 5.0), seed=7, biases=False, epsilon=3.0, delta=1e-5,
+        encoder=IdEncoder(12, 2),
+        variant=variant,
+        steps=2,
+        inner_steps=2,
+        batch_items=5,
+        rating_range=(0.5, 5.0),
+        seed=7,
+        biases=False,
+        epsilon=3.0,
+        delta=1e-5,
         items=data.item_labels,
-    ).fit(data)  # fmt: skip
+    ).fit(data)
     got = (m.item_factors_[0, 0], m.item_factors_[5, 1], float(np.abs(m.item_factors_).sum()))
     np.testing.assert_allclose(got, OLD[variant], rtol=1e-10, atol=0)
     assert m.item_biases_ is None and m.model_.item_biases is None

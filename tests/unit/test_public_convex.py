@@ -202,9 +202,16 @@ def test_a_private_logistic_run_spends_its_budget_and_states_its_clips():
     data = _implicit()
     acc = PrivacyAccountant(PrivacyBudget(5.0, 1e-5))
     model = PublicFeatureRecommender(
-        encoder=IdEncoder(30, 3), loss="logistic", rating_range=(0.0, 1.0), center=0.0,
-        epsilon=5.0, delta=1e-5, items=data.item_labels, max_norm=0.8, seed=1,
-    ).fit(data, accountant=acc)  # fmt: skip
+        encoder=IdEncoder(30, 3),
+        loss="logistic",
+        rating_range=(0.0, 1.0),
+        center=0.0,
+        epsilon=5.0,
+        delta=1e-5,
+        items=data.item_labels,
+        max_norm=0.8,
+        seed=1,
+    ).fit(data, accountant=acc)
     assert model.budget_.epsilon == pytest.approx(5.0, rel=1e-4)
     assert acc.spent(gaussian_delta=1e-5).epsilon == pytest.approx(5.0, rel=1e-4)
     # the same event as squared-loss SSP2: one (Gram-share, moment-share) release per step
@@ -218,9 +225,15 @@ def test_a_private_logistic_run_spends_its_budget_and_states_its_clips():
 def test_the_logistic_model_without_noise_ranks_a_users_items_above_the_unrated():
     data = _implicit(1)
     model = PublicFeatureRecommender(
-        encoder=IdEncoder(30, 4), loss="logistic", rating_range=(0.0, 1.0), center=0.0,
-        steps=5, inner_steps=20, learning_rate=0.1, seed=0,
-    ).fit(data)  # fmt: skip
+        encoder=IdEncoder(30, 4),
+        loss="logistic",
+        rating_range=(0.0, 1.0),
+        center=0.0,
+        steps=5,
+        inner_steps=20,
+        learning_rate=0.1,
+        seed=0,
+    ).fit(data)
     V = model.user_factors(data)
     scores = V @ model.item_factors_.T
     rated = np.zeros_like(scores, dtype=bool)
@@ -257,15 +270,24 @@ _NO_BOUND = (
 #: (keywords, the parameter named, the rest of the message)
 BAD = [
     ({"loss": "hinge"}, "loss", _BAD_LOSS),
-    ({"loss": "logistic", "hessian_clip": 0.0}, "hessian_clip",
-     "must be a float in the range (0, inf). Got 0.0 instead."),
-    ({"loss": "logistic", "gradient_clip": -1.0}, "gradient_clip",
-     "must be a float in the range (0, inf). Got -1.0 instead."),
-    ({"loss": "logistic", "negatives": -0.5}, "negatives",
-     "must be a float in the range [0, inf). Got -0.5 instead."),
+    (
+        {"loss": "logistic", "hessian_clip": 0.0},
+        "hessian_clip",
+        "must be a float in the range (0, inf). Got 0.0 instead.",
+    ),
+    (
+        {"loss": "logistic", "gradient_clip": -1.0},
+        "gradient_clip",
+        "must be a float in the range (0, inf). Got -1.0 instead.",
+    ),
+    (
+        {"loss": "logistic", "negatives": -0.5},
+        "negatives",
+        "must be a float in the range [0, inf). Got -0.5 instead.",
+    ),
     ({"loss": "logistic", "variant": "ssp1"}, "variant", _SSP1),
     ({"loss": SQUARED, "epsilon": 1.0, "delta": 1e-5}, "gradient_clip", _NO_BOUND),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("kw", "name", "rest"), BAD)
@@ -273,9 +295,12 @@ def test_bad_loss_and_clip_parameters_are_refused_in_the_house_format(kw, name, 
     message = f"The {name!r} parameter of PublicFeatureRecommender {rest}"
     data = _implicit()
     model = PublicFeatureRecommender(
-        encoder=IdEncoder(30, 2), rating_range=(0.0, 1.0), center=0.0, items=data.item_labels,
+        encoder=IdEncoder(30, 2),
+        rating_range=(0.0, 1.0),
+        center=0.0,
+        items=data.item_labels,
         **kw,
-    )  # fmt: skip
+    )
     with pytest.raises(InvalidParameterError, match=f"^{_escape(message)}"):
         model.fit(data)
 
@@ -302,8 +327,12 @@ def test_a_convex_loss_with_bad_parts_is_refused_when_built(kw, name):
 
 
 def test_a_loss_with_negative_curvature_is_refused_when_trained():
-    concave = ConvexLoss("concave", value=lambda p, y: -(p**2), grad=lambda p, y: -2 * p,
-                         hess=lambda p, y: np.full(np.shape(p), -2.0))  # fmt: skip
+    concave = ConvexLoss(
+        "concave",
+        value=lambda p, y: -(p**2),
+        grad=lambda p, y: -2 * p,
+        hess=lambda p, y: np.full(np.shape(p), -2.0),
+    )
     data = _implicit()
     model = PublicFeatureRecommender(encoder=IdEncoder(30, 2), loss=concave, seed=0)
     with pytest.raises(InvalidParameterError, match="l'' >= 0"):
@@ -318,9 +347,15 @@ def test_biases_are_off_by_default_and_refused_when_asked_for_with_a_convex_loss
     assert model._biased is False and model.fit(data).item_biases_ is None
     accountant = PrivacyAccountant(PrivacyBudget(10.0, 1e-5))
     forced = PublicFeatureRecommender(
-        encoder=IdEncoder(30, 2), loss="logistic", biases=True, epsilon=1.0, delta=1e-6,
-        items=data.item_labels, rating_range=(0.0, 1.0), seed=0,
-    )  # fmt: skip
+        encoder=IdEncoder(30, 2),
+        loss="logistic",
+        biases=True,
+        epsilon=1.0,
+        delta=1e-6,
+        items=data.item_labels,
+        rating_range=(0.0, 1.0),
+        seed=0,
+    )
     with pytest.raises(InvalidParameterError, match=r"^The 'biases' parameter of Public"):
         forced.fit(data, accountant=accountant)
     assert accountant.ledger == ()  # nothing charged
@@ -335,14 +370,21 @@ def test_an_added_users_items_outside_the_item_set_are_never_trained_or_released
     catalogue = [str(i) for i in catalogue]
     data = Ratings.from_columns(users, items, list(data.values))
     both = Ratings.from_columns(
-        [*users, "intruder", "intruder", "intruder"], [*items, "secret-1", "secret-2",
-        catalogue[0]], [*data.values, 1.0, 1.0, 1.0],
-    )  # fmt: skip
+        [*users, "intruder", "intruder", "intruder"],
+        [*items, "secret-1", "secret-2", catalogue[0]],
+        [*data.values, 1.0, 1.0, 1.0],
+    )
     for r in (data, both):
         model = PublicFeatureRecommender(
-            encoder=IdEncoder(len(catalogue), 3), loss="logistic", rating_range=(0.0, 1.0),
-            center=0.0, items=catalogue, epsilon=2.0, delta=1e-5, seed=4,
-        ).fit(r)  # fmt: skip
+            encoder=IdEncoder(len(catalogue), 3),
+            loss="logistic",
+            rating_range=(0.0, 1.0),
+            center=0.0,
+            items=catalogue,
+            epsilon=2.0,
+            delta=1e-5,
+            seed=4,
+        ).fit(r)
         released = model.model_.item_labels.to_pylist()
         assert released == catalogue and model.item_factors_.shape[0] == len(catalogue)
         assert not {"secret-1", "secret-2"} & set(released)

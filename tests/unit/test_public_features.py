@@ -108,15 +108,28 @@ def test_am_ssp_trains_to_the_budget_and_beats_the_mean_without_noise(variant):
     data = lowrank_ratings(n_users=400, n_items=60, n_ratings=12_000, rank=2, seed=4)
     ids = FeatureFamily("id", sp.identity(60, format="csr"))
     enc = PublicFeatureEncoder([*_families(60, np.random.default_rng(2)), ids], 4, seed=0)
-    private = PublicFeatureRecommender(encoder=enc, variant=variant, rating_range=(0.5, 5.0),
-                                       inner_steps=20, batch_items=16, seed=1,
-                                       items=data.item_labels, epsilon=3.0,
-                                       delta=1e-5)  # fmt: skip
+    private = PublicFeatureRecommender(
+        encoder=enc,
+        variant=variant,
+        rating_range=(0.5, 5.0),
+        inner_steps=20,
+        batch_items=16,
+        seed=1,
+        items=data.item_labels,
+        epsilon=3.0,
+        delta=1e-5,
+    )
     private.fit(data)
     assert private.budget_.epsilon == pytest.approx(3.0, rel=1e-4)
     assert private.item_factors_.shape == (60, 4) and np.all(np.isfinite(private.item_factors_))
-    exact = PublicFeatureRecommender(encoder=enc, variant=variant, rating_range=(0.5, 5.0),
-                                     inner_steps=100, batch_items=16, seed=1).fit(data)  # fmt: skip
+    exact = PublicFeatureRecommender(
+        encoder=enc,
+        variant=variant,
+        rating_range=(0.5, 5.0),
+        inner_steps=100,
+        batch_items=16,
+        seed=1,
+    ).fit(data)
     V = exact.user_factors(data)
     pred = exact.center_ + np.einsum("nd,nd->n", V[data.users], exact.item_factors_[data.items])
     train_rmse = np.sqrt(np.mean((pred - data.values) ** 2))
@@ -140,10 +153,20 @@ def test_the_noise_scaled_ridge_follows_the_total_noise_the_encoder_fits(variant
     data = lowrank_ratings(n_users=150, n_items=20, n_ratings=2000, seed=3)
     d, inner, noise_reg, reg, max_norm = 3, 4, 2.0, 0.05, 0.8
     model = PublicFeatureRecommender(
-        encoder=IdEncoder(20, d), variant=variant, steps=2, inner_steps=inner, reg=reg,
-        noise_reg=noise_reg, max_norm=max_norm, rating_range=(0.5, 5.0), seed=0, biases=False,
-        items=data.item_labels, epsilon=2.0, delta=1e-5,
-    ).fit(data)  # fmt: skip
+        encoder=IdEncoder(20, d),
+        variant=variant,
+        steps=2,
+        inner_steps=inner,
+        reg=reg,
+        noise_reg=noise_reg,
+        max_norm=max_norm,
+        rating_range=(0.5, 5.0),
+        seed=0,
+        biases=False,
+        items=data.item_labels,
+        epsilon=2.0,
+        delta=1e-5,
+    ).fit(data)
     single = plan_ssp_noise(PrivacyBudget(2.0, 1e-5), steps=2, releases_per_step=1)
     expected = reg * np.maximum(model.item_counts_, 1.0) + noise_reg * single.gram * max_norm**2 * (
         np.sqrt(d)
@@ -179,10 +202,18 @@ def test_rating_clip_bounds_every_users_change_of_the_released_moments(monkeypat
     data = lowrank_ratings(n_users=120, n_items=20, n_ratings=1000, seed=8)
     c, max_norm = 0.7, 0.9
     model = PublicFeatureRecommender(
-        encoder=IdEncoder(20, 3), steps=2, inner_steps=2, rating_clip=c, max_norm=max_norm,
-        rating_range=(0.5, 5.0), seed=0, items=data.item_labels, epsilon=2.0, delta=1e-5,
+        encoder=IdEncoder(20, 3),
+        steps=2,
+        inner_steps=2,
+        rating_clip=c,
+        max_norm=max_norm,
+        rating_range=(0.5, 5.0),
+        seed=0,
+        items=data.item_labels,
+        epsilon=2.0,
+        delta=1e-5,
         biases=False,  # the bound with biases: tests/unit/test_public_biases.py
-    ).fit(data)  # fmt: skip
+    ).fit(data)
     assert len(stats) == 2 and len(releases) == 2
     for users, U, w, y in stats:
         assert np.abs(y).max() <= c and np.abs(y).max() == pytest.approx(c)  # some clipped
@@ -227,9 +258,16 @@ def test_am_dpsgd_charges_one_gradient_release_per_inner_step():
     assert acc.get_epsilon(delta) == pytest.approx(4.0, rel=2e-3)
     data = lowrank_ratings(n_users=80, n_items=20, n_ratings=1000, seed=7)
     model = PublicFeatureRecommender(
-        encoder=IdEncoder(20, 2), variant="dpsgd", steps=steps, inner_steps=inner,
-        rating_range=(0.5, 5.0), seed=2, items=data.item_labels, epsilon=4.0, delta=delta,
-    ).fit(data)  # fmt: skip
+        encoder=IdEncoder(20, 2),
+        variant="dpsgd",
+        steps=steps,
+        inner_steps=inner,
+        rating_range=(0.5, 5.0),
+        seed=2,
+        items=data.item_labels,
+        epsilon=4.0,
+        delta=delta,
+    ).fit(data)
     assert model.budget_.epsilon == pytest.approx(4.0, rel=1e-4)
     assert np.all(np.isfinite(model.item_factors_))
 
@@ -279,8 +317,14 @@ def test_a_model_with_user_features_spends_the_budget_and_gives_cold_users_their
     data = lowrank_ratings(n_users=300, n_items=50, n_ratings=9_000, rank=2, seed=5)
     fams = _user_families(data.n_users, 4)
     enc = PublicFeatureEncoder(_families(50, np.random.default_rng(2)), 4, seed=0)
-    m = PublicFeatureRecommender(encoder=enc, rating_range=(0.5, 5.0), seed=1,
-                                 items=data.item_labels, epsilon=2.0, delta=1e-5)  # fmt: skip
+    m = PublicFeatureRecommender(
+        encoder=enc,
+        rating_range=(0.5, 5.0),
+        seed=1,
+        items=data.item_labels,
+        epsilon=2.0,
+        delta=1e-5,
+    )
     m.fit(data, user_features=fams)
     assert PrivacyAccountant().compose(m.dp_event_).spent(1e-5).epsilon == pytest.approx(2.0)
     assert m.user_prior_.shape == (7, 4)

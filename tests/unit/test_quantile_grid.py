@@ -95,8 +95,9 @@ def test_a_given_resolution_is_the_grid_and_is_declared():
     values = rng.uniform(0, 5, 300)
     for fn in (weighted_quantile, sample_limited_quantile):
         with recording() as rel:
-            res = fn(values, users, q=[0.2, 0.9], epsilon=1.0, bounds=(0.05, 5.0),
-                     resolution=0.1, seed=3)  # fmt: skip
+            res = fn(
+                values, users, q=[0.2, 0.9], epsilon=1.0, bounds=(0.05, 5.0), resolution=0.1, seed=3
+            )
         assert res.resolution == 0.1
         assert [r.grid for r in rel if r.statistic == "quantile.utility"] == [0.1, 0.1]
         k = np.rint(res.estimate / 0.1)
@@ -109,10 +110,18 @@ def test_huge_epsilon_picks_a_grid_point_where_the_weighted_cdf_crosses_q():
     # every other point of the 0.5-grid at least 1.5 away.
     values = np.array([1.3, 2.6, 4.1, 4.2, 9.9])
     found = {
-        weighted_quantile(values, np.arange(5), q=0.5, epsilon=1e6, bounds=(0, 10), h=1.0,
-                          resolution=0.5, seed=seed).estimate
+        weighted_quantile(
+            values,
+            np.arange(5),
+            q=0.5,
+            epsilon=1e6,
+            bounds=(0, 10),
+            h=1.0,
+            resolution=0.5,
+            seed=seed,
+        ).estimate
         for seed in range(30)
-    }  # fmt: skip
+    }
     assert found == {3.0, 3.5, 4.0}
 
 

@@ -28,9 +28,17 @@ def test_biases_recover_pure_bias_data_better_than_the_global_mean(method):
     catalogue = [f"i{i}" for i in range(b.size)]
     budget = {} if method == "als" else {"epsilon": 1e4, "delta": 1e-5}
     model = MatrixFactorization(
-        method=method, items=catalogue, dim=2, steps=4, rating_range=(0.5, 5.0), biases=True,
-        reg=1e-3, noise_reg=0.0, seed=0, **budget,
-    ).fit(train)  # fmt: skip
+        method=method,
+        items=catalogue,
+        dim=2,
+        steps=4,
+        rating_range=(0.5, 5.0),
+        biases=True,
+        reg=1e-3,
+        noise_reg=0.0,
+        seed=0,
+        **budget,
+    ).fit(train)
     history = ratings_table(users[~test], items[~test], values[~test])
     codes = {u: k for k, u in enumerate(history.user_labels.to_pylist())}
     rows = np.array([codes[f"u{u}"] for u in users[test]])
@@ -53,10 +61,18 @@ def test_biases_spend_the_same_budget_checked_by_an_independent_composition(monk
         log: list[tuple[str, float, float]] = []
         monkeypatch.setattr(als_module, "NoiseSource", recording_noise(log))
         model = MatrixFactorization(
-            method=method, items=[f"i{i}" for i in range(b.size)], dim=3, steps=2, sgd_steps=2,
-            rating_range=(0.5, 5.0), biases=biases, epsilon=1.5, delta=delta, seed=0,
+            method=method,
+            items=[f"i{i}" for i in range(b.size)],
+            dim=3,
+            steps=2,
+            sgd_steps=2,
+            rating_range=(0.5, 5.0),
+            biases=biases,
+            epsilon=1.5,
+            delta=delta,
+            seed=0,
             target_clip=None,  # the same target bound with and without biases
-        ).fit(data)  # fmt: skip
+        ).fit(data)
         runs[biases] = (model, log)
     (plain, log0), (biased, log1) = runs[False], runs[True]
     assert [s for s, _, _ in log0] == [s for s, _, _ in log1]
@@ -89,9 +105,16 @@ def test_a_release_with_biases_hides_the_added_users_unique_item(tmp_path):
     saved = []
     for k, data in enumerate((d, d2)):
         model = MatrixFactorization(
-            method="adadpals", items=catalogue, dim=3, steps=1, rating_range=(0.5, 5.0),
-            biases=True, epsilon=2.0, delta=1e-5, seed=1,
-        ).fit(data)  # fmt: skip
+            method="adadpals",
+            items=catalogue,
+            dim=3,
+            steps=1,
+            rating_range=(0.5, 5.0),
+            biases=True,
+            epsilon=2.0,
+            delta=1e-5,
+            seed=1,
+        ).fit(data)
         path = tmp_path / f"{k}.npz"
         model.save(path)
         saved.append((model.model_, path.read_bytes()))
@@ -109,9 +132,16 @@ def test_saved_biases_load_back_and_predict_the_same(tmp_path):
     users, items, values, b = pure_biases(n_users=100, n_items=15)
     data = ratings_table(users, items, values)
     model = MatrixFactorization(
-        method="dpals-uniform", items=[f"i{i}" for i in range(b.size)], dim=2, steps=2,
-        rating_range=(0.5, 5.0), biases=True, epsilon=3.0, delta=1e-5, seed=2,
-    ).fit(data)  # fmt: skip
+        method="dpals-uniform",
+        items=[f"i{i}" for i in range(b.size)],
+        dim=2,
+        steps=2,
+        rating_range=(0.5, 5.0),
+        biases=True,
+        epsilon=3.0,
+        delta=1e-5,
+        seed=2,
+    ).fit(data)
     model.save(tmp_path / "m.npz")
     loaded = RecommenderModel.load(tmp_path / "m.npz")
     np.testing.assert_array_equal(loaded.item_biases, model.item_biases_)
@@ -159,9 +189,17 @@ def test_the_default_private_mean_does_not_lean_toward_light_users():
     centres = {}
     for center in ("sampled-mean", "private-mean"):
         model = MatrixFactorization(
-            method="adadpals", items=data.item_labels, dim=2, steps=1, count_sample=10,
-            rating_range=(1.0, 5.0), center=center, epsilon=200.0, delta=1e-5, seed=0,
-        ).fit(data)  # fmt: skip
+            method="adadpals",
+            items=data.item_labels,
+            dim=2,
+            steps=1,
+            count_sample=10,
+            rating_range=(1.0, 5.0),
+            center=center,
+            epsilon=200.0,
+            delta=1e-5,
+            seed=0,
+        ).fit(data)
         centres[center] = model.center_
         events = model.dp_event_
         if center == "sampled-mean":
@@ -179,10 +217,21 @@ def test_a_free_centre_charges_no_mean_and_the_sampled_mean_still_does():
     data = _heavy_users_rate_lower()
 
     def event(center):
-        return MatrixFactorization(
-            method="adadpals", items=data.item_labels, dim=2, steps=1, rating_range=(1.0, 5.0),
-            center=center, epsilon=2.0, delta=1e-5, seed=0,
-        ).fit(data).plan_  # fmt: skip
+        return (
+            MatrixFactorization(
+                method="adadpals",
+                items=data.item_labels,
+                dim=2,
+                steps=1,
+                rating_range=(1.0, 5.0),
+                center=center,
+                epsilon=2.0,
+                delta=1e-5,
+                seed=0,
+            )
+            .fit(data)
+            .plan_
+        )
 
     assert event("midpoint").center is None and event(3.0).center is None
     assert event("sampled-mean").center == event("private-mean").center is not None

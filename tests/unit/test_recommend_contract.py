@@ -112,8 +112,14 @@ class RecommenderContract:
 
 def _common(data):
     ratings, _ = data
-    return dict(epsilon=EPS, delta=DELTA, items=ratings.item_labels[:N_SET], rating_range=RANGE,
-                seed=3, steps=2)  # fmt: skip
+    return dict(
+        epsilon=EPS,
+        delta=DELTA,
+        items=ratings.item_labels[:N_SET],
+        rating_range=RANGE,
+        seed=3,
+        steps=2,
+    )
 
 
 class TestMatrixFactorization(RecommenderContract):

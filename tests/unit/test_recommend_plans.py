@@ -51,21 +51,36 @@ def test_grouped_and_flat_events_cost_the_same_budget(solver, gravity_share):
 
 @pytest.mark.parametrize(
     ("method", "solver", "extra"),
-    [("adadpals", "ssp", {}), ("dpsgd-uniform", "gd", {"sgd_steps": 3}),
-     ("adadpals", "ssp", {"unobserved_weight": 1.0})],
-)  # fmt: skip
+    [
+        ("adadpals", "ssp", {}),
+        ("dpsgd-uniform", "gd", {"sgd_steps": 3}),
+        ("adadpals", "ssp", {"unobserved_weight": 1.0}),
+    ],
+)
 def test_matrix_factorization_plans_with_the_one_planner(method, solver, extra):
     ratings = lowrank_ratings(n_users=60, n_items=20, n_ratings=600, seed=0)
     model = MatrixFactorization(
-        method=method, dim=2, steps=2, epsilon=2.0, delta=1e-5, rating_range=(0.5, 5.0),
-        items=ratings.item_labels, seed=0, **extra,
-    )  # fmt: skip
+        method=method,
+        dim=2,
+        steps=2,
+        epsilon=2.0,
+        delta=1e-5,
+        rating_range=(0.5, 5.0),
+        items=ratings.item_labels,
+        seed=0,
+        **extra,
+    )
     model.fit(ratings)
     expected = plan_noise(
-        BUDGET, steps=2, solver=solver, releases_per_step=extra.get("sgd_steps", 1),
-        count_fraction=model.count_fraction, center_fraction=model.center_fraction,
+        BUDGET,
+        steps=2,
+        solver=solver,
+        releases_per_step=extra.get("sgd_steps", 1),
+        count_fraction=model.count_fraction,
+        center_fraction=model.center_fraction,
         moment_share=model.moment_share,
-        gravity_share=0.05 if extra.get("unobserved_weight") else None, grouped=True,
-    )  # fmt: skip
+        gravity_share=0.05 if extra.get("unobserved_weight") else None,
+        grouped=True,
+    )
     assert model.plan_ == expected
     assert model.dp_event_ == expected.event()

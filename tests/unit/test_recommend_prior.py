@@ -60,9 +60,16 @@ def test_matrix_factorization_prior_is_post_processing(monkeypatch, method):
     for prior in (False, True):
         log = _recording(monkeypatch, als_module)
         model = MatrixFactorization(
-            method=method, items=[f"i{i}" for i in range(60)], dim=3, steps=1,
-            rating_range=(0.5, 5.0), epsilon=2.0, delta=1e-5, seed=0, bias_prior=prior,
-        ).fit(data)  # fmt: skip
+            method=method,
+            items=[f"i{i}" for i in range(60)],
+            dim=3,
+            steps=1,
+            rating_range=(0.5, 5.0),
+            epsilon=2.0,
+            delta=1e-5,
+            seed=0,
+            bias_prior=prior,
+        ).fit(data)
         runs[prior] = (model, log)
     (plain, log0), (eb, log1) = runs[False], runs[True]
     # One step: every release is drawn before the solve, so the released values are equal ...
@@ -82,9 +89,15 @@ def test_every_step_records_the_same_releases_with_and_without_the_prior(monkeyp
     for prior in (False, True):
         log = _recording(monkeypatch, als_module)
         MatrixFactorization(
-            items=[f"i{i}" for i in range(60)], dim=3, steps=3, rating_range=(0.5, 5.0),
-            epsilon=2.0, delta=1e-5, seed=0, bias_prior=prior,
-        ).fit(data)  # fmt: skip
+            items=[f"i{i}" for i in range(60)],
+            dim=3,
+            steps=3,
+            rating_range=(0.5, 5.0),
+            epsilon=2.0,
+            delta=1e-5,
+            seed=0,
+            bias_prior=prior,
+        ).fit(data)
         logs.append([r[:3] for r in log])
     assert logs[0] == logs[1]
 
@@ -96,9 +109,15 @@ def test_public_feature_recommender_prior_is_post_processing(monkeypatch):
     for prior in (False, True):
         log = _recording(monkeypatch, public_module)
         model = PublicFeatureRecommender(
-            encoder=IdEncoder(60, 3), items=[f"i{i}" for i in range(60)], steps=1,
-            rating_range=(0.5, 5.0), epsilon=2.0, delta=1e-5, seed=0, bias_prior=prior,
-        ).fit(data)  # fmt: skip
+            encoder=IdEncoder(60, 3),
+            items=[f"i{i}" for i in range(60)],
+            steps=1,
+            rating_range=(0.5, 5.0),
+            epsilon=2.0,
+            delta=1e-5,
+            seed=0,
+            bias_prior=prior,
+        ).fit(data)
         runs[prior] = (model, log)
     (plain, log0), (eb, log1) = runs[False], runs[True]
     assert [r[:3] for r in log0] == [r[:3] for r in log1]
@@ -112,8 +131,11 @@ def test_the_prior_is_a_no_op_without_privacy_or_biases():
     users, items, values = _planted(3)
     data = ratings_table(users, items, values)
     kw = dict(items=[f"i{i}" for i in range(60)], dim=3, steps=2, rating_range=(0.5, 5.0), seed=0)
-    for extra in ({"method": "als"}, {"epsilon": 2.0, "delta": 1e-5, "biases": False},
-                  {"epsilon": 2.0, "delta": 1e-5, "method": "adadpsgd"}):  # fmt: skip
+    for extra in (
+        {"method": "als"},
+        {"epsilon": 2.0, "delta": 1e-5, "biases": False},
+        {"epsilon": 2.0, "delta": 1e-5, "method": "adadpsgd"},
+    ):
         a = MatrixFactorization(bias_prior=True, **kw, **extra).fit(data)
         b = MatrixFactorization(bias_prior=False, **kw, **extra).fit(data)
         np.testing.assert_array_equal(a.item_factors_, b.item_factors_)
@@ -127,8 +149,9 @@ def test_bias_prior_recovers_the_planted_slope_and_variance():
     a = beta**2 * counts  # Gram bias diagonal: sum of w beta^2 with w = 1
     sd_b = 3.0
     moment = truth * a / beta + rng.normal(0, sd_b, m)
-    prior = bias_prior(a, moment, beta=beta, counts=counts, count_sd=1.0, gram_sd=1e-9,
-                       moment_sd=sd_b, half=3.0)  # fmt: skip
+    prior = bias_prior(
+        a, moment, beta=beta, counts=counts, count_sd=1.0, gram_sd=1e-9, moment_sd=sd_b, half=3.0
+    )
     trend = 0.2 * np.log(counts) - 0.5  # the planted prior mean
     assert np.sqrt(np.mean((prior.mean - trend) ** 2)) < 0.1
     assert np.sqrt(prior.variance) == pytest.approx(tau, rel=0.25)
@@ -172,9 +195,14 @@ def test_the_prior_lowers_held_out_error_on_a_long_tail():
     scores = {}
     for prior in (False, True):
         m = MatrixFactorization(
-            dim=8, rating_range=(0.5, 5.0), epsilon=3.0, delta=1e-5, seed=0,
-            items=split.train.item_labels, bias_prior=prior,
-        ).fit(split.train)  # fmt: skip
+            dim=8,
+            rating_range=(0.5, 5.0),
+            epsilon=3.0,
+            delta=1e-5,
+            seed=0,
+            items=split.train.item_labels,
+            bias_prior=prior,
+        ).fit(split.train)
         scores[prior] = holdout_rmse(m, split.train, split.validation, buckets)
     assert scores[True]["rmse"] < scores[False]["rmse"]
     assert scores[True]["buckets"][0] < scores[False]["buckets"][0]

@@ -69,9 +69,15 @@ def test_a_public_catalogue_release_hides_the_added_users_unique_item(method, tm
 
     def make():
         return MatrixFactorization(
-            method=method, items=catalogue, dim=3, steps=1, sgd_steps=1, top_items=0.5,
-            rating_range=(0.5, 5.0), seed=1,
-        )  # fmt: skip
+            method=method,
+            items=catalogue,
+            dim=3,
+            steps=1,
+            sgd_steps=1,
+            top_items=0.5,
+            rating_range=(0.5, 5.0),
+            seed=1,
+        )
 
     a, _, _ = _release(make, d, tmp_path / "a.npz")
     b, raw_b, msg_b = _release(make, d2, tmp_path / "b.npz")
@@ -89,9 +95,14 @@ def test_a_public_feature_release_hides_the_added_users_unique_item(variant, tmp
 
     def make():
         return PublicFeatureRecommender(
-            encoder=IdEncoder(len(catalogue), 3, seed=0), items=catalogue, variant=variant,
-            steps=1, inner_steps=2, rating_range=(0.5, 5.0), seed=1,
-        )  # fmt: skip
+            encoder=IdEncoder(len(catalogue), 3, seed=0),
+            items=catalogue,
+            variant=variant,
+            steps=1,
+            inner_steps=2,
+            rating_range=(0.5, 5.0),
+            seed=1,
+        )
 
     a, _, _ = _release(make, d, tmp_path / "a.npz")
     b, raw_b, msg_b = _release(make, d2, tmp_path / "b.npz")
@@ -113,9 +124,15 @@ def test_a_privately_selected_item_set_leaves_out_one_users_item_and_is_charged(
     )
     assert RARE not in chosen.items and len(chosen) > 0
     model = MatrixFactorization(
-        method="adadpals", items=ItemSet.selected(chosen), dim=3, steps=1,
-        rating_range=(0.5, 5.0), seed=1, epsilon=model_budget.epsilon, delta=model_budget.delta,
-    ).fit(d2)  # fmt: skip
+        method="adadpals",
+        items=ItemSet.selected(chosen),
+        dim=3,
+        steps=1,
+        rating_range=(0.5, 5.0),
+        seed=1,
+        epsilon=model_budget.epsilon,
+        delta=model_budget.delta,
+    ).fit(d2)
     release = model.model_
     assert release.item_source == "private"
     assert sorted(release.item_labels.to_pylist()) == sorted(chosen.items)
@@ -135,11 +152,13 @@ def test_a_privately_selected_item_set_leaves_out_one_users_item_and_is_charged(
 def test_private_training_needs_an_item_set_fixed_before_training():
     d, _, _ = _neighbours(n_users=50)
     with pytest.raises(InvalidParameterError, match="item set fixed before training"):
-        MatrixFactorization(method="adadpals", rating_range=(0.5, 5.0), epsilon=2.0,
-                            delta=1e-5).fit(d)  # fmt: skip
+        MatrixFactorization(
+            method="adadpals", rating_range=(0.5, 5.0), epsilon=2.0, delta=1e-5
+        ).fit(d)
     with pytest.raises(InvalidParameterError, match="item set fixed before training"):
-        PublicFeatureRecommender(encoder=IdEncoder(30, 2), rating_range=(0.5, 5.0), epsilon=2.0,
-                                 delta=1e-5).fit(d)  # fmt: skip
+        PublicFeatureRecommender(
+            encoder=IdEncoder(30, 2), rating_range=(0.5, 5.0), epsilon=2.0, delta=1e-5
+        ).fit(d)
     with pytest.raises(InvalidParameterError, match=r"ItemSet\.selected takes the result"):
         ItemSet.selected(["i0"])
 
@@ -159,13 +178,26 @@ def test_the_saved_file_holds_no_seed_no_fit_time_and_no_diagnostics(tmp_path):
     assert model.fit_seconds_ > 0 and model.diagnostics_["non_private"] is True
     model.save(tmp_path / "m.npz")
     with np.load(tmp_path / "m.npz", allow_pickle=False) as z:
-        assert sorted(z.files) == ["item_biases", "item_counts", "item_factors", "item_labels",
-                                   "meta", "trained_items"]  # fmt: skip
+        assert sorted(z.files) == [
+            "item_biases",
+            "item_counts",
+            "item_factors",
+            "item_labels",
+            "meta",
+            "trained_items",
+        ]
         meta = json.loads(str(z["meta"]))
     assert sorted(meta) == [
-        "budget", "center", "dp_event", "format", "item_source", "item_type", "method", "params",
+        "budget",
+        "center",
+        "dp_event",
+        "format",
+        "item_source",
+        "item_type",
+        "method",
+        "params",
         "rating_range",
-    ]  # fmt: skip
+    ]
     text = json.dumps(meta)
     for absent in ("seed", "fit_seconds", "diagnostics", "ratings_outside", "987654321"):
         assert absent not in text
@@ -175,9 +207,16 @@ def test_an_item_set_nobody_rated_still_gives_a_model_of_its_shape():
     # The shapes depend on the item set only, even when no rating falls in it.
     d, _, _ = _neighbours(n_users=50)
     model = MatrixFactorization(
-        method="adadpals", items=["zz-1", "zz-2"], dim=2, steps=1, rating_range=(0.5, 5.0),
-        unobserved_weight=0.5, seed=0, epsilon=BUDGET.epsilon, delta=BUDGET.delta,
-    ).fit(d)  # fmt: skip
+        method="adadpals",
+        items=["zz-1", "zz-2"],
+        dim=2,
+        steps=1,
+        rating_range=(0.5, 5.0),
+        unobserved_weight=0.5,
+        seed=0,
+        epsilon=BUDGET.epsilon,
+        delta=BUDGET.delta,
+    ).fit(d)
     assert model.item_factors_.shape == (2, 2)
     assert model.diagnostics_["ratings_outside_item_set"] == d.n_ratings
     restricted, dropped = d.restrict_items(["zz-1", "zz-2"])

@@ -20,9 +20,16 @@ def data():
 
 def _model(data, method="adadpals", **extra):
     return MatrixFactorization(
-        method=method, items=data.item_labels, dim=2, steps=1, rating_range=(0.5, 5.0),
-        epsilon=2.0, delta=1e-5, seed=0, **extra,
-    )  # fmt: skip
+        method=method,
+        items=data.item_labels,
+        dim=2,
+        steps=1,
+        rating_range=(0.5, 5.0),
+        epsilon=2.0,
+        delta=1e-5,
+        seed=0,
+        **extra,
+    )
 
 
 def test_engine_must_be_one_of_the_engines(data):

@@ -22,8 +22,9 @@ N = 300
 def result():
     users = np.repeat(np.arange(N), 2)
     items = np.tile(np.array(["the", "a"]), N)
-    return select_partitions(Contributions.from_columns(users, items), epsilon=1.0, delta=1e-5,
-                             seed=1)  # fmt: skip
+    return select_partitions(
+        Contributions.from_columns(users, items), epsilon=1.0, delta=1e-5, seed=1
+    )
 
 
 def test_selection_result_iterates_and_answers_in(result):
@@ -59,8 +60,9 @@ def test_selection_to_polars(result):
 
 def _polars_frames():
     pl = pytest.importorskip("polars")
-    df = pl.DataFrame({"user": [f"u{u}" for u in range(N) for _ in range(2)],
-                       "item": ["the", "a"] * N})  # fmt: skip
+    df = pl.DataFrame(
+        {"user": [f"u{u}" for u in range(N) for _ in range(2)], "item": ["the", "a"] * N}
+    )
     return {
         "string_view": df,
         "categorical item": df.with_columns(pl.col("item").cast(pl.Categorical)),
@@ -104,8 +106,14 @@ def values():
 
 @pytest.mark.parametrize("public", [False, True])
 def test_mean_to_dict_holds_the_noise(values, public):
-    m = weighted_mean(values.values, values.users, epsilon=1.0, bounds=(0.0, 10.0),
-                      public_user_sizes=public, seed=2)  # fmt: skip
+    m = weighted_mean(
+        values.values,
+        values.users,
+        epsilon=1.0,
+        bounds=(0.0, 10.0),
+        public_user_sizes=public,
+        seed=2,
+    )
     record = json.loads(json.dumps(m.to_dict()))
     assert record["estimate"] == m.estimate and record["epsilon"] == m.budget.epsilon
     lo, hi = record["interval95"]
@@ -126,14 +134,16 @@ def test_laplace_interval_covers_95_percent_of_the_noise(values):
     kw = dict(epsilon=1.0, bounds=(0.0, 10.0), public_user_sizes=True, h=5.0)
     runs = [weighted_mean(values.values, values.users, seed=s, **kw) for s in range(400)]
     centre = float(np.median([r.estimate for r in runs]))  # the noise is symmetric
-    inside = np.mean([r.noise()["interval95"][0] <= centre <= r.noise()["interval95"][1]
-                      for r in runs])  # fmt: skip
+    inside = np.mean(
+        [r.noise()["interval95"][0] <= centre <= r.noise()["interval95"][1] for r in runs]
+    )
     assert 0.91 <= inside <= 0.99
 
 
 def test_quantile_and_regression_to_dict(values):
-    q = weighted_quantile(values.values, values.users, q=[0.25, 0.5], epsilon=1.0,
-                          bounds=(0.0, 10.0), seed=3)  # fmt: skip
+    q = weighted_quantile(
+        values.values, values.users, q=[0.25, 0.5], epsilon=1.0, bounds=(0.0, 10.0), seed=3
+    )
     record = json.loads(json.dumps(q.to_dict()))
     assert record["q"] == [0.25, 0.5] and len(record["estimate"]) == 2
     assert "noise_sd" not in record  # drawn by the exponential mechanism, not noised
@@ -141,8 +151,9 @@ def test_quantile_and_regression_to_dict(values):
     X = rng.normal(size=(400, 3))
     users = np.repeat(np.arange(100), 4)
     y = np.clip(X @ [1.0, -2.0, 0.5] + rng.normal(size=400), -10, 10)
-    r = gwa_linear_regression(X, y, users, epsilon=1.0, label_range=(-10.0, 10.0),
-                              noise_variance=1.0, seed=4)  # fmt: skip
+    r = gwa_linear_regression(
+        X, y, users, epsilon=1.0, label_range=(-10.0, 10.0), noise_variance=1.0, seed=4
+    )
     record = json.loads(json.dumps(r.to_dict()))
     assert "matrix" not in record and len(record["coef"]) == 3
     assert record["noise_sd"] == pytest.approx([math.sqrt(2) * r.noise_scale] * 3)
@@ -156,19 +167,68 @@ def test_select_and_estimate_print_json(tmp_path, capsys):
 
     pairs = tmp_path / "pairs.csv"
     pairs.write_text("user,item\n" + "".join(f"u{u},the\nu{u},a\n" for u in range(N)))
-    assert main(["select", str(pairs), "--epsilon", "1", "--delta", "1e-5", "--seed", "1",
-                 "--json", "-q"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "select",
+                str(pairs),
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--seed",
+                "1",
+                "--json",
+                "-q",
+            ]
+        )
+        == 0
+    )
     record = json.loads(capsys.readouterr().out)
     assert sorted(record["items"]) == ["a", "the"] and record["unit"] == "user"
     out = tmp_path / "items.txt"
-    assert main(["select", str(pairs), "--epsilon", "1", "--delta", "1e-5", "--seed", "1",
-                 "--json", "-q", "-o", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "select",
+                str(pairs),
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--seed",
+                "1",
+                "--json",
+                "-q",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     record = json.loads(capsys.readouterr().out)
     assert record["n_items"] == 2 and "items" not in record and out.exists()
     values = tmp_path / "values.csv"
     values.write_text("user,value\n" + "".join(f"u{u},{(u % 10) / 10}\n" for u in range(N)))
-    assert main(["estimate", "mean", str(values), "--epsilon", "1", "--bounds", "0", "1",
-                 "--json", "-q", "--seed", "1"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "estimate",
+                "mean",
+                str(values),
+                "--epsilon",
+                "1",
+                "--bounds",
+                "0",
+                "1",
+                "--json",
+                "-q",
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
+    )
     record = json.loads(capsys.readouterr().out)
     lo, hi = record["interval95"]
     assert record["noise_sd"] > 0 and lo < record["estimates"]["mean"] < hi

@@ -83,9 +83,14 @@ def test_grid_is_the_largest_power_of_two_within_the_declared_inflation(sens, si
 
 @pytest.mark.parametrize(
     ("sens", "size", "norm", "scale"),
-    [(1.0, 1, "l1", 2.0), (0.3, 50, "l1", 7.1), (1.0, 10_000 * 4096, "l2", 3.3),
-     (5.0, 3, "l2", 1e-3), (0.7, 4097, "l2", 12.0)],
-)  # fmt: skip
+    [
+        (1.0, 1, "l1", 2.0),
+        (0.3, 50, "l1", 7.1),
+        (1.0, 10_000 * 4096, "l2", 3.3),
+        (5.0, 3, "l2", 1e-3),
+        (0.7, 4097, "l2", 12.0),
+    ],
+)
 def test_grid_noise_scale_keeps_the_noise_multiplier_exactly(sens, size, norm, scale):
     """new / (sens + g c) >= scale / sens in exact rational arithmetic, c = n or sqrt(n)."""
     g = grid_spacing(sens, size, norm)

@@ -52,8 +52,12 @@ def epsilon_lower_bound(k0: int, n0: int, k1: int, n1: int, delta: float) -> flo
     """
     alpha = (1.0 - CONFIDENCE) / 4
     best = 0.0
-    for a, na, b, nb in ((k1, n1, k0, n0), (k0, n0, k1, n1), (n1 - k1, n1, n0 - k0, n0),
-                         (n0 - k0, n0, n1 - k1, n1)):  # fmt: skip
+    for a, na, b, nb in (
+        (k1, n1, k0, n0),
+        (k0, n0, k1, n1),
+        (n1 - k1, n1, n0 - k0, n0),
+        (n0 - k0, n0, n1 - k1, n1),
+    ):
         a_lo, _ = clopper_pearson(a, na, alpha)
         _, b_hi = clopper_pearson(b, nb, alpha)
         if a_lo - delta > 0 and b_hi > 0:
@@ -81,11 +85,17 @@ class EpsilonBound:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "mechanism": self.mechanism, "neighbours": self.neighbours, "event": self.event,
-            "epsilon": self.epsilon, "delta": self.delta, "runs_per_side": self.runs,
-            "p0": self.p0, "p1": self.p1, "epsilon_lower_bound": self.lower_bound,
+            "mechanism": self.mechanism,
+            "neighbours": self.neighbours,
+            "event": self.event,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "runs_per_side": self.runs,
+            "p0": self.p0,
+            "p1": self.p1,
+            "epsilon_lower_bound": self.lower_bound,
             "verdict": self.verdict,
-        }  # fmt: skip
+        }
 
 
 def event_epsilon_bound(
@@ -114,8 +124,10 @@ def event_epsilon_bound(
     for t in np.unique(np.quantile(np.concatenate([a0, a1]), np.linspace(0.02, 0.98, 49))):
         k0, k1 = int((a0 >= t).sum()), int((a1 >= t).sum())
         # Plug-in log ratio (smoothed), either orientation: picks the most separating event.
-        score = max(abs(math.log((k1 + 0.5) / (k0 + 0.5))),
-                    abs(math.log((half - k1 + 0.5) / (half - k0 + 0.5))))  # fmt: skip
+        score = max(
+            abs(math.log((k1 + 0.5) / (k0 + 0.5))),
+            abs(math.log((half - k1 + 0.5) / (half - k0 + 0.5))),
+        )
         if score > best:
             best, best_t = score, float(t)
     k0, k1 = int((b0 >= best_t).sum()), int((b1 >= best_t).sum())

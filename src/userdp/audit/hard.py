@@ -59,13 +59,20 @@ def _novel_user(algorithm: str) -> Experiment:
             many = 200 * scale
             users = np.concatenate([users, np.full(many, 5)])
             items = np.concatenate([items, np.arange(1, many + 1)])
-        res = select_partitions((users, items), epsilon=EPSILON, delta=DELTA,
-                                algorithm=algorithm, seed=seed)  # fmt: skip
+        res = select_partitions(
+            (users, items), epsilon=EPSILON, delta=DELTA, algorithm=algorithm, seed=seed
+        )
         return [int(i) for i in res.items]
 
-    return Experiment(f"select[{algorithm}]", "5 users on item 0 vs + 1 user with 200 x scale "
-                      "novel items", run, lambda items: any(i != 0 for i in items),
-                      "a novel item released", DELTA, max_runs=100)  # fmt: skip
+    return Experiment(
+        f"select[{algorithm}]",
+        "5 users on item 0 vs + 1 user with 200 x scale novel items",
+        run,
+        lambda items: any(i != 0 for i in items),
+        "a novel item released",
+        DELTA,
+        max_runs=100,
+    )
 
 
 def _threshold_item(algorithm: str) -> Experiment:
@@ -77,12 +84,19 @@ def _threshold_item(algorithm: str) -> Experiment:
         n = k + side
         users = np.arange(n + 3)
         items = np.concatenate([np.zeros(n, dtype=np.int64), np.array([1, 2, 3])])
-        res = select_partitions((users, items), epsilon=EPSILON, delta=DELTA,
-                                algorithm=algorithm, seed=seed)  # fmt: skip
+        res = select_partitions(
+            (users, items), epsilon=EPSILON, delta=DELTA, algorithm=algorithm, seed=seed
+        )
         return [int(i) for i in res.items]
 
-    return Experiment(f"select[{algorithm}]", f"{k} vs {k + 1} single-item users on item 0", run,
-                      lambda items: 0 in items, "item 0 released", DELTA)  # fmt: skip
+    return Experiment(
+        f"select[{algorithm}]",
+        f"{k} vs {k + 1} single-item users on item 0",
+        run,
+        lambda items: 0 in items,
+        "item 0 released",
+        DELTA,
+    )
 
 
 DELTA_CHECK = 0.05  # a declared delta large enough for its failures to be measured
@@ -98,14 +112,20 @@ def _novel_user_delta(algorithm: str) -> Experiment:
             items = np.concatenate([items, np.arange(1, 201)])
         with warnings.catch_warnings():  # "delta is large": on purpose here
             warnings.simplefilter("ignore", UserWarning)
-            res = select_partitions((users, items), epsilon=EPSILON, delta=DELTA_CHECK,
-                                    algorithm=algorithm, seed=seed)  # fmt: skip
+            res = select_partitions(
+                (users, items), epsilon=EPSILON, delta=DELTA_CHECK, algorithm=algorithm, seed=seed
+            )
         return [int(i) for i in res.items]
 
-    return Experiment(f"select[{algorithm}]", "delta 0.05: 5 users on item 0 vs + 1 user with "
-                      "200 novel items", run, lambda items: any(i != 0 for i in items),
-                      "a novel item released (delta 0.05)", DELTA_CHECK,
-                      min_runs=1000)  # fmt: skip
+    return Experiment(
+        f"select[{algorithm}]",
+        "delta 0.05: 5 users on item 0 vs + 1 user with 200 novel items",
+        run,
+        lambda items: any(i != 0 for i in items),
+        "a novel item released (delta 0.05)",
+        DELTA_CHECK,
+        min_runs=1000,
+    )
 
 
 def _value_data(side: int) -> tuple[np.ndarray, np.ndarray]:
@@ -124,8 +144,14 @@ def _mean() -> Experiment:
         v, u = _value_data(side)
         return weighted_mean(v, u, epsilon=EPSILON, bounds=RATING_RANGE, seed=seed).estimate
 
-    return Experiment("weighted_mean", "20 users at the mid-range vs + 1 user with 5 values at "
-                      "the upper bound", run, None, "", 0.0)  # fmt: skip
+    return Experiment(
+        "weighted_mean",
+        "20 users at the mid-range vs + 1 user with 5 values at the upper bound",
+        run,
+        None,
+        "",
+        0.0,
+    )
 
 
 def _quantile() -> Experiment:
@@ -133,11 +159,18 @@ def _quantile() -> Experiment:
         from userdp.estimate import weighted_quantile
 
         v, u = _value_data(side)
-        return weighted_quantile(v, u, q=0.5, epsilon=EPSILON, bounds=RATING_RANGE,
-                                 seed=seed).estimate  # fmt: skip
+        return weighted_quantile(
+            v, u, q=0.5, epsilon=EPSILON, bounds=RATING_RANGE, seed=seed
+        ).estimate
 
-    return Experiment("weighted_quantile", "20 users at the mid-range vs + 1 user with 5 values "
-                      "at the upper bound", run, None, "", 0.0)  # fmt: skip
+    return Experiment(
+        "weighted_quantile",
+        "20 users at the mid-range vs + 1 user with 5 values at the upper bound",
+        run,
+        None,
+        "",
+        0.0,
+    )
 
 
 def _all() -> list[Experiment]:
@@ -164,5 +197,14 @@ def run_experiment(exp: Experiment, *, runs: int, scale: int = 1, seed: int = 0)
         return exp.run(side, base + s, scale)
 
     p0, p1, bound, label = event_epsilon_bound(side_run, exp.event, runs=runs, delta=exp.delta)
-    return EpsilonBound(exp.mechanism, exp.neighbours, exp.event_label or label, exp.epsilon,
-                        exp.delta, runs, p0, p1, bound)  # fmt: skip
+    return EpsilonBound(
+        exp.mechanism,
+        exp.neighbours,
+        exp.event_label or label,
+        exp.epsilon,
+        exp.delta,
+        runs,
+        p0,
+        p1,
+        bound,
+    )

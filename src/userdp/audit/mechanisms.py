@@ -76,8 +76,14 @@ def _mean(public: bool, limit: bool) -> Callable[[Table, int], object]:
         from userdp.estimate import sample_limited_mean, weighted_mean
 
         fn = sample_limited_mean if limit else weighted_mean
-        return fn(t.value, t.user, epsilon=EPSILON, bounds=RATING_RANGE,
-                  public_user_sizes=public, seed=seed)  # fmt: skip
+        return fn(
+            t.value,
+            t.user,
+            epsilon=EPSILON,
+            bounds=RATING_RANGE,
+            public_user_sizes=public,
+            seed=seed,
+        )
 
     return run
 
@@ -87,8 +93,15 @@ def _quantile(public: bool, limit: bool) -> Callable[[Table, int], object]:
         from userdp.estimate import sample_limited_quantile, weighted_quantile
 
         fn = sample_limited_quantile if limit else weighted_quantile
-        return fn(t.value, t.user, q=0.5, epsilon=EPSILON, bounds=RATING_RANGE,
-                  public_user_sizes=public, seed=seed)  # fmt: skip
+        return fn(
+            t.value,
+            t.user,
+            q=0.5,
+            epsilon=EPSILON,
+            bounds=RATING_RANGE,
+            public_user_sizes=public,
+            seed=seed,
+        )
 
     return run
 
@@ -97,8 +110,9 @@ def _regression(method: str) -> Callable[[Table, int], object]:
     def run(t: Table, seed: int) -> object:
         from userdp.estimate import LabelPrivateLinearRegression
 
-        model = LabelPrivateLinearRegression(epsilon=EPSILON, label_range=RATING_RANGE,
-                                             method=method, seed=seed)  # fmt: skip
+        model = LabelPrivateLinearRegression(
+            epsilon=EPSILON, label_range=RATING_RANGE, method=method, seed=seed
+        )
         return model.fit(t.x, t.value, t.user)
 
     return run
@@ -108,8 +122,14 @@ def _erm(public: bool) -> Callable[[Table, int], object]:
     def run(t: Table, seed: int) -> object:
         from userdp.estimate import WeightedERM
 
-        model = WeightedERM(loss="squared", epsilon=EPSILON, delta=DELTA, steps=20,
-                            public_user_sizes=public, seed=seed)  # fmt: skip
+        model = WeightedERM(
+            loss="squared",
+            epsilon=EPSILON,
+            delta=DELTA,
+            steps=20,
+            public_user_sizes=public,
+            seed=seed,
+        )
         return model.fit(t.x, t.value, t.user)
 
     return run
@@ -120,8 +140,14 @@ def _selection(algorithm: str, **options: object) -> Callable[[Table, int], obje
     def run(t: Table, seed: int) -> object:
         from userdp.partition import select_partitions
 
-        return select_partitions((t.user, t.item), epsilon=EPSILON, delta=DELTA,
-                                 algorithm=algorithm, seed=seed, **options)  # fmt: skip
+        return select_partitions(
+            (t.user, t.item),
+            epsilon=EPSILON,
+            delta=DELTA,
+            algorithm=algorithm,
+            seed=seed,
+            **options,
+        )
 
     return run
 
@@ -143,12 +169,34 @@ def _multitask(solver: str) -> Callable[[Table], Callable[[Table, int], object]]
             x = clip_rows(t.x, 1.0)
             y = t.value - 3.0
             if solver == "ssp":
-                return task_weighted_ssp(t.user, t.item, x, y, w, n_tasks=n_tasks,
-                                         feature_bound=1.0, label_bound=2.0, ridge=1.0,
-                                         epsilon=EPSILON, delta=DELTA, seed=seed)  # fmt: skip
-            return task_weighted_noisy_gd(t.user, t.item, x, y, w, n_tasks=n_tasks, clip_norm=1.0,
-                                          steps=3, learning_rate=0.1, epsilon=EPSILON,
-                                          delta=DELTA, seed=seed)  # fmt: skip
+                return task_weighted_ssp(
+                    t.user,
+                    t.item,
+                    x,
+                    y,
+                    w,
+                    n_tasks=n_tasks,
+                    feature_bound=1.0,
+                    label_bound=2.0,
+                    ridge=1.0,
+                    epsilon=EPSILON,
+                    delta=DELTA,
+                    seed=seed,
+                )
+            return task_weighted_noisy_gd(
+                t.user,
+                t.item,
+                x,
+                y,
+                w,
+                n_tasks=n_tasks,
+                clip_norm=1.0,
+                steps=3,
+                learning_rate=0.1,
+                epsilon=EPSILON,
+                delta=DELTA,
+                seed=seed,
+            )
 
         return run
 
@@ -183,14 +231,23 @@ def _factorization(
                 from userdp.recommend import ItemSet
 
                 # a large budget so that the small audit table has items to select
-                chosen = select_partitions((t.user, t.item), epsilon=SELECT_EPSILON,
-                                           delta=SELECT_DELTA, seed=seed)  # fmt: skip
+                chosen = select_partitions(
+                    (t.user, t.item), epsilon=SELECT_EPSILON, delta=SELECT_DELTA, seed=seed
+                )
                 items = ItemSet.selected(chosen)
                 if len(items) == 0:
                     return None
-            model = MatrixFactorization(method=method, dim=4, steps=2, rating_range=RATING_RANGE,
-                                        epsilon=EPSILON, delta=DELTA, items=items,
-                                        seed=seed, **options)  # fmt: skip
+            model = MatrixFactorization(
+                method=method,
+                dim=4,
+                steps=2,
+                rating_range=RATING_RANGE,
+                epsilon=EPSILON,
+                delta=DELTA,
+                items=items,
+                seed=seed,
+                **options,
+            )
             return model.fit((t.user, t.item, t.value))
 
         return run
@@ -229,16 +286,31 @@ def _public_features(
                 from userdp.recommend.federated import FederatedPublicFeatureRecommender
 
                 fed = FederatedPublicFeatureRecommender(
-                    encoder=encoder, items=catalogue, variant=variant, epsilon=EPSILON,
-                    delta=DELTA, steps=2, inner_steps=3, rating_range=RATING_RANGE, seed=seed,
+                    encoder=encoder,
+                    items=catalogue,
+                    variant=variant,
+                    epsilon=EPSILON,
+                    delta=DELTA,
+                    steps=2,
+                    inner_steps=3,
+                    rating_range=RATING_RANGE,
+                    seed=seed,
                     **options,
-                )  # fmt: skip
+                )
                 return fed.fit((t.user, t.item, t.value))
             model = PublicFeatureRecommender(
-                encoder=encoder, items=catalogue, variant=variant, epsilon=EPSILON,
-                delta=DELTA, steps=2, inner_steps=3, rating_range=RATING_RANGE, seed=seed,
-                biases=biases, **options,
-            )  # fmt: skip
+                encoder=encoder,
+                items=catalogue,
+                variant=variant,
+                epsilon=EPSILON,
+                delta=DELTA,
+                steps=2,
+                inner_steps=3,
+                rating_range=RATING_RANGE,
+                seed=seed,
+                biases=biases,
+                **options,
+            )
             return model.fit((t.user, t.item, t.value))
 
         return run
@@ -263,14 +335,20 @@ def _all() -> list[Mechanism]:
         out.append(Mechanism(f"select[{algorithm}]", "partition", _selection(algorithm)))
     out += [
         Mechanism("select[mad2r, rounds=3]", "partition", _selection("mad2r", rounds=3)),
-        Mechanism("select[mad2r, auto cap]", "partition",
-                  _selection("mad2r", max_items_per_user="auto")),
+        Mechanism(
+            "select[mad2r, auto cap]", "partition", _selection("mad2r", max_items_per_user="auto")
+        ),
         Mechanism("select[dp-sips, rounds=3]", "partition", _selection("dp-sips", rounds=3)),
-        Mechanism("multitask[ssp]", "multitask", notes="tasks = catalogue items",
-                  bind=_multitask("ssp")),
-        Mechanism("multitask[noisy-gd]", "multitask", notes="tasks = catalogue items, steps=3",
-                  bind=_multitask("noisy-gd")),
-    ]  # fmt: skip
+        Mechanism(
+            "multitask[ssp]", "multitask", notes="tasks = catalogue items", bind=_multitask("ssp")
+        ),
+        Mechanism(
+            "multitask[noisy-gd]",
+            "multitask",
+            notes="tasks = catalogue items, steps=3",
+            bind=_multitask("noisy-gd"),
+        ),
+    ]
     mf = "dim=4, steps=2 (defaults 32, 3)"
     for method in ("adadpals", "dpals-uniform", "dpals-tail", "adadpsgd"):
         # Uniform and tail sampling give every sampled item weight 1/sqrt(sample_size): only a
@@ -278,39 +356,98 @@ def _all() -> list[Mechanism]:
         # most 10 ratings) is audited with sample_size=5.
         sampled = {"sample_size": 5} if method.startswith("dpals") else {}
         notes = f"{mf}, sample_size=5 (default 50)" if sampled else mf
-        out.append(Mechanism(f"recommend[{method}]", "recommend", notes=notes,
-                             bind=_factorization(method, **sampled)))  # fmt: skip
-        out.append(Mechanism(f"recommend[{method}, unobserved_weight=0.5]", "recommend",
-                             notes=notes, bind=_factorization(method, unobserved_weight=0.5,
-                                                              **sampled)))  # fmt: skip
-        out.append(Mechanism(f"recommend[{method}, biases off]", "recommend", notes=notes,
-                             bind=_factorization(method, biases=False, **sampled)))  # fmt: skip
+        out.append(
+            Mechanism(
+                f"recommend[{method}]",
+                "recommend",
+                notes=notes,
+                bind=_factorization(method, **sampled),
+            )
+        )
+        out.append(
+            Mechanism(
+                f"recommend[{method}, unobserved_weight=0.5]",
+                "recommend",
+                notes=notes,
+                bind=_factorization(method, unobserved_weight=0.5, **sampled),
+            )
+        )
+        out.append(
+            Mechanism(
+                f"recommend[{method}, biases off]",
+                "recommend",
+                notes=notes,
+                bind=_factorization(method, biases=False, **sampled),
+            )
+        )
     for center in ("sampled-mean", "midpoint"):
-        out.append(Mechanism(f"recommend[adadpals, center={center}]", "recommend", notes=mf,
-                             bind=_factorization("adadpals", center=center)))  # fmt: skip
-    out.append(Mechanism("recommend[adadpals, private item set]", "recommend",
-                         notes=f"{mf}; items by MAD2R (epsilon 8, delta 0.01) on each run's data",
-                         bind=_factorization("adadpals", private_items=True)))  # fmt: skip
+        out.append(
+            Mechanism(
+                f"recommend[adadpals, center={center}]",
+                "recommend",
+                notes=mf,
+                bind=_factorization("adadpals", center=center),
+            )
+        )
+    out.append(
+        Mechanism(
+            "recommend[adadpals, private item set]",
+            "recommend",
+            notes=f"{mf}; items by MAD2R (epsilon 8, delta 0.01) on each run's data",
+            bind=_factorization("adadpals", private_items=True),
+        )
+    )
     pf = "id encoder, dim=4, steps=2, inner_steps=3 (defaults 3, 10)"
     for variant in ("ssp2", "ssp1", "minibatch", "dpsgd"):
-        out.append(Mechanism(f"recommend[public-features {variant}]", "recommend", notes=pf,
-                             bind=_public_features(variant)))  # fmt: skip
-    out.append(Mechanism("recommend[public-features ssp2, item features]", "recommend",
-                         notes="public-feature encoder, dim=4, steps=2, inner_steps=3",
-                         bind=_public_features("ssp2", features=True)))  # fmt: skip
+        out.append(
+            Mechanism(
+                f"recommend[public-features {variant}]",
+                "recommend",
+                notes=pf,
+                bind=_public_features(variant),
+            )
+        )
+    out.append(
+        Mechanism(
+            "recommend[public-features ssp2, item features]",
+            "recommend",
+            notes="public-feature encoder, dim=4, steps=2, inner_steps=3",
+            bind=_public_features("ssp2", features=True),
+        )
+    )
     for variant in ("ssp2", "dpsgd"):  # the audited defaults have item biases; without them:
-        out.append(Mechanism(f"recommend[public-features {variant}, biases off]", "recommend",
-                             notes=f"{pf}, biases=False",
-                             bind=_public_features(variant, biases=False)))  # fmt: skip
-    out.append(Mechanism("recommend[public-features ssp2, center=sampled-mean]", "recommend",
-                         notes=pf,
-                         bind=_public_features("ssp2", center="sampled-mean")))  # fmt: skip
-    out.append(Mechanism("recommend[public-features ssp2, loss=logistic]", "recommend",
-                         notes=f"{pf}; convex-loss SSP (Algorithm 7)",
-                         bind=_public_features("ssp2", loss="logistic", biases=False)))  # fmt: skip
-    out.append(Mechanism("recommend[federated ssp2]", "recommend",
-                         notes=f"{pf}; federated SSP2 (no biases)",
-                         bind=_public_features("ssp2", federated=True)))  # fmt: skip
+        out.append(
+            Mechanism(
+                f"recommend[public-features {variant}, biases off]",
+                "recommend",
+                notes=f"{pf}, biases=False",
+                bind=_public_features(variant, biases=False),
+            )
+        )
+    out.append(
+        Mechanism(
+            "recommend[public-features ssp2, center=sampled-mean]",
+            "recommend",
+            notes=pf,
+            bind=_public_features("ssp2", center="sampled-mean"),
+        )
+    )
+    out.append(
+        Mechanism(
+            "recommend[public-features ssp2, loss=logistic]",
+            "recommend",
+            notes=f"{pf}; convex-loss SSP (Algorithm 7)",
+            bind=_public_features("ssp2", loss="logistic", biases=False),
+        )
+    )
+    out.append(
+        Mechanism(
+            "recommend[federated ssp2]",
+            "recommend",
+            notes=f"{pf}; federated SSP2 (no biases)",
+            bind=_public_features("ssp2", federated=True),
+        )
+    )
     return out
 
 

@@ -39,8 +39,9 @@ class Table:
         def pick(a: np.ndarray | None) -> np.ndarray | None:
             return None if a is None else a[rows]
 
-        return replace(self, user=self.user[rows], item=pick(self.item), value=pick(self.value),
-                       x=pick(self.x))  # fmt: skip
+        return replace(
+            self, user=self.user[rows], item=pick(self.item), value=pick(self.value), x=pick(self.x)
+        )
 
     def append(self, other: Table) -> Table:
         """This table's records followed by ``other``'s (same columns)."""
@@ -48,8 +49,13 @@ class Table:
         def cat(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
             return None if a is None else np.concatenate([a, b])
 
-        return replace(self, user=cat(self.user, other.user), item=cat(self.item, other.item),
-                       value=cat(self.value, other.value), x=cat(self.x, other.x))  # fmt: skip
+        return replace(
+            self,
+            user=cat(self.user, other.user),
+            item=cat(self.item, other.item),
+            value=cat(self.value, other.value),
+            x=cat(self.x, other.x),
+        )
 
     def sizes(self) -> tuple[np.ndarray, np.ndarray]:
         """(user ids, record counts), heaviest first (ties by id)."""
@@ -67,8 +73,9 @@ class Neighbour:
     table: Table
 
 
-def _added_user(table: Table, rows: np.ndarray, item: np.ndarray | None,
-                value: float | None) -> Table:  # fmt: skip
+def _added_user(
+    table: Table, rows: np.ndarray, item: np.ndarray | None, value: float | None
+) -> Table:
     """A new user whose records copy ``rows`` (features), with the given items and value."""
     new = table.take(rows)
     uid = int(table.user.max()) + 1 if table.n_records else 0
@@ -94,11 +101,18 @@ def _added(table: Table) -> list[Neighbour]:
         top = popular[np.arange(k) % popular.size]
         out.append(("added: most popular items", _added_user(table, heaviest, top, hi)))
         rows2 = heaviest[np.arange(2 * k) % heaviest.size]
-        out.append(("added: heavy, 2x the largest user, popular + new items",
-                    _added_user(table, rows2, np.concatenate([popular[:k], novel[k:]])[: 2 * k],
-                                hi)))  # fmt: skip
-        out.append(("added: single record, most popular item",
-                    _added_user(table, heaviest[:1], popular[:1], hi)))  # fmt: skip
+        out.append(
+            (
+                "added: heavy, 2x the largest user, popular + new items",
+                _added_user(table, rows2, np.concatenate([popular[:k], novel[k:]])[: 2 * k], hi),
+            )
+        )
+        out.append(
+            (
+                "added: single record, most popular item",
+                _added_user(table, heaviest[:1], popular[:1], hi),
+            )
+        )
     if table.value is not None and lo is not None:
         out.append(("added: extreme high values", _added_user(table, heaviest, None, hi)))
         out.append(("added: extreme low values", _added_user(table, heaviest, None, lo)))
@@ -113,13 +127,20 @@ def _replaced(table: Table, users: np.ndarray) -> list[Neighbour]:
     out = []
     for u in users.tolist():
         mine = table.user == u
-        for name, new in (("high", np.full(int(mine.sum()), hi)),
-                          ("low", np.full(int(mine.sum()), lo)),
-                          ("reflected", lo + hi - table.value[mine])):  # fmt: skip
+        for name, new in (
+            ("high", np.full(int(mine.sum()), hi)),
+            ("low", np.full(int(mine.sum()), lo)),
+            ("reflected", lo + hi - table.value[mine]),
+        ):
             value = table.value.copy()
             value[mine] = new
-            out.append(Neighbour(f"user {u}: values replaced ({name})", "replace-values",
-                                 replace(table, value=value)))  # fmt: skip
+            out.append(
+                Neighbour(
+                    f"user {u}: values replaced ({name})",
+                    "replace-values",
+                    replace(table, value=value),
+                )
+            )
     return out
 
 

@@ -112,21 +112,31 @@ class AuditRow:
             if self.ratio > 1.0 + RTOL:
                 out.append(f"{self.ratio:.4g}x the declared bound")
             if self.not_replayable:
-                out.append(f"{self.not_replayable} of {self.compared + self.not_replayable} "
-                           "comparisons not replayable")  # fmt: skip
+                out.append(
+                    f"{self.not_replayable} of {self.compared + self.not_replayable} "
+                    "comparisons not replayable"
+                )
             if self.compared + self.not_replayable == 0:
                 out.append("not compared on any neighbour")
         return "; ".join(out)
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "mechanism": self.mechanism, "statistic": self.statistic, "norm": self.norm,
-            "relation": self.relation, "declared_bound": self.declared, "worst_found": self.worst,
-            "ratio": self.ratio, "verdict": self.verdict, "reason": self.reason,
-            "worst_neighbour": self.worst_neighbour, "compared": self.compared,
+            "mechanism": self.mechanism,
+            "statistic": self.statistic,
+            "norm": self.norm,
+            "relation": self.relation,
+            "declared_bound": self.declared,
+            "worst_found": self.worst,
+            "ratio": self.ratio,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "worst_neighbour": self.worst_neighbour,
+            "compared": self.compared,
             "not_replayable": self.not_replayable,
-            "ratio_not_replayable": self.ratio_not_replayable, "notes": list(self.notes),
-        }  # fmt: skip
+            "ratio_not_replayable": self.ratio_not_replayable,
+            "notes": list(self.notes),
+        }
 
 
 def _by_occurrence(releases: Sequence[Release]) -> dict[tuple[str, int], Release]:
@@ -178,11 +188,24 @@ def compare_releases(
         replayable = a.rng_state is None or b.rng_state is None or a.rng_state == b.rng_state
         diff = _aligned_difference(a, b)
         if diff is None:
-            out.append(Comparison(name, k, neighbour.label, neighbour.relation, {}, declared,
-                                  replayable, shape_changed=True))  # fmt: skip
+            out.append(
+                Comparison(
+                    name,
+                    k,
+                    neighbour.label,
+                    neighbour.relation,
+                    {},
+                    declared,
+                    replayable,
+                    shape_changed=True,
+                )
+            )
             continue
-        out.append(Comparison(name, k, neighbour.label, neighbour.relation, _norms(diff),
-                              declared, replayable))  # fmt: skip
+        out.append(
+            Comparison(
+                name, k, neighbour.label, neighbour.relation, _norms(diff), declared, replayable
+            )
+        )
     return out
 
 
@@ -215,8 +238,7 @@ def _check_grid(
         row.problem("no grid declared")
         return
     if expected is not None and rel.grid != expected:
-        row.problem("grid depends on the data",
-                    f"{where}: {rel.grid:.6g} against {expected:.6g}")  # fmt: skip
+        row.problem("grid depends on the data", f"{where}: {rel.grid:.6g} against {expected:.6g}")
     out = np.asarray(rel.output, dtype=np.float64).ravel()
     k = (out - rel.origin) / rel.grid
     off = int(np.count_nonzero(~np.isfinite(k) | (k != np.rint(k))))
@@ -273,12 +295,14 @@ def audit_sensitivity(
             if bound is not None and key not in rows:
                 rows[key] = AuditRow(name, rel.statistic, norm, rel.neighbours, bound)
         if rel.statistic not in grids:
-            grids[rel.statistic] = AuditRow(name, rel.statistic, GRID, rel.neighbours,
-                                            rel.grid if rel.grid is not None else 0.0)  # fmt: skip
+            grids[rel.statistic] = AuditRow(
+                name, rel.statistic, GRID, rel.neighbours, rel.grid if rel.grid is not None else 0.0
+            )
         _check_grid(grids[rel.statistic], rel, "the data", None)
     declared = _by_occurrence(base)
-    for nb in neighbours(table, relations=relations, max_removals=max_removals,
-                         seed=neighbour_seed):  # fmt: skip
+    for nb in neighbours(
+        table, relations=relations, max_removals=max_removals, seed=neighbour_seed
+    ):
         with recording(replay=base) as other:
             run(nb.table, seed)
         if len(other) != len(base):
@@ -286,9 +310,13 @@ def audit_sensitivity(
         for key, rel in _by_occurrence(other).items():
             if rel.statistic in grids:
                 mine = declared.get(key)
-                _check_grid(grids[rel.statistic], rel, nb.label,
-                            None if mine is None else mine.grid,
-                            None if mine is None else mine.index)  # fmt: skip
+                _check_grid(
+                    grids[rel.statistic],
+                    rel,
+                    nb.label,
+                    None if mine is None else mine.grid,
+                    None if mine is None else mine.index,
+                )
         for c in compare_releases(base, other, nb):
             for norm, bound in c.declared.items():
                 row = rows[(c.statistic, norm, c.relation)]

@@ -58,38 +58,85 @@ class AuditReport:
 
     def table(self) -> str:
         """Plain-text tables: sensitivity audit, then epsilon lower bounds, then notes."""
-        head = ("mechanism", "statistic", "norm", "neighbours", "declared", "worst", "ratio",
-                "verdict")  # fmt: skip
+        head = (
+            "mechanism",
+            "statistic",
+            "norm",
+            "neighbours",
+            "declared",
+            "worst",
+            "ratio",
+            "verdict",
+        )
         body = [
-            (r.mechanism, r.statistic, r.norm, r.relation, f"{r.declared:.6g}", f"{r.worst:.6g}",
-             f"{r.ratio:.4f}", _verdict(r))
+            (
+                r.mechanism,
+                r.statistic,
+                r.norm,
+                r.relation,
+                f"{r.declared:.6g}",
+                f"{r.worst:.6g}",
+                f"{r.ratio:.4f}",
+                _verdict(r),
+            )
             for r in self.rows
-        ]  # fmt: skip
+        ]
         lines = _format(head, body)
         if self.bounds:
             lines.append("")
-            head2 = ("mechanism", "event", "epsilon", "runs", "p0", "p1", "eps lower bound",
-                     "verdict")  # fmt: skip
+            head2 = (
+                "mechanism",
+                "event",
+                "epsilon",
+                "runs",
+                "p0",
+                "p1",
+                "eps lower bound",
+                "verdict",
+            )
             body2 = [
-                (b.mechanism, b.event, f"{b.epsilon:g}", str(b.runs), f"{b.p0:.4f}",
-                 f"{b.p1:.4f}", f"{b.lower_bound:.3f}", b.verdict)
+                (
+                    b.mechanism,
+                    b.event,
+                    f"{b.epsilon:g}",
+                    str(b.runs),
+                    f"{b.p0:.4f}",
+                    f"{b.p1:.4f}",
+                    f"{b.lower_bound:.3f}",
+                    b.verdict,
+                )
                 for b in self.bounds
-            ]  # fmt: skip
+            ]
             lines += _format(head2, body2)
         if self.thresholds:
             lines.append("")
-            head3 = ("selection", "round", "rho", "grid", "threshold delta", "worst t",
-                     "p(t) / allowed", "verdict")  # fmt: skip
+            head3 = (
+                "selection",
+                "round",
+                "rho",
+                "grid",
+                "threshold delta",
+                "worst t",
+                "p(t) / allowed",
+                "verdict",
+            )
             body3 = [
-                (t.mechanism, str(t.round), f"{t.rho:.6f}", f"{t.grid:.3g}",
-                 f"{t.threshold_delta:.3g}", str(t.worst_t), f"{t.ratio:.12f}", t.verdict)
+                (
+                    t.mechanism,
+                    str(t.round),
+                    f"{t.rho:.6f}",
+                    f"{t.grid:.3g}",
+                    f"{t.threshold_delta:.3g}",
+                    str(t.worst_t),
+                    f"{t.ratio:.12f}",
+                    t.verdict,
+                )
                 for t in self.thresholds
-            ]  # fmt: skip
+            ]
             lines += _format(head3, body3)
         lines += [f"note: {n}" for n in self.notes]
         verdict = "FAIL" if self.failed else "pass"
-        lines.append(f"audit: {verdict}; worst ratio {self.worst_ratio:.4f}; "
-                     f"{self.seconds:.1f} s")  # fmt: skip
+        lines.append(f"audit: {verdict}; worst ratio {self.worst_ratio:.4f}; {self.seconds:.1f} s")
         return "\n".join(lines)
 
 
@@ -99,8 +146,9 @@ def _verdict(r: AuditRow) -> str:
 
 
 def _format(head: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h)
-              for i, h in enumerate(head)]  # fmt: skip
+    widths = [
+        max(len(h), *(len(row[i]) for row in body)) if body else len(h) for i, h in enumerate(head)
+    ]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return [fmt.format(*head), fmt.format(*("-" * w for w in widths))] + [
         fmt.format(*row) for row in body
@@ -151,8 +199,9 @@ def run_audit(
     report = AuditReport()
     for name in names:
         mech = MECHANISMS[name]
-        rows, notes = audit_sensitivity(name, mech.runner(data), data, seed=seed,
-                                        max_removals=max_removals)  # fmt: skip
+        rows, notes = audit_sensitivity(
+            name, mech.runner(data), data, seed=seed, max_removals=max_removals
+        )
         report.rows += rows
         report.notes += notes
         if mech.notes:
@@ -162,7 +211,8 @@ def run_audit(
     if epsilon_runs > 0:
         for exp in EXPERIMENTS:
             if exp.mechanism in names:
-                report.bounds.append(run_experiment(exp, runs=epsilon_runs, scale=epsilon_scale,
-                                                    seed=seed))  # fmt: skip
+                report.bounds.append(
+                    run_experiment(exp, runs=epsilon_runs, scale=epsilon_scale, seed=seed)
+                )
     report.seconds = time.perf_counter() - started
     return report

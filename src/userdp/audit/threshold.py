@@ -62,10 +62,15 @@ class ThresholdRow:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "mechanism": self.mechanism, "round": self.round, "rho": self.rho, "grid": self.grid,
-            "threshold_delta": self.threshold_delta, "worst_t": self.worst_t,
-            "ratio": self.ratio, "verdict": self.verdict,
-        }  # fmt: skip
+            "mechanism": self.mechanism,
+            "round": self.round,
+            "rho": self.rho,
+            "grid": self.grid,
+            "threshold_delta": self.threshold_delta,
+            "worst_t": self.worst_t,
+            "ratio": self.ratio,
+            "verdict": self.verdict,
+        }
 
 
 def _threshold_delta(rnd: object) -> float:
@@ -111,8 +116,11 @@ def threshold_rows(
             if not getattr(rnd, "grid", 0.0):
                 continue
             t, ratio = round_ratio(rnd)
-            rows.append(ThresholdRow(label, r, float(rnd.rho), float(rnd.grid),
-                                     _threshold_delta(rnd), t, ratio))  # fmt: skip
+            rows.append(
+                ThresholdRow(
+                    label, r, float(rnd.rho), float(rnd.grid), _threshold_delta(rnd), t, ratio
+                )
+            )
     if not rows:
         return rows
     if not all(math.isfinite(r.ratio) for r in rows):

@@ -135,7 +135,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--json", action="store_true", help="Print the report as JSON instead of tables."
     )
     parser.set_defaults(handler=lambda args: run_guarded(PROG, run, args), parser=parser)
-    return parser  # fmt: skip
+    return parser
 
 
 def _read_input(path: str, value_range: tuple[float, float]) -> Any:
@@ -145,8 +145,10 @@ def _read_input(path: str, value_range: tuple[float, float]) -> Any:
     table = read_table(Path(path))  # its errors name lines and columns, never a cell value
     missing = [c for c in ("user", "item") if c not in table.column_names]
     if missing:
-        raise DataError(f"{path}: missing column(s) {', '.join(map(repr, missing))}; found "
-                        f"{', '.join(map(repr, table.column_names))}.")  # fmt: skip
+        raise DataError(
+            f"{path}: missing column(s) {', '.join(map(repr, missing))}; found "
+            f"{', '.join(map(repr, table.column_names))}."
+        )
     if table.num_rows == 0:
         raise DataError(f"{path}: no rows.")
     _, user = np.unique(table.column("user").to_numpy(zero_copy_only=False), return_inverse=True)
@@ -158,8 +160,12 @@ def _read_input(path: str, value_range: tuple[float, float]) -> Any:
     lo, hi = value_range
     if not lo < hi:
         raise InvalidParameterError(f"--value-range must have LO < HI; got {lo!r} {hi!r}.")
-    return Table(user=user.astype(np.int64), item=item.astype(np.int64), value=value,
-                 value_range=(float(lo), float(hi)))  # fmt: skip
+    return Table(
+        user=user.astype(np.int64),
+        item=item.astype(np.int64),
+        value=value,
+        value_range=(float(lo), float(hi)),
+    )
 
 
 def _names(args: argparse.Namespace, table: Any) -> list[str]:
@@ -168,8 +174,9 @@ def _names(args: argparse.Namespace, table: Any) -> list[str]:
     names = list(args.mechanism) if args.mechanism else list(MECHANISMS)
     unknown = [n for n in names if n not in MECHANISMS]
     if unknown:
-        raise InvalidParameterError(f"Unknown mechanism(s) {', '.join(map(repr, unknown))}; "
-                                    "run 'userdp audit --list'.")  # fmt: skip
+        raise InvalidParameterError(
+            f"Unknown mechanism(s) {', '.join(map(repr, unknown))}; run 'userdp audit --list'."
+        )
     if args.capability:
         names = [n for n in names if MECHANISMS[n].capability == args.capability]
     if table is not None and (table.value is None or table.x is None):
@@ -191,11 +198,20 @@ def run(args: argparse.Namespace) -> int:
     table = _read_input(args.input, tuple(args.value_range)) if args.input else None
     names = _names(args, table)
     logger.info("auditing %d mechanisms", len(names))
-    report = run_audit(names, table=table, users=args.users, max_removals=args.max_removals,
-                       seed=args.seed, epsilon_runs=args.epsilon_runs,
-                       epsilon_scale=max(1, args.novel_items // 200))  # fmt: skip
+    report = run_audit(
+        names,
+        table=table,
+        users=args.users,
+        max_removals=args.max_removals,
+        seed=args.seed,
+        epsilon_runs=args.epsilon_runs,
+        epsilon_scale=max(1, args.novel_items // 200),
+    )
     print(report.to_json() if args.json else report.table())
     if args.json and not args.quiet:
-        print(f"{PROG}: {'FAIL' if report.failed else 'pass'}; worst ratio "
-              f"{report.worst_ratio:.4f}; {report.seconds:.1f} s", file=sys.stderr)  # fmt: skip
+        print(
+            f"{PROG}: {'FAIL' if report.failed else 'pass'}; worst ratio "
+            f"{report.worst_ratio:.4f}; {report.seconds:.1f} s",
+            file=sys.stderr,
+        )
     return ExitCode.FAILURE if report.failed else ExitCode.OK

@@ -402,14 +402,15 @@ def _check(args: argparse.Namespace) -> None:
     if args.epsilon is None:
         raise InvalidParameterError("the following argument is required: --epsilon")
     if args.statistic == "linreg":
-        roles: dict[str, Any] = {"--user-column": args.user_column,
-                                 "--label-column": args.label_column}  # fmt: skip
+        roles: dict[str, Any] = {
+            "--user-column": args.user_column,
+            "--label-column": args.label_column,
+        }
         if args.feature_columns is not None:
             roles["--feature-columns"] = args.feature_columns
         check_column_roles(roles)
     else:
-        check_column_roles({"--user-column": args.user_column,
-                            "--value-column": args.value_column})  # fmt: skip
+        check_column_roles({"--user-column": args.user_column, "--value-column": args.value_column})
     if args.output is not None and not is_stdout(args.output):
         if Path(args.output).suffix.lower() not in _OUTPUT_FORMATS:
             raise InvalidParameterError(
@@ -428,8 +429,12 @@ def _run_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, flo
     else:
         fn = weighted_quantile if weighted else sample_limited_quantile
         extra = {"q": args.quantiles, **given_parameters(args, ("resolution",))}
-    kwargs = {**given_parameters(args, _VALUE_FLAGS), "bounds": tuple(args.bounds),
-              "h": args.threshold, **extra}  # fmt: skip
+    kwargs = {
+        **given_parameters(args, _VALUE_FLAGS),
+        "bounds": tuple(args.bounds),
+        "h": args.threshold,
+        **extra,
+    }
     # The library's own check of its table, run before the file is read (fn runs it again).
     check_arguments({**_defaults(fn), **kwargs}, _TABLES[fn], fn.__name__)
     users, table = _read(args, [args.value_column])
@@ -446,8 +451,11 @@ def _run_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, flo
     info |= {"epsilon": float(result.budget.epsilon), "delta": float(result.budget.delta)}
     noise = result.noise()
     if noise is not None:  # the mean's noise (quantiles are drawn, not noised)
-        info |= {"noise_sd": noise["noise_sd"], "interval95": list(noise["interval95"]),
-                 "noise": noise["noise"]}  # fmt: skip
+        info |= {
+            "noise_sd": noise["noise_sd"],
+            "interval95": list(noise["interval95"]),
+            "noise": noise["noise"],
+        }
     return info, estimates
 
 
@@ -473,12 +481,18 @@ def _run_linreg(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, flo
     estimates = dict(zip(features, map(float, model.coef_), strict=True))
     if model.fit_intercept:
         estimates = {"intercept": float(model.intercept_), **estimates}
-    info = {"method": model.method, "epsilon": float(model.budget_.epsilon),
-            "delta": float(model.budget_.delta)}  # fmt: skip
+    info = {
+        "method": model.method,
+        "epsilon": float(model.budget_.epsilon),
+        "delta": float(model.budget_.delta),
+    }
     # Laplace(b) on every coefficient: sd sqrt(2) b, 95% of the noise within b ln 20
     b = float(model.noise_scale_)
-    info |= {"noise_sd": math.sqrt(2.0) * b, "interval95_half_width": b * math.log(20.0),
-             "noise": "laplace"}  # fmt: skip
+    info |= {
+        "noise_sd": math.sqrt(2.0) * b,
+        "interval95_half_width": b * math.log(20.0),
+        "noise": "laplace",
+    }
     return info, estimates
 
 

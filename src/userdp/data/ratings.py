@@ -217,10 +217,15 @@ class Ratings(Contributions):
             out = Ratings(empty, empty.copy(), np.zeros(0), self.user_labels, vocab)
             return out, int(keep.size)
         out = Ratings.from_codes(
-            self.users[keep], codes[keep], self.values[keep],
-            n_users=self.n_users, n_items=len(vocab),
-            user_labels=self.user_labels, item_labels=vocab, keep_empty_users=True,
-        )  # fmt: skip
+            self.users[keep],
+            codes[keep],
+            self.values[keep],
+            n_users=self.n_users,
+            n_items=len(vocab),
+            user_labels=self.user_labels,
+            item_labels=vocab,
+            keep_empty_users=True,
+        )
         return out, int(keep.size - np.count_nonzero(keep))
 
     def to_arrow(self) -> pa.Table:

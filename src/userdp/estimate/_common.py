@@ -82,13 +82,20 @@ def bounds_rule(value: object, name: str, caller: str) -> None:
 
 
 EPSILON: dict[str, Any] = {
-    "low": MIN_EPSILON, "high": math.inf, "high_open": True, "metavar": "E",
+    "low": MIN_EPSILON,
+    "high": math.inf,
+    "high_open": True,
+    "metavar": "E",
     "help": "Privacy-loss bound epsilon of the whole release, a number > 0 (for example 1).",
-}  # fmt: skip
+}
 SELECTION_SHARE: dict[str, Any] = {
-    "low": 0.0, "high": 1.0, "low_open": True, "high_open": True, "metavar": "F",
+    "low": 0.0,
+    "high": 1.0,
+    "low_open": True,
+    "high_open": True,
+    "metavar": "F",
     "help": "Share of epsilon spent on choosing the threshold h privately, in (0, 1).",
-}  # fmt: skip
+}
 PUBLIC_USER_SIZES: dict[str, Any] = {
     "bool": True,
     "help": "Treat the number of rows of each user as public, as the paper does (neighbours "
@@ -96,19 +103,30 @@ PUBLIC_USER_SIZES: dict[str, Any] = {
     "private (neighbours add or remove a user) and part of the budget chooses h.",
 }
 SEED: dict[str, Any] = {
-    "int": True, "low": 0, "none": True, "metavar": "N",
+    "int": True,
+    "low": 0,
+    "none": True,
+    "metavar": "N",
     "help": "Seed the noise, for tests and reproducible runs only: anyone who knows the seed "
     "can undo the noise, so a seeded release is not private. Default: fresh OS entropy.",
-}  # fmt: skip
+}
 NOISE_VARIANCE: dict[str, Any] = {
-    "low": 0.0, "high": math.inf, "high_open": True, "none": True, "cli": False,
-}  # fmt: skip
+    "low": 0.0,
+    "high": math.inf,
+    "high_open": True,
+    "none": True,
+    "cli": False,
+}
 #: ``h`` of the smooth weights (a positive real) and of sample limiting (a record count);
 #: None: chosen privately.
 SMOOTH_H: dict[str, Any] = {
-    "low": 0.0, "low_open": True, "high": math.inf, "high_open": True, "none": True,
+    "low": 0.0,
+    "low_open": True,
+    "high": math.inf,
+    "high_open": True,
+    "none": True,
     "cli": False,
-}  # fmt: skip
+}
 LIMIT_H: dict[str, Any] = {"int": True, "low": 1, "none": True, "cli": False}
 
 
@@ -266,8 +284,9 @@ class _SampleLimit(Bounding):
         self, records: Records, h: float, noise: NoiseSource
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The kept records; their sizes ``min(s_l, floor(h))`` make their smooth weights 1."""
-        keys = None if records.users is None else record_keys(records.users, records.codes,
-                                                              noise.salt)  # fmt: skip
+        keys = (
+            None if records.users is None else record_keys(records.users, records.codes, noise.salt)
+        )
         keep = limit_mask(records.codes, records.sizes, h, noise, keys=keys)
         sizes = np.minimum(records.sizes, math.floor(h))
         return records.codes[keep], records.values[keep], sizes

@@ -129,8 +129,9 @@ def noisy_projected_gd(
         grad = weighted_gradient_sum(
             theta, x, y, w, loss, lipschitz, fit_intercept=fit_intercept, clip_bounds=bounds
         )
-        grad = noise.add_gaussian(grad, sigma, statistic="erm.gradient_sum", l2=sensitivity,
-                                  neighbours=neighbours)  # fmt: skip
+        grad = noise.add_gaussian(
+            grad, sigma, statistic="erm.gradient_sum", l2=sensitivity, neighbours=neighbours
+        )
         theta = _project(theta - (learning_rate / count) * grad, radius)
         if t >= first_kept:
             total += theta

@@ -222,9 +222,13 @@ class _Best:
 
 
 def _schur_solve(
-    hess: np.ndarray, coupling: np.ndarray, diag: np.ndarray, rho: float, g_n: np.ndarray,
+    hess: np.ndarray,
+    coupling: np.ndarray,
+    diag: np.ndarray,
+    rho: float,
+    g_n: np.ndarray,
     g_nu: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+) -> tuple[np.ndarray, np.ndarray]:
     """Solve ``[[H, B], [B^T, D + rho 11^T]] [p; r] = -[g_n; g_nu]`` via the Schur complement.
 
     ``(D + rho 11^T)^-1`` is applied by Sherman-Morrison, so the cost is that of the
@@ -265,9 +269,14 @@ class _DualNewton:
         return a, pos, phi
 
     def _direction(
-        self, a: np.ndarray, pos: np.ndarray, nu: np.ndarray, g_n: np.ndarray, g_nu: np.ndarray,
+        self,
+        a: np.ndarray,
+        pos: np.ndarray,
+        nu: np.ndarray,
+        g_n: np.ndarray,
+        g_nu: np.ndarray,
         rho: float,
-    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Newton direction on the free variables; bound ``nu_l`` go straight to 0.
 
         A free ``nu_l`` whose user has no active entry (every ``|N q_i| <= nu_l``) has zero
@@ -313,9 +322,15 @@ class _DualNewton:
         return p_n.reshape(d, d), p_nu
 
     def _record(
-        self, c: np.ndarray, n_mat: np.ndarray, nu: np.ndarray, a: np.ndarray, phi: float,
-        rho: float, best: _Best,
-    ) -> float:  # fmt: skip
+        self,
+        c: np.ndarray,
+        n_mat: np.ndarray,
+        nu: np.ndarray,
+        a: np.ndarray,
+        phi: float,
+        rho: float,
+        best: _Best,
+    ) -> float:
         """Keep the best feasible ``c`` and the best lower bound; return this stage's gap.
 
         ``c`` is the primal point projected onto ``C Q = R^-1``. Lower bounds on the target
@@ -339,9 +354,15 @@ class _DualNewton:
         return (primal - dual) / primal
 
     def stage(
-        self, n_mat: np.ndarray, nu: np.ndarray, rho: float, best: _Best, *, tol: float,
+        self,
+        n_mat: np.ndarray,
+        nu: np.ndarray,
+        rho: float,
+        best: _Best,
+        *,
+        tol: float,
         max_iter: int,
-    ) -> tuple[np.ndarray, np.ndarray, int, bool]:  # fmt: skip
+    ) -> tuple[np.ndarray, np.ndarray, int, bool]:
         """Newton iterations at one ``rho`` until its relative gap is <= tol (or a stall).
 
         Also returns whether the best iterate is already certified for the target problem
@@ -420,9 +441,14 @@ def _solve_lp(design: _Design) -> tuple[np.ndarray, float]:
     cost = np.zeros(2 * d * n + 1)
     cost[-1] = 1.0
     res = optimize.linprog(
-        cost, A_ub=a_ub, b_ub=np.zeros(m), A_eq=a_eq, b_eq=np.eye(d).ravel(),
-        bounds=(0, None), method="highs",
-    )  # fmt: skip
+        cost,
+        A_ub=a_ub,
+        b_ub=np.zeros(m),
+        A_eq=a_eq,
+        b_eq=np.eye(d).ravel(),
+        bounds=(0, None),
+        method="highs",
+    )
     if res.status != 0:
         raise DataError(
             f"solve_gwa: HiGHS could not solve the noise_variance=0 linear program "
@@ -472,9 +498,14 @@ class GWASolution:
 
 
 def _solve_codes(
-    x: np.ndarray, codes: np.ndarray, sizes: np.ndarray, noise_variance: float,
-    laplace_unit: float, tol: float, max_iter: int,
-) -> GWASolution:  # fmt: skip
+    x: np.ndarray,
+    codes: np.ndarray,
+    sizes: np.ndarray,
+    noise_variance: float,
+    laplace_unit: float,
+    tol: float,
+    max_iter: int,
+) -> GWASolution:
     """:func:`solve_gwa` on validated input (``x`` full rank, dense user codes)."""
     dz = _Design(x, codes, sizes)
     d = dz.d
@@ -572,8 +603,9 @@ def solve_gwa(
     (True, True)
     """
     caller = "solve_gwa"
-    params = dict(noise_variance=noise_variance, laplace_unit=laplace_unit, tol=tol,
-                  max_iter=max_iter)  # fmt: skip
+    params = dict(
+        noise_variance=noise_variance, laplace_unit=laplace_unit, tol=tol, max_iter=max_iter
+    )
     check_arguments(params, SOLVE_GWA_PARAMETERS, caller)
     nv, lu, tol, max_iter = float(noise_variance), float(laplace_unit), float(tol), int(max_iter)
     x = check_features(X, caller)
@@ -592,10 +624,15 @@ def gwa_matrix(
     max_iter: int = 500,
 ) -> np.ndarray:
     """The d x n matrix ``C`` of :func:`solve_gwa` (Theorem 6's optimum, ``C X = I``)."""
-    params = dict(noise_variance=noise_variance, laplace_unit=laplace_unit, tol=tol,
-                  max_iter=max_iter)  # fmt: skip
+    params = dict(
+        noise_variance=noise_variance, laplace_unit=laplace_unit, tol=tol, max_iter=max_iter
+    )
     check_arguments(params, SOLVE_GWA_PARAMETERS, "gwa_matrix")
     return solve_gwa(
-        X, users, noise_variance=noise_variance, laplace_unit=laplace_unit, tol=tol,
+        X,
+        users,
+        noise_variance=noise_variance,
+        laplace_unit=laplace_unit,
+        tol=tol,
         max_iter=max_iter,
-    ).matrix  # fmt: skip
+    ).matrix

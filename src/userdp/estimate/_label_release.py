@@ -23,9 +23,14 @@ __all__ = ["private_noise_variance", "release_coefficients"]
 
 # -- the release (Algorithm 3) ---------------------------------------------------------------------
 def release_coefficients(
-    matrix: np.ndarray, y: np.ndarray, codes: np.ndarray, bounds: tuple[float, float],
-    epsilon: float, noise: NoiseSource, accountant: PrivacyAccountant,
-) -> tuple[np.ndarray, float, float]:  # fmt: skip
+    matrix: np.ndarray,
+    y: np.ndarray,
+    codes: np.ndarray,
+    bounds: tuple[float, float],
+    epsilon: float,
+    noise: NoiseSource,
+    accountant: PrivacyAccountant,
+) -> tuple[np.ndarray, float, float]:
     """``GWA_C``: ``C y + Lap(b)^d`` with ``b`` computed from this very ``C`` (Algorithm 3).
 
     Returns ``(beta~, b, l1 sensitivity)``. ``y`` is clipped to ``bounds`` and centred at
@@ -45,7 +50,7 @@ def release_coefficients(
         accountant=accountant,
         statistic="gwa.coefficients",
         neighbours="replace-values",
-    )  # fmt: skip  lines 3-4
+    )  #  lines 3-4
     return beta, scale, sensitivity
 
 
@@ -54,10 +59,15 @@ _VARIANCE_FLOOR = 1e-6  # the estimate is clipped to [_VARIANCE_FLOOR B^2, B^2 /
 
 
 def private_noise_variance(
-    x: np.ndarray, y: np.ndarray, codes: np.ndarray, sizes: np.ndarray,
-    bounds: tuple[float, float], epsilon: float, noise: NoiseSource,
+    x: np.ndarray,
+    y: np.ndarray,
+    codes: np.ndarray,
+    sizes: np.ndarray,
+    bounds: tuple[float, float],
+    epsilon: float,
+    noise: NoiseSource,
     accountant: PrivacyAccountant,
-) -> float:  # fmt: skip
+) -> float:
     """sigma^2 from a pilot GWA fit and a smoothly weighted mean of its squared residuals.
 
     Two Laplace releases of ``epsilon / 2`` each (see :class:`LabelPrivateLinearRegression`,
@@ -74,17 +84,28 @@ def private_noise_variance(
     # 2. A smoothly weighted mean of its squared residuals.
     h = best_smooth_h(sizes, 0.25 * cap * cap, cap / eps_mean)  # Claim 1 for r in [0, B^2]
     mean, sens = _residual_mean(x, y, beta0, codes, sizes, bounds, h)
-    estimate, _ = laplace_release(mean, epsilon=eps_mean, sensitivity=sens, noise=noise,
-                                  accountant=accountant, statistic="gwa.residual_variance",
-                                  neighbours="replace-values")  # fmt: skip
+    estimate, _ = laplace_release(
+        mean,
+        epsilon=eps_mean,
+        sensitivity=sens,
+        noise=noise,
+        accountant=accountant,
+        statistic="gwa.residual_variance",
+        neighbours="replace-values",
+    )
     estimate = float(estimate)
     return float(np.clip(estimate, _VARIANCE_FLOOR * cap, 0.25 * cap))
 
 
 def _residual_mean(
-    x: np.ndarray, y: np.ndarray, beta0: np.ndarray, codes: np.ndarray, sizes: np.ndarray,
-    bounds: tuple[float, float], h: float,
-) -> tuple[float, float]:  # fmt: skip
+    x: np.ndarray,
+    y: np.ndarray,
+    beta0: np.ndarray,
+    codes: np.ndarray,
+    sizes: np.ndarray,
+    bounds: tuple[float, float],
+    h: float,
+) -> tuple[float, float]:
     """``(sum_i c_i r_i, B^2 max_l sum_{S_l} c_i)``: the released statistic and its sensitivity.
 
     ``r_i = (y_i - clip(x_i beta0))^2`` lies in ``[0, B^2]`` for labels in the range; ``c`` are

@@ -122,9 +122,13 @@ def _limit_candidates(s_max: int) -> np.ndarray:
 
 
 def _best_limit(
-    x: np.ndarray, codes: np.ndarray, sizes: np.ndarray, noise_variance: float,
-    laplace_unit: float, noise: NoiseSource,
-) -> SampleLimitDesign:  # fmt: skip
+    x: np.ndarray,
+    codes: np.ndarray,
+    sizes: np.ndarray,
+    noise_variance: float,
+    laplace_unit: float,
+    noise: NoiseSource,
+) -> SampleLimitDesign:
     """Minimise Section 5.2's total variance over h on one nested random sample."""
     d = x.shape[1]
     rank = _within_user_rank(codes, sizes, noise)

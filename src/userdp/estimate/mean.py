@@ -200,12 +200,24 @@ def _private_moments(
     eps_b = epsilon - eps_a
     sens_a = hw * hw
     sens_b = (2.0 if neighbours == "replace-values" else 1.0) * hw
-    second, _ = laplace_release(second, epsilon=eps_a, sensitivity=sens_a, noise=noise,
-                                accountant=accountant, statistic="mean.user_second_moment",
-                                neighbours=neighbours)  # fmt: skip
-    first, scale_b = laplace_release(first, epsilon=eps_b, sensitivity=sens_b, noise=noise,
-                                     accountant=accountant, statistic="mean.user_first_moment",
-                                     neighbours=neighbours)  # fmt: skip
+    second, _ = laplace_release(
+        second,
+        epsilon=eps_a,
+        sensitivity=sens_a,
+        noise=noise,
+        accountant=accountant,
+        statistic="mean.user_second_moment",
+        neighbours=neighbours,
+    )
+    first, scale_b = laplace_release(
+        first,
+        epsilon=eps_b,
+        sensitivity=sens_b,
+        noise=noise,
+        accountant=accountant,
+        statistic="mean.user_first_moment",
+        neighbours=neighbours,
+    )
     e2 = float(np.clip(float(second) / user_count, 0.0, hw * hw))
     e1 = float(np.clip(float(first) / user_count, -hw, hw))
     sigma2 = float(np.clip(e2 - e1 * e1, 0.0, hw * hw))
@@ -271,9 +283,14 @@ def _plan(
 
 
 def _public_mean(
-    records: Records, plan: _Plan, h: float | None, noise_variance: float | None,
-    bounding: Bounding, noise: NoiseSource, acc: PrivacyAccountant,
-) -> tuple[float, float, float]:  # fmt: skip
+    records: Records,
+    plan: _Plan,
+    h: float | None,
+    noise_variance: float | None,
+    bounding: Bounding,
+    noise: NoiseSource,
+    acc: PrivacyAccountant,
+) -> tuple[float, float, float]:
     """Paper's model: Algorithm 1 with Lemma 3 weights, or sample limiting (Section 3.2).
 
     Returns ``(estimate, h, Laplace scale)``.
@@ -301,16 +318,27 @@ def _public_mean(
     # Lemma 1: l1 sensitivity B * max_l sum_{S_l} c_i, from the weights themselves.
     sensitivity = width * float(np.bincount(records.codes, weights=c).max())
     # line 2: the estimate plus Laplace noise of scale sensitivity / epsilon_est
-    noisy, scale = laplace_release(estimate, epsilon=plan.estimate, sensitivity=sensitivity,
-                                   noise=noise, accountant=acc, statistic="mean.estimate",
-                                   neighbours="replace-values")  # fmt: skip
+    noisy, scale = laplace_release(
+        estimate,
+        epsilon=plan.estimate,
+        sensitivity=sensitivity,
+        noise=noise,
+        accountant=acc,
+        statistic="mean.estimate",
+        neighbours="replace-values",
+    )
     return float(noisy), float(h), scale
 
 
 def _private_mean(
-    records: Records, plan: _Plan, h: float | None, noise_variance: float | None,
-    bounding: Bounding, noise: NoiseSource, acc: PrivacyAccountant,
-) -> tuple[float, float, float]:  # fmt: skip
+    records: Records,
+    plan: _Plan,
+    h: float | None,
+    noise_variance: float | None,
+    bounding: Bounding,
+    noise: NoiseSource,
+    acc: PrivacyAccountant,
+) -> tuple[float, float, float]:
     """Add/remove one user: choose h privately, then release (S, N) with Laplace noise.
 
     Returns ``(estimate, h, approximate noise sd)``.
@@ -342,10 +370,12 @@ def _private_mean(
     codes, values, sizes = bounding.restrict(records, h, noise)
     total, count = _mean_statistics(codes, values, sizes, h, records.bounds)
     # sensitivities h hw and h (see _mean_statistics)
-    total, _ = laplace_release(total, epsilon=eps1, sensitivity=h * hw, noise=noise,
-                               accountant=acc, statistic="mean.sum")  # fmt: skip
-    count, _ = laplace_release(count, epsilon=eps2, sensitivity=h, noise=noise,
-                               accountant=acc, statistic="mean.count")  # fmt: skip
+    total, _ = laplace_release(
+        total, epsilon=eps1, sensitivity=h * hw, noise=noise, accountant=acc, statistic="mean.sum"
+    )
+    count, _ = laplace_release(
+        count, epsilon=eps2, sensitivity=h, noise=noise, accountant=acc, statistic="mean.count"
+    )
     denom = max(float(count), h)
     ratio = float(total) / denom
     estimate = float(np.clip(mid + ratio, lo, hi))
@@ -369,8 +399,13 @@ def _run(
     nv = params["noise_variance"]
     nv = None if nv is None else float(nv)
     public = bool(params["public_user_sizes"])
-    plan = _plan(float(params["epsilon"]), float(params["selection_share"]), public=public,
-                 h=h, noise_variance=nv)  # fmt: skip
+    plan = _plan(
+        float(params["epsilon"]),
+        float(params["selection_share"]),
+        public=public,
+        h=h,
+        noise_variance=nv,
+    )
     ledger = Ledger(params["accountant"], plan.events())  # refuses before any work
     records = read_records(values, users, params["bounds"], caller)
     noise = NoiseSource(params["seed"])

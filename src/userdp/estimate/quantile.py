@@ -254,9 +254,15 @@ def _exponential_mechanism(
     logp = np.log(counts) + (epsilon / (2.0 * sensitivity)) * u
     if is_recording():  # for the auditor: u at public grid points, and the grid itself
         at = np.unique(np.round(np.linspace(0, size - 1, min(size, _AUDIT_GRID))).astype(np.int64))
-        record("quantile.utility", _grid_utility(at, sorted_codes, cum, q), linf=sensitivity,
-               index=grid.point(grid.first + at), neighbours=neighbours,
-               rng_state=noise.fingerprint(), grid=grid.step)  # fmt: skip
+        record(
+            "quantile.utility",
+            _grid_utility(at, sorted_codes, cum, q),
+            linf=sensitivity,
+            index=grid.point(grid.first + at),
+            neighbours=neighbours,
+            rng_state=noise.fingerprint(),
+            grid=grid.step,
+        )
     cdf = np.cumsum(np.exp(logp - logp.max()))
     draw = noise.uniform(1)[0] * cdf[-1]
     k = min(int(np.searchsorted(cdf, draw, side="right")), counts.size - 1)
@@ -287,11 +293,15 @@ def _levels(q: Any) -> list[Any]:
 
 
 RESOLUTION: dict[str, Any] = {
-    "low": 0.0, "low_open": True, "high": math.inf, "high_open": True, "none": True,
+    "low": 0.0,
+    "low_open": True,
+    "high": math.inf,
+    "high_open": True,
+    "none": True,
     "metavar": "G",
     "help": "Spacing of the public output grid: every quantile released is a multiple of it "
     "inside the bounds. Default: the largest power of two at most (upper - lower) / 2^20.",
-}  # fmt: skip
+}
 _PARAMETERS: dict[str, dict[str, Any]] = {
     "q": {"check": _check_q, "cli": False},
     "epsilon": EPSILON,
@@ -351,8 +361,13 @@ def _run(
     if h is not None:
         h = float(h) if bounding is SMOOTH else int(h)
     public = bool(params["public_user_sizes"])
-    plan = _plan(float(params["epsilon"]), float(params["selection_share"]), len(qs),
-                 public=public, h_given=h is not None)  # fmt: skip
+    plan = _plan(
+        float(params["epsilon"]),
+        float(params["selection_share"]),
+        len(qs),
+        public=public,
+        h_given=h is not None,
+    )
     ledger = Ledger(params["accountant"], plan.events())  # refuses before any work
     grid = _make_grid(params["bounds"], params["resolution"], caller)  # public values only
     records = read_records(values, users, params["bounds"], caller)

@@ -250,8 +250,14 @@ def gwa_linear_regression(
     ``LaplaceDpEvent(noise_scale / sensitivity)``, epsilon-DP. ``C`` reads only public values.
     """
     caller = "gwa_linear_regression"
-    params = dict(epsilon=epsilon, label_range=label_range, noise_variance=noise_variance,
-                  matrix=matrix, seed=seed, accountant=accountant)  # fmt: skip
+    params = dict(
+        epsilon=epsilon,
+        label_range=label_range,
+        noise_variance=noise_variance,
+        matrix=matrix,
+        seed=seed,
+        accountant=accountant,
+    )
     check_arguments(params, GWA_LINEAR_REGRESSION_PARAMETERS, caller)
     if matrix is None and noise_variance is None:
         raise InvalidParameterError(
@@ -288,9 +294,14 @@ def gwa_linear_regression(
     objective = None if nv is None else float(nv * np.vdot(c, c) + 2.0 * c.shape[0] * scale**2)
     budget, event = ledger.close()
     return LabelPrivateRegressionResult(
-        budget=budget, dp_event=event, coef=beta, noise_scale=scale, sensitivity=sens,
-        objective=objective, matrix=c,
-    )  # fmt: skip
+        budget=budget,
+        dp_event=event,
+        coef=beta,
+        noise_scale=scale,
+        sensitivity=sens,
+        objective=objective,
+        matrix=c,
+    )
 
 
 # -- the estimator ---------------------------------------------------------------------------------
@@ -445,17 +456,25 @@ class LabelPrivateLinearRegression(ParamsMixin):
     _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = {
         "epsilon": EPSILON,
         "label_range": {"check": bounds_rule, "cli": False},
-        "method": {"choices": METHODS, "help": "gwa: generalized weighted averaging (the "
-                   "paper's Alg. 3); sample-limit: OLS on at most h rows per user (the "
-                   "baseline)."},
+        "method": {
+            "choices": METHODS,
+            "help": "gwa: generalized weighted averaging (the "
+            "paper's Alg. 3); sample-limit: OLS on at most h rows per user (the "
+            "baseline).",
+        },
         "h": {"check": _check_h, "none": True, "cli": False},
         "noise_variance": {"check": _check_noise_variance, "cli": False},
-        "fit_intercept": {"bool": True, "help": "Fit an intercept (a public column of ones). "
-                          "Default: fit one."},
-        "selection_share": {**SELECTION_SHARE, "help": "Share of epsilon spent on estimating "
-                            "the label noise variance privately, in (0, 1)."},
+        "fit_intercept": {
+            "bool": True,
+            "help": "Fit an intercept (a public column of ones). Default: fit one.",
+        },
+        "selection_share": {
+            **SELECTION_SHARE,
+            "help": "Share of epsilon spent on estimating "
+            "the label noise variance privately, in (0, 1).",
+        },
         "seed": SEED,
-    }  # fmt: skip
+    }
 
     def __init__(
         self,
@@ -563,14 +582,16 @@ class LabelPrivateLinearRegression(ParamsMixin):
                 design = _best_limit(x, codes, sizes, sigma2, unit, noise)
             elif h_mode == "max":
                 design = SampleLimitDesign(
-                    int(sizes.max()), np.ones(x.shape[0], dtype=bool),
+                    int(sizes.max()),
+                    np.ones(x.shape[0], dtype=bool),
                     _ols_on(x, np.ones(x.shape[0], dtype=bool)),
-                )  # fmt: skip
+                )
             else:
                 design = _limit_design(x, codes, sizes, h_mode, noise, f"{_CALLER}.fit")
             matrix, self.h_ = design.matrix, design.h
-        beta, scale, sens = release_coefficients(matrix, labels, codes, bounds, eps_main, noise,
-                                                 acc)  # fmt: skip
+        beta, scale, sens = release_coefficients(
+            matrix, labels, codes, bounds, eps_main, noise, acc
+        )
         d = x.shape[1]
         self.coef_ = beta[: d - 1] if self.fit_intercept else beta
         self.intercept_ = float(beta[-1]) if self.fit_intercept else 0.0

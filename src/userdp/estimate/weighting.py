@@ -185,8 +185,9 @@ def record_keys(users: object, codes: np.ndarray, salt: int) -> np.ndarray:
     secret = (salt & ((1 << 64) - 1)).to_bytes(8, "little")
     per_user = np.empty(labels.size, dtype=np.uint64)
     for n, v in enumerate(labels.tolist()):
-        digest = hashlib.blake2b(f"{type(v).__name__}:{v!r}".encode(), digest_size=8,
-                                 key=secret).digest()  # fmt: skip
+        digest = hashlib.blake2b(
+            f"{type(v).__name__}:{v!r}".encode(), digest_size=8, key=secret
+        ).digest()
         per_user[n] = int.from_bytes(digest, "little")
     order = np.argsort(codes, kind="stable")
     starts = np.cumsum(np.bincount(codes, minlength=labels.size)) - np.bincount(

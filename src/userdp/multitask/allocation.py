@@ -274,9 +274,12 @@ def release_counts(
     sd = z * math.sqrt(count_sample + 1)
     # One vector (task counts, then the user count): its axis is fixed by n_tasks.
     released = noise.add_gaussian(
-        np.append(exact, n_exact), sd, statistic="private counts (tasks, users)",
-        l2=math.sqrt(count_sample + 1), index=index,
-    )  # fmt: skip
+        np.append(exact, n_exact),
+        sd,
+        statistic="private counts (tasks, users)",
+        l2=math.sqrt(count_sample + 1),
+        index=index,
+    )
     noisy, n_noisy = released[:n_tasks], float(released[n_tasks])
     del exact, n_exact
     return PrivateCounts(noisy, n_noisy, count_sample, z, dp_accounting.GaussianDpEvent(z))

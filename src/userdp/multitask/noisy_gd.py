@@ -230,9 +230,22 @@ def task_weighted_noisy_gd(
     if accountant is not None:
         accountant.compose(event(scale))
     result = noisy_gd_mechanism(
-        users, tasks, features, labels, weights, n_tasks=n_tasks, clip_norm=clip_norm,
-        steps=steps, learning_rate=learning_rate, noise_multiplier=scale, noise=NoiseSource(seed),
-        loss=loss, ridge=ridge, radius=radius, init=init, beta=beta,
-    )  # fmt: skip
+        users,
+        tasks,
+        features,
+        labels,
+        weights,
+        n_tasks=n_tasks,
+        clip_norm=clip_norm,
+        steps=steps,
+        learning_rate=learning_rate,
+        noise_multiplier=scale,
+        noise=NoiseSource(seed),
+        loss=loss,
+        ridge=ridge,
+        radius=radius,
+        init=init,
+        beta=beta,
+    )
     spent = PrivacyAccountant().compose(result.dp_event).spent(gaussian_delta=delta)
     return replace(result, budget=spent)

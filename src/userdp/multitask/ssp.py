@@ -115,9 +115,12 @@ def perturb_statistics(
     d = gram.shape[1]
     iu = np.triu_indices(d)
     tri = noise.add_gaussian(
-        gram[:, iu[0], iu[1]], gram_sigma, statistic=gram_statistic, l2=gram_l2,
+        gram[:, iu[0], iu[1]],
+        gram_sigma,
+        statistic=gram_statistic,
+        l2=gram_l2,
         index=index,
-    )  # fmt: skip
+    )
     out = np.empty_like(gram)
     out[:, iu[0], iu[1]] = tri
     out[:, iu[1], iu[0]] = tri
@@ -227,9 +230,16 @@ def ssp_mechanism(
     root = math.sqrt(beta)
     d_a, d_b = gx * gx * root, gx * gy * root
     gram_hat, moment_hat = perturb_statistics(
-        gram, moment, gram_sigma=z_a * d_a, moment_sigma=z_b * d_b, noise=noise,
-        gram_l2=d_a, moment_l2=d_b, gram_statistic="task gram", moment_statistic="task moment",
-    )  # fmt: skip
+        gram,
+        moment,
+        gram_sigma=z_a * d_a,
+        moment_sigma=z_b * d_b,
+        noise=noise,
+        gram_l2=d_a,
+        moment_l2=d_b,
+        gram_statistic="task gram",
+        moment_statistic="task moment",
+    )
     del gram, moment
     theta = solve_ridge(gram_hat, moment_hat, ridge)
     event = dp_accounting.ComposedDpEvent(
@@ -302,9 +312,19 @@ def task_weighted_ssp(
     if accountant is not None:
         accountant.compose(event(scale))
     result = ssp_mechanism(
-        users, tasks, features, labels, weights, n_tasks=n_tasks, feature_bound=feature_bound,
-        label_bound=label_bound, ridge=ridge, noise_multiplier=scale / math.sqrt(1.0 - ms),
-        moment_noise_multiplier=scale / math.sqrt(ms), noise=NoiseSource(seed), beta=beta,
-    )  # fmt: skip
+        users,
+        tasks,
+        features,
+        labels,
+        weights,
+        n_tasks=n_tasks,
+        feature_bound=feature_bound,
+        label_bound=label_bound,
+        ridge=ridge,
+        noise_multiplier=scale / math.sqrt(1.0 - ms),
+        moment_noise_multiplier=scale / math.sqrt(ms),
+        noise=NoiseSource(seed),
+        beta=beta,
+    )
     spent = PrivacyAccountant().compose(result.dp_event).spent(gaussian_delta=delta)
     return replace(result, budget=spent)

@@ -234,8 +234,7 @@ def greedy_update(
     # Laplace sampler resolves in the tail where rho sits.
     name = "partition.weights[greedy-update]"
     labels = d.item_labels if is_recording() else None
-    record(name, weights, l1=1.0, index=labels, rng_state=run.noise.fingerprint(),
-           thresholded=True)  # fmt: skip
+    record(name, weights, l1=1.0, index=labels, rng_state=run.noise.fingerprint(), thresholded=True)
     noisy = released(name, weights + run.noise.laplace(scale, weights.size))
     selected = release_mask(noisy, items, rho)
     run.accountant.compose(LaplaceThresholdDpEvent(total.epsilon, total.delta, scale, rho))

@@ -248,8 +248,12 @@ class LocalRunner:
         exact = degree_counts(np.bincount(d.users, minlength=d.n_users))
         rng = self.run.noise.stream(*HISTOGRAM_STREAM)  # the Spark runner draws the same
         if is_recording():
-            record("user degree histogram", exact, l2=1.0,
-                   grid=grid_spacing(1.0, max(exact.size, 1), "l2"))  # fmt: skip
+            record(
+                "user degree histogram",
+                exact,
+                l2=1.0,
+                grid=grid_spacing(1.0, max(exact.size, 1), "l2"),
+            )
         self.run.accountant.compose(dp_accounting.GaussianDpEvent(sigma))
         return released("user degree histogram", gaussian_on_grid(rng, exact, sigma, l2=1.0))
 

@@ -365,10 +365,20 @@ class NoiseSource:
         rng = self._rng if stream is None else self.stream(*stream)
         if is_recording():  # the grid gaussian_on_grid uses, declared for the auditor
             n = np.size(value) if size is None else size
-            grid = grid_spacing(check_real(l2, "l2", "add_gaussian", low=0.0, low_open=True),
-                                max(int(n), 1), "l2")  # fmt: skip
-            record(statistic, value, l2=l2, linf=linf, index=index, neighbours=neighbours,
-                   rng_state=_fingerprint(rng), grid=grid, thresholded=thresholded)  # fmt: skip
+            grid = grid_spacing(
+                check_real(l2, "l2", "add_gaussian", low=0.0, low_open=True), max(int(n), 1), "l2"
+            )
+            record(
+                statistic,
+                value,
+                l2=l2,
+                linf=linf,
+                index=index,
+                neighbours=neighbours,
+                rng_state=_fingerprint(rng),
+                grid=grid,
+                thresholded=thresholded,
+            )
         return released(statistic, gaussian_on_grid(rng, value, sigma, l2=l2, size=size))
 
     def add_laplace(
@@ -387,8 +397,16 @@ class NoiseSource:
         if is_recording():  # the grid laplace_on_grid uses, declared for the auditor
             d = check_real(l1, "l1", "add_laplace", low=0.0, low_open=True)
             grid = grid_spacing(d, max(np.size(value), 1), "l1")
-            record(statistic, value, l1=l1, linf=linf, index=index, neighbours=neighbours,
-                   rng_state=self.fingerprint(), grid=grid)  # fmt: skip
+            record(
+                statistic,
+                value,
+                l1=l1,
+                linf=linf,
+                index=index,
+                neighbours=neighbours,
+                rng_state=self.fingerprint(),
+                grid=grid,
+            )
         return released(statistic, laplace_on_grid(self._rng, value, scale, l1=l1))
 
     def fingerprint(self) -> int | None:

@@ -50,10 +50,12 @@ def _check_rating_range(value: Any, name: str, caller: str) -> None:
         raise InvalidParameterError(
             f"The {name!r} parameter of {caller} must be (low, high). Got {value!r} instead."
         ) from None
-    check_real(lo, f"{name}[0]", caller, low=-math.inf, high=math.inf, low_open=True,
-               high_open=True)  # fmt: skip
-    check_real(hi, f"{name}[1]", caller, low=-math.inf, high=math.inf, low_open=True,
-               high_open=True)  # fmt: skip
+    check_real(
+        lo, f"{name}[0]", caller, low=-math.inf, high=math.inf, low_open=True, high_open=True
+    )
+    check_real(
+        hi, f"{name}[1]", caller, low=-math.inf, high=math.inf, low_open=True, high_open=True
+    )
     if not lo < hi:
         raise InvalidParameterError(
             f"The {name!r} parameter of {caller} must be (low, high) with low < high. "
@@ -66,8 +68,7 @@ def _check_center(value: Any, name: str, caller: str) -> None:
     if isinstance(value, str):
         check_choice(value, name, caller, list(CENTRES))
     else:
-        check_real(value, name, caller, low=-math.inf, high=math.inf, low_open=True,
-                   high_open=True)  # fmt: skip
+        check_real(value, name, caller, low=-math.inf, high=math.inf, low_open=True, high_open=True)
 
 
 def check_biases(value: Any, name: str, caller: str) -> None:
@@ -95,32 +96,41 @@ _SHARE = {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True}
 #: The keywords both recommenders take, declared once (same rule and wording for both).
 SHARED_CONSTRAINTS: dict[str, dict[str, Any]] = {
     "epsilon": {
-        "low": MIN_EPSILON, "none": True,
+        "low": MIN_EPSILON,
+        "none": True,
         "help": "Privacy budget epsilon of the training run (None: not private).",
     },
     "delta": {
-        **_SHARE, "none": True,
+        **_SHARE,
+        "none": True,
         "help": "Privacy budget delta of the training run; Gaussian mechanisms need it > 0.",
     },
     "items": {
-        "check": _check_items, "none": True, "cli": False,
+        "check": _check_items,
+        "none": True,
+        "cli": False,
         "help": "The item set, fixed before training (public catalogue or private selection).",
     },
     "steps": {"int": True, "low": 1, "help": "Alternating steps; each private step is charged."},
     "rating_range": {
-        "check": _check_rating_range, "none": True, "cli": False,
+        "check": _check_rating_range,
+        "none": True,
+        "cli": False,
         "help": "Declared rating scale (low, high); private training needs it.",
     },
     "center": {
-        "check": _check_center, "cli": False,
+        "check": _check_center,
+        "cli": False,
         "help": "Value subtracted before factorizing: private-mean, sampled-mean, midpoint or "
         "a number.",
     },
     "mu": {
-        "low": 0.0, "help": "Exponent of the adaptive weights n_hat^-mu (1/4 to 1/2 work best).",
+        "low": 0.0,
+        "help": "Exponent of the adaptive weights n_hat^-mu (1/4 to 1/2 work best).",
     },
     "count_sample": {
-        "int": True, "low": 1,
+        "int": True,
+        "low": 1,
         "help": "At most this many items per user enter the private item counts (and the "
         "sampled mean).",
     },
@@ -131,26 +141,34 @@ SHARED_CONSTRAINTS: dict[str, dict[str, Any]] = {
         "sampled-mean).",
     },
     "moment_share": {
-        **_SHARE, "help": "Share of each step's budget spent on the moments b (the rest on A).",
+        **_SHARE,
+        "help": "Share of each step's budget spent on the moments b (the rest on A).",
     },
     "max_norm": {
-        "low": 0.0, "low_open": True,
+        "low": 0.0,
+        "low_open": True,
         "help": "User embeddings are clipped to this norm before the item update.",
     },
     "reg": {"low": 0.0, "low_open": True, "help": "Frequency-scaled ridge regularisation."},
     "noise_reg": {
-        "low": 0.0, "help": "Extra item ridge in units of the noise, for stable tail solves.",
+        "low": 0.0,
+        "help": "Extra item ridge in units of the noise, for stable tail solves.",
     },
     "learning_rate": {"low": 0.0, "low_open": True, "help": "Step size of the gradient steps."},
     "clip_norm": {
-        "low": 0.0, "low_open": True, "help": "User-level clipping norm of each user's gradient.",
+        "low": 0.0,
+        "low_open": True,
+        "help": "User-level clipping norm of each user's gradient.",
     },
     "seed": {
-        "int": True, "low": 0, "none": True, "cli": False,
+        "int": True,
+        "low": 0,
+        "none": True,
+        "cli": False,
         "help": "Seed of the noise, for tests and reproducible runs only.",
     },
     "progress": {"bool": True, "cli": False, "help": "Show a progress bar on stderr."},
-}  # fmt: skip
+}
 
 
 @dataclass
@@ -297,9 +315,12 @@ class RecommenderBase(ParamsMixin):
     ) -> tuple[np.ndarray, np.ndarray]:
         """See :meth:`RecommenderModel.recommend`."""
         return self._check_fitted().recommend(
-            userid, user_items, N=N, filter_already_liked_items=filter_already_liked_items,
+            userid,
+            user_items,
+            N=N,
+            filter_already_liked_items=filter_already_liked_items,
             users=users,
-        )  # fmt: skip
+        )
 
     def similar_items(
         self, itemid: Any, N: int = 10, *, metric: str = "cosine"
@@ -362,14 +383,25 @@ def prepare_ratings(
     if private:
         keys = row_keys(data.users, data.items, data.user_labels, data.item_labels, noise.salt)
         counts = private_counts(
-            data.users, data.items, data.n_items, count_sample=spec.count_sample,
-            noise_multiplier=count_noise, noise=noise, keys=keys,
-        ).counts  # fmt: skip
+            data.users,
+            data.items,
+            data.n_items,
+            count_sample=spec.count_sample,
+            noise_multiplier=count_noise,
+            noise=noise,
+            keys=keys,
+        ).counts
         released_total = float(np.sum(counts))
     else:
         exact = np.bincount(data.items, minlength=data.n_items).astype(np.float64)
     center = centre_all(
-        full, lo, hi, center=spec.center, count_sample=spec.count_sample,
-        noise_multiplier=center_noise, noise=noise, released_total=released_total,
-    )  # fmt: skip
+        full,
+        lo,
+        hi,
+        center=spec.center,
+        count_sample=spec.count_sample,
+        noise_multiplier=center_noise,
+        noise=noise,
+        released_total=released_total,
+    )
     return PreparedRatings(data, item_set, dropped, lo, hi, values, keys, counts, exact, center)

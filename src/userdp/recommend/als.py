@@ -239,12 +239,14 @@ class MatrixFactorization(RecommenderBase):
         "dim": {"int": True, "low": 1, "help": "Embedding dimension."},
         "sample_size": {"int": True, "low": 1, "help": "Items sampled per user (k)."},
         "step_offset": {
-            "low": 0.0, "low_open": True,
+            "low": 0.0,
+            "low_open": True,
             "help": "Item i's step is learning-rate / (step-offset + n_hat_i).",
         },
         "sgd_steps": {"int": True, "low": 1, "help": "Gradient steps per alternating step."},
         "biases": {
-            "check": check_biases, "metavar": "on|off|auto",
+            "check": check_biases,
+            "metavar": "on|off|auto",
             "help": "Add released item biases and per-user biases (solved, never released); "
             "auto: on for explicit ratings (unobserved_weight 0), off for implicit feedback.",
         },
@@ -254,7 +256,9 @@ class MatrixFactorization(RecommenderBase):
             "from each step's released statistics (SSP methods with biases; post-processing).",
         },
         "target_clip": {
-            "check": check_target_clip, "none": True, "metavar": "X|auto|none",
+            "check": check_target_clip,
+            "none": True,
+            "metavar": "X|auto|none",
             "help": "SSP methods: clip the item update's targets to +-this (rating units) and "
             "scale the moment noise to it; auto: half the rating range's half width with "
             "biases, no clipping without.",
@@ -264,16 +268,21 @@ class MatrixFactorization(RecommenderBase):
             "help": "Weight of the implicit-feedback term on unrated items (ml20m protocol: 1).",
         },
         "top_items": {
-            "low": 0.0, "high": 1.0, "low_open": True, "none": True,
+            "low": 0.0,
+            "high": 1.0,
+            "low_open": True,
+            "none": True,
             "help": "Train only on this fraction of items with the largest private counts "
             "(ml20m protocol: 0.1).",
         },
         "min_item_count": {
-            "check": check_min_item_count, "none": True, "metavar": "N|auto",
+            "check": check_min_item_count,
+            "none": True,
+            "metavar": "N|auto",
             "help": "Train only on items whose private count reaches this; 'auto' puts the "
             "cutoff where an item's noise starts to drown its signal (better at small epsilon).",
         },
-    }  # fmt: skip
+    }
 
     def __init__(
         self,
@@ -376,15 +385,23 @@ class MatrixFactorization(RecommenderBase):
     def _spec(self) -> ItemUpdateSpec:
         """The declared hyper-parameters the steps read, resolved once (after validation)."""
         return ItemUpdateSpec(
-            method=self.method, dim=self.dim,
+            method=self.method,
+            dim=self.dim,
             allocation=Allocation(self._allocation, self.sample_size, self.mu),
-            biased=self._biased, bias_prior=self.bias_prior, max_norm=self.max_norm,
-            reg=self.reg, noise_reg=self.noise_reg, unobserved_weight=self.unobserved_weight,
-            clip_norm=self.clip_norm, learning_rate=self.learning_rate,
-            step_offset=self.step_offset, sgd_steps=self.sgd_steps,
-            count_sample=self.count_sample, top_items=self.top_items,
+            biased=self._biased,
+            bias_prior=self.bias_prior,
+            max_norm=self.max_norm,
+            reg=self.reg,
+            noise_reg=self.noise_reg,
+            unobserved_weight=self.unobserved_weight,
+            clip_norm=self.clip_norm,
+            learning_rate=self.learning_rate,
+            step_offset=self.step_offset,
+            sgd_steps=self.sgd_steps,
+            count_sample=self.count_sample,
+            top_items=self.top_items,
             min_item_count=self.min_item_count,
-        )  # fmt: skip
+        )
 
     # -- training -------------------------------------------------------------------------------
     def fit(
@@ -482,9 +499,12 @@ class MatrixFactorization(RecommenderBase):
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x4D46)  # initialisation (data-independent: the item set is fixed)
         prep = runner.prepare(
-            run_spec, item_set, noise, count_noise=None if plan is None else plan.counts,
+            run_spec,
+            item_set,
+            noise,
+            count_noise=None if plan is None else plan.counts,
             center_noise=None if plan is None else plan.center,
-        )  # fmt: skip
+        )
         center, lo, hi = prep.center, prep.lo, prep.hi
         d = int(self.dim)
         n_items, labels = prep.n_items, prep.labels

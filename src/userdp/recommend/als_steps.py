@@ -86,9 +86,14 @@ def gravity_gram(model: ItemUpdateSpec, g: np.ndarray, plan: Any, noise: NoiseSo
         return g
     g2 = user_side_norm(model) ** 2  # [v, beta] with biases: ||x||^2 <= 2 max_norm^2
     g, _ = perturb_statistics(
-        g[None], np.zeros((1, 0)), gram_sigma=plan.gravity * g2, moment_sigma=0.0,
-        noise=noise, gram_l2=g2, gram_statistic="gravity gram",
-    )  # fmt: skip
+        g[None],
+        np.zeros((1, 0)),
+        gram_sigma=plan.gravity * g2,
+        moment_sigma=0.0,
+        noise=noise,
+        gram_l2=g2,
+        gram_statistic="gravity gram",
+    )
     vals, vecs = np.linalg.eigh(g[0])
     return (vecs * np.maximum(vals, 0.0)) @ vecs.T
 
@@ -117,9 +122,15 @@ def ssp_update(
     sigma_a = plan.gram * g2
     sigma_b = plan.moment * norm * half
     gram, moment = perturb_statistics(
-        gram, moment, gram_sigma=sigma_a, moment_sigma=sigma_b, noise=noise,
-        gram_l2=g2, moment_l2=norm * half, index=labels,
-    )  # fmt: skip
+        gram,
+        moment,
+        gram_sigma=sigma_a,
+        moment_sigma=sigma_b,
+        noise=noise,
+        gram_l2=g2,
+        moment_l2=norm * half,
+        index=labels,
+    )
     noise_ridge = model.noise_reg * sigma_a * math.sqrt(gram.shape[1])
     ridge = model.reg * np.maximum(freq, 1.0) * model.max_norm**2 + noise_ridge
     prior = None
@@ -128,10 +139,15 @@ def ssp_update(
         # released statistics and the released counts; :mod:`userdp.recommend.prior`).
         k = gram.shape[1] - 1
         prior = bias_prior(
-            gram[:, k, k], moment[:, k], beta=float(model.max_norm), counts=freq,
-            count_sd=count_noise_sd(plan.counts, model.count_sample), gram_sd=sigma_a,
-            moment_sd=sigma_b, half=half,
-        )  # fmt: skip
+            gram[:, k, k],
+            moment[:, k],
+            beta=float(model.max_norm),
+            counts=freq,
+            count_sd=count_noise_sd(plan.counts, model.count_sample),
+            gram_sd=sigma_a,
+            moment_sd=sigma_b,
+            half=half,
+        )
     if gravity is not None or prior is not None:
         # Released and PSD: add it after the per-item projection so it is not clipped.
         vals, vecs = project_psd(gram)
@@ -166,9 +182,12 @@ def gd_update(
     lam = lam[:, None]
     for _ in range(model.sgd_steps):
         grad = noise.add_gaussian(
-            gd.gradient(U, V, model.clip_norm), sd, statistic="item gradient",
-            l2=model.clip_norm, index=labels,
-        )  # fmt: skip
+            gd.gradient(U, V, model.clip_norm),
+            sd,
+            statistic="item gradient",
+            l2=model.clip_norm,
+            index=labels,
+        )
         if gravity is not None:
             grad += 2.0 * model.unobserved_weight * (U @ gravity)
         U = U - eta * (grad + lam * U)
@@ -230,8 +249,7 @@ def check_min_item_count(value: Any, name: str, caller: str) -> None:
     if isinstance(value, str):
         check_choice(value, name, caller, ["auto"])
     else:
-        check_real(value, name, caller, low=-math.inf, high=math.inf, low_open=True,
-                   high_open=True)  # fmt: skip
+        check_real(value, name, caller, low=-math.inf, high=math.inf, low_open=True, high_open=True)
 
 
 def check_target_clip(value: Any, name: str, caller: str) -> None:
@@ -259,6 +277,11 @@ def trained_items(model: ItemUpdateSpec, score: np.ndarray, n_items: int, plan: 
         if cutoff == "auto":
             cutoff = AUTO_CUTOFF * plan.moment * math.sqrt(int(model.dim))
         trained &= score >= float(cutoff)
-        log.info("%s: training %d of %d items (count >= %.1f)", model.method,
-                 int(trained.sum()), n_items, float(cutoff))  # fmt: skip
+        log.info(
+            "%s: training %d of %d items (count >= %.1f)",
+            model.method,
+            int(trained.sum()),
+            n_items,
+            float(cutoff),
+        )
     return trained

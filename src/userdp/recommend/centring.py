@@ -107,8 +107,11 @@ def release_mean(
     mid = 0.5 * (lo + hi)
     sd = noise_multiplier * math.sqrt(2.0)
     total, count = noise.add_gaussian(
-        statistic, sd, statistic="private mean (sum, count)", l2=math.sqrt(2.0),
-    )  # fmt: skip
+        statistic,
+        sd,
+        statistic="private mean (sum, count)",
+        l2=math.sqrt(2.0),
+    )
     if count <= 0:
         return mid
     return float(np.clip(mid + total * 0.5 * (hi - lo) / count, lo, hi))
@@ -138,10 +141,17 @@ def centre_all(
             ratings.users, ratings.items, ratings.user_labels, ratings.item_labels, noise.salt
         )
     return centre(
-        np.clip(ratings.values, lo, hi), ratings.users, lo, hi, center=center,
-        count_sample=count_sample, noise_multiplier=noise_multiplier, noise=noise, keys=keys,
+        np.clip(ratings.values, lo, hi),
+        ratings.users,
+        lo,
+        hi,
+        center=center,
+        count_sample=count_sample,
+        noise_multiplier=noise_multiplier,
+        noise=noise,
+        keys=keys,
         released_total=released_total,
-    )  # fmt: skip
+    )
 
 
 def mean_statistics(kept: np.ndarray, lo: float, hi: float, count_sample: int) -> np.ndarray:

@@ -135,8 +135,9 @@ class Client:
 
     def count_contribution(self, r: CountsRound) -> CountContribution:
         """At most ``count_sample`` of the client's items, uniformly at random by its keys."""
-        keep = sample_per_user(np.zeros(self.items.size, np.int64), r.count_sample, self._own,
-                               keys=self.keys)  # fmt: skip
+        keep = sample_per_user(
+            np.zeros(self.items.size, np.int64), r.count_sample, self._own, keys=self.keys
+        )
         return CountContribution(self.items[keep].astype(np.int32))
 
     def centre_contribution(self, r: CentreRound) -> CentreContribution:
@@ -145,11 +146,13 @@ class Client:
         lo, hi = r.rating_range
         v = np.clip(self.all_values, lo, hi)
         if r.kind == "sampled-mean":
-            keep = sample_per_user(np.zeros(v.size, np.int64), r.count_sample, self._own,
-                                   keys=self.all_keys)  # fmt: skip
+            keep = sample_per_user(
+                np.zeros(v.size, np.int64), r.count_sample, self._own, keys=self.all_keys
+            )
             return CentreContribution(mean_statistics(v[keep], lo, hi, r.count_sample))
-        return CentreContribution(smooth_mean_statistics(v, np.zeros(v.size, np.int64), lo, hi,
-                                                         r.cap))  # fmt: skip
+        return CentreContribution(
+            smooth_mean_statistics(v, np.zeros(v.size, np.int64), lo, hi, r.cap)
+        )
 
     def factor_contribution(self, r: FactorRound) -> FactorContribution:
         """Solve ``u_k`` exactly on the broadcast embeddings (never sent unclipped), clip it to
@@ -247,10 +250,15 @@ class SecureAggregator:
             gram[c.items] += w[:, None, None] * np.outer(u, u)[None]
             moment[c.items] += (w * c.labels)[:, None] * u[None, :]
         gram, moment = perturb_statistics(
-            gram, moment, gram_sigma=self.plan.gram * r.max_norm**2,
-            moment_sigma=self.plan.moment * r.max_norm * r.half, noise=self.noise,
-            gram_l2=r.max_norm**2, moment_l2=r.max_norm * r.half, index=self.item_labels,
-        )  # fmt: skip
+            gram,
+            moment,
+            gram_sigma=self.plan.gram * r.max_norm**2,
+            moment_sigma=self.plan.moment * r.max_norm * r.half,
+            noise=self.noise,
+            gram_l2=r.max_norm**2,
+            moment_l2=r.max_norm * r.half,
+            index=self.item_labels,
+        )
         return NoisyItemStatistics(r.step, gram, moment)
 
 
@@ -276,9 +284,9 @@ def _check_contribution(c: Any, r: Any) -> Any:
         n_items = r.n_items if kind is CountContribution else r.item_factors.shape[0]
         items = np.asarray(c.items)
         if items.ndim != 1 or (
-            items.size and (items.min() < 0 or items.max() >= n_items or
-                            np.unique(items).size != items.size)
-        ):  # fmt: skip
+            items.size
+            and (items.min() < 0 or items.max() >= n_items or np.unique(items).size != items.size)
+        ):
             problem = f"distinct item codes in [0, {n_items}); got {items[:5]!r}"
         elif kind is CountContribution:
             if items.size > r.count_sample:
@@ -287,8 +295,12 @@ def _check_contribution(c: Any, r: Any) -> Any:
             problem = _factor_problem(c, r)
             if problem is None:
                 u, y = np.asarray(c.factor, dtype=np.float64), np.asarray(c.labels, np.float64)
-                c = FactorContribution(clip_rows(u, r.max_norm), items, np.asarray(c.weights),
-                                       np.clip(y, -r.half, r.half))  # fmt: skip
+                c = FactorContribution(
+                    clip_rows(u, r.max_norm),
+                    items,
+                    np.asarray(c.weights),
+                    np.clip(y, -r.half, r.half),
+                )
     if problem is not None:
         raise DataError(f"A client's contribution must have {problem}. Refused.")
     return c
@@ -324,8 +336,13 @@ class Server:
         Public randomness for mini-batch SSP2's item batches.
     """
 
-    def __init__(self, encoder: Any, plan: NoisePlan, settings: dict[str, Any],
-                 batch_rng: np.random.Generator) -> None:  # fmt: skip
+    def __init__(
+        self,
+        encoder: Any,
+        plan: NoisePlan,
+        settings: dict[str, Any],
+        batch_rng: np.random.Generator,
+    ) -> None:
         self.encoder, self.plan, self.settings, self.batch_rng = encoder, plan, settings, batch_rng
         self.params = encoder.init_params()
         self.counts: np.ndarray | None = None
@@ -385,9 +402,16 @@ class Server:
             half = min(half, float(s["rating_clip"]))
         V, _ = self.encoder.forward(self.params, None)
         return FactorRound(
-            step, np.asarray(V, dtype=np.float64), self.counts, self.center, float(half),
-            (float(lo), float(hi)), float(s["mu"]), float(s["max_norm"]), float(s["reg"]),
-        )  # fmt: skip
+            step,
+            np.asarray(V, dtype=np.float64),
+            self.counts,
+            self.center,
+            float(half),
+            (float(lo), float(hi)),
+            float(s["mu"]),
+            float(s["max_norm"]),
+            float(s["reg"]),
+        )
 
     def _train(self, stats: NoisyItemStatistics) -> None:
         """Algorithm 8, lines 9-14: ``inner_steps`` Adam steps on one release (SSP2), each on
@@ -415,11 +439,32 @@ class Server:
 #: PublicFeatureRecommender's rules for the keywords both take (named, so that a keyword added
 #: there does not appear here), with the variants one round per step allows.
 _BASE = PublicFeatureRecommender._parameter_constraints
-_CONSTRAINTS = {k: _BASE[k] for k in (
-    "epsilon", "delta", "items", "encoder", "steps", "inner_steps", "learning_rate",
-    "batch_items", "rating_range", "center", "mu", "count_sample", "count_fraction",
-    "center_fraction", "moment_share", "max_norm", "reg", "noise_reg", "rating_clip", "seed",
-    "progress")}  # fmt: skip
+_CONSTRAINTS = {
+    k: _BASE[k]
+    for k in (
+        "epsilon",
+        "delta",
+        "items",
+        "encoder",
+        "steps",
+        "inner_steps",
+        "learning_rate",
+        "batch_items",
+        "rating_range",
+        "center",
+        "mu",
+        "count_sample",
+        "count_fraction",
+        "center_fraction",
+        "moment_share",
+        "max_norm",
+        "reg",
+        "noise_reg",
+        "rating_clip",
+        "seed",
+        "progress",
+    )
+}
 _CONSTRAINTS["variant"] = {**_BASE["variant"], "choices": FEDERATED_VARIANTS}
 
 
@@ -455,15 +500,32 @@ class FederatedPublicFeatureRecommender(RecommenderBase):
 
     _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = _CONSTRAINTS
 
-    def __init__(self, *, encoder: Any, epsilon: float | None = None,
-                 delta: float | None = None, items: Any = None, variant: str = "ssp2",
-                 steps: int = 3, inner_steps: int = 3, learning_rate: float = 0.05,
-                 batch_items: int = 1024, rating_range: tuple[float, float] | None = None,
-                 center: str | float = "private-mean", mu: float = 0.25, count_sample: int = 50,
-                 count_fraction: float = 0.15, center_fraction: float = 0.02,
-                 moment_share: float = 0.5, max_norm: float = 1.0, reg: float = 0.02,
-                 noise_reg: float = 5.0, rating_clip: float | None = None,
-                 seed: int | None = None, progress: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        encoder: Any,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        items: Any = None,
+        variant: str = "ssp2",
+        steps: int = 3,
+        inner_steps: int = 3,
+        learning_rate: float = 0.05,
+        batch_items: int = 1024,
+        rating_range: tuple[float, float] | None = None,
+        center: str | float = "private-mean",
+        mu: float = 0.25,
+        count_sample: int = 50,
+        count_fraction: float = 0.15,
+        center_fraction: float = 0.02,
+        moment_share: float = 0.5,
+        max_norm: float = 1.0,
+        reg: float = 0.02,
+        noise_reg: float = 5.0,
+        rating_clip: float | None = None,
+        seed: int | None = None,
+        progress: bool = False,
+    ) -> None:
         self.encoder, self.epsilon, self.delta, self.items = encoder, epsilon, delta, items
         self.variant, self.steps, self.inner_steps = variant, steps, inner_steps
         self.learning_rate, self.batch_items = learning_rate, batch_items
@@ -505,15 +567,33 @@ class FederatedPublicFeatureRecommender(RecommenderBase):
                 f"{len(item_set)}; build the encoder's features on the item set."
             )
         plan = plan_noise(
-            budget, steps=self.steps, releases_per_step=1, count_fraction=self.count_fraction,
-            center_fraction=self._center_fraction(), moment_share=self.moment_share,
-        )  # fmt: skip
+            budget,
+            steps=self.steps,
+            releases_per_step=1,
+            count_fraction=self.count_fraction,
+            center_fraction=self._center_fraction(),
+            moment_share=self.moment_share,
+        )
         if accountant is not None:
             accountant.compose(plan.event())
         noise = NoiseSource(self.seed)
-        settings = {k: getattr(self, k) for k in (
-            "rating_range", "center", "count_sample", "mu", "max_norm", "reg", "noise_reg",
-            "rating_clip", "variant", "inner_steps", "learning_rate", "batch_items")}  # fmt: skip
+        settings = {
+            k: getattr(self, k)
+            for k in (
+                "rating_range",
+                "center",
+                "count_sample",
+                "mu",
+                "max_norm",
+                "reg",
+                "noise_reg",
+                "rating_clip",
+                "variant",
+                "inner_steps",
+                "learning_rate",
+                "batch_items",
+            )
+        }
         # The simulation derives every party's randomness from one seed (the aggregator's noise,
         # the clients' keys, the server's batches: independent streams) so that a seeded run
         # equals the centralised one; deployed, each party draws its own.
@@ -557,20 +637,28 @@ class FederatedPublicFeatureRecommender(RecommenderBase):
         self.fit_seconds_ = time.perf_counter() - started
         self.diagnostics_ = diagnostics(dropped, self.fit_seconds_)
         self.diagnostics_.update(
-            clients=len(clients), rounds=2 + self.steps if r2 is not None else 1 + self.steps,
+            clients=len(clients),
+            rounds=2 + self.steps if r2 is not None else 1 + self.steps,
             uplink_bytes_mean=float(up.mean()) if up.size else 0.0,
-            uplink_bytes_max=float(up.max()) if up.size else 0.0, downlink_bytes=int(down),
-        )  # fmt: skip
+            uplink_bytes_max=float(up.max()) if up.size else 0.0,
+            downlink_bytes=int(down),
+        )
         self.model_ = RecommenderModel(
-            method=METHOD_NAMES[self.variant], item_labels=data.item_labels,
-            item_factors=factors, center=float(server.center),
-            rating_range=(float(lo), float(hi)), item_counts=server.counts,
-            trained_items=np.ones(factors.shape[0], dtype=bool), budget=spent, dp_event=event,
+            method=METHOD_NAMES[self.variant],
+            item_labels=data.item_labels,
+            item_factors=factors,
+            center=float(server.center),
+            rating_range=(float(lo), float(hi)),
+            item_counts=server.counts,
+            trained_items=np.ones(factors.shape[0], dtype=bool),
+            budget=spent,
+            dp_event=event,
             item_source=item_set.source,
-            params=self._declared(dim=int(self.encoder.dim), encoder=type(self.encoder).__name__,
-                                  protocol="federated"),
+            params=self._declared(
+                dim=int(self.encoder.dim), encoder=type(self.encoder).__name__, protocol="federated"
+            ),
             encoder_params=np.asarray(server.params, dtype=np.float64),
-        )  # fmt: skip
+        )
         self.params_ = server.params
         self.item_factors_, self.item_labels_ = factors, data.item_labels
         self.center_, self.rating_range_ = self.model_.center, self.model_.rating_range
@@ -594,6 +682,13 @@ def _clients(full: Any, data: Any, salt: int) -> list[Client]:
     for k in range(full.n_users):
         rows = order[offsets[k] : offsets[k + 1]]
         all_rows = all_order[all_offsets[k] : all_offsets[k + 1]]
-        out.append(Client(data.items[rows], data.values[rows], full.values[all_rows],
-                          keys=keys[rows], all_keys=all_keys[all_rows]))  # fmt: skip
+        out.append(
+            Client(
+                data.items[rows],
+                data.values[rows],
+                full.values[all_rows],
+                keys=keys[rows],
+                all_keys=all_keys[all_rows],
+            )
+        )
     return out

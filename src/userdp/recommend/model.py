@@ -266,9 +266,14 @@ class RecommenderModel:
                 )
             sub = csr[users].tocoo()
             h = Ratings.from_codes(
-                sub.row, sub.col, sub.data.astype(np.float64), n_users=users.size,
-                n_items=self.n_items, item_labels=self.item_labels, keep_empty_users=True,
-            )  # fmt: skip
+                sub.row,
+                sub.col,
+                sub.data.astype(np.float64),
+                n_users=users.size,
+                n_items=self.n_items,
+                item_labels=self.item_labels,
+                keep_empty_users=True,
+            )
             return h, np.arange(users.size)
         h = as_ratings(user_items)
         if users.size and (users.min() < 0 or users.max() >= h.n_users):

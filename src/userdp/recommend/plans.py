@@ -198,7 +198,12 @@ def plan_ssp_noise(
     """:func:`plan_noise` under its former public-feature name (``gradient=True`` is
     ``solver="gd"``), kept for old callers: the same planner, the same plan."""
     return plan_noise(
-        budget, steps=steps, solver="gd" if gradient else "ssp",
-        releases_per_step=releases_per_step, count_fraction=count_fraction,
-        center_fraction=center_fraction, moment_share=moment_share, user_fraction=user_fraction,
-    )  # fmt: skip
+        budget,
+        steps=steps,
+        solver="gd" if gradient else "ssp",
+        releases_per_step=releases_per_step,
+        count_fraction=count_fraction,
+        center_fraction=center_fraction,
+        moment_share=moment_share,
+        user_fraction=user_fraction,
+    )

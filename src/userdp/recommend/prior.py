@@ -117,11 +117,14 @@ def bias_prior(
     n_bins = max(1, min(BINS, x.size // BIN_SIZE))
     groups = np.array_split(np.argsort(x, kind="stable"), n_bins)
     gx = np.array([X[g].mean(axis=0) for g in groups])
-    gb = np.array([
-        beta * np.sum(moment_k[g]) / max(float(np.sum(gram_kk[g])), math.sqrt(g.size) * gram_sd,
-                                         1e-12)
-        for g in groups
-    ])  # fmt: skip
+    gb = np.array(
+        [
+            beta
+            * np.sum(moment_k[g])
+            / max(float(np.sum(gram_kk[g])), math.sqrt(g.size) * gram_sd, 1e-12)
+            for g in groups
+        ]
+    )
     coef = np.linalg.lstsq(gx, np.clip(gb, -half, half), rcond=None)[0]
     mean = X @ coef
     tau2 = max(float(np.var(raw - mean)), 1e-4 * spread)

@@ -335,10 +335,14 @@ def compact_users(r: Ratings) -> Ratings:
     if r.n_ratings and np.all(r.user_counts() > 0):
         return r
     return Ratings.from_codes(
-        r.users, r.items, r.values,
-        n_users=r.n_users, n_items=r.n_items,
-        user_labels=r.user_labels, item_labels=r.item_labels,
-    )  # fmt: skip
+        r.users,
+        r.items,
+        r.values,
+        n_users=r.n_users,
+        n_items=r.n_items,
+        user_labels=r.user_labels,
+        item_labels=r.item_labels,
+    )
 
 
 def protocol_task(

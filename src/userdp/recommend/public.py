@@ -231,21 +231,29 @@ class PublicFeatureRecommender(RecommenderBase):
         "encoder": {"check": check_encoder, "cli": False, "help": "The item encoder."},
         "variant": {"choices": VARIANTS, "cli": False, "help": "How the encoder is trained."},
         "inner_steps": {
-            "int": True, "low": 1,
+            "int": True,
+            "low": 1,
             "help": "Gradient steps on the item encoder per alternating step.",
         },
         "batch_items": {"int": True, "low": 1, "help": "Items per inner step of mini-batch SSP."},
         "rating_clip": {
-            "low": 0.0, "low_open": True, "none": True, "cli": False,
+            "low": 0.0,
+            "low_open": True,
+            "none": True,
+            "cli": False,
             "help": "Centred ratings are clipped to this in the released moments b_j.",
         },
         "user_feature_fraction": {
-            "low": 0.0, "high": 1.0, "low_open": True, "high_open": True,
+            "low": 0.0,
+            "high": 1.0,
+            "low_open": True,
+            "high_open": True,
             "help": "Share of the budget spent on the private user-feature prior.",
         },
         **CONVEX_CONSTRAINTS,
         "biases": {
-            "check": check_biases, "metavar": "on|off|auto",
+            "check": check_biases,
+            "metavar": "on|off|auto",
             "help": "Add released item biases and per-user biases (solved, never released); "
             "auto: on (the am-* methods train on explicit ratings).",
         },
@@ -258,7 +266,7 @@ class PublicFeatureRecommender(RecommenderBase):
             "help": "Shrink the released item biases toward an empirical-Bayes prior fitted "
             "from each release's statistics and the public item features (post-processing).",
         },
-    }  # fmt: skip
+    }
 
     def __init__(
         self,
@@ -432,19 +440,26 @@ class PublicFeatureRecommender(RecommenderBase):
         plan = None
         if private:
             plan = plan_noise(
-                budget, steps=self.steps, solver="gd" if dpsgd else "ssp",
-                releases_per_step=per_step, count_fraction=self.count_fraction,
-                center_fraction=self._center_fraction(), moment_share=self.moment_share,
+                budget,
+                steps=self.steps,
+                solver="gd" if dpsgd else "ssp",
+                releases_per_step=per_step,
+                count_fraction=self.count_fraction,
+                center_fraction=self._center_fraction(),
+                moment_share=self.moment_share,
                 user_fraction=None if user_features is None else self.user_feature_fraction,
-            )  # fmt: skip
+            )
             if accountant is not None:
                 accountant.compose(plan.event())
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x5353)  # mini-batch sampling
         prep = runner.prepare(
-            run_spec, item_set, noise, count_noise=None if plan is None else plan.counts,
+            run_spec,
+            item_set,
+            noise,
+            count_noise=None if plan is None else plan.counts,
             center_noise=None if plan is None else plan.center,
-        )  # fmt: skip
+        )
         try:
             trained = self._train(runner, prep, plan, noise, rng, user_features)
             params, encoder, beta, prior = trained
@@ -503,28 +518,44 @@ class PublicFeatureRecommender(RecommenderBase):
         plan = None
         if private:
             plan = plan_noise(
-                budget, steps=self.steps, solver="gd" if dpsgd else "ssp",
+                budget,
+                steps=self.steps,
+                solver="gd" if dpsgd else "ssp",
                 releases_per_step=self.inner_steps if dpsgd else 1,
-                count_fraction=self.count_fraction, center_fraction=self._center_fraction(),
+                count_fraction=self.count_fraction,
+                center_fraction=self._center_fraction(),
                 moment_share=self.moment_share,
                 user_fraction=None if user_features is None else self.user_feature_fraction,
-            )  # fmt: skip
+            )
             if accountant is not None:
                 accountant.compose(plan.event())
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x5353)  # mini-batch sampling, as in the squared-loss path
         prep = self._prepare(
-            ratings, item_set, noise, count_noise=None if plan is None else plan.counts,
+            ratings,
+            item_set,
+            noise,
+            count_noise=None if plan is None else plan.counts,
             center_noise=None if plan is None else plan.center,
-        )  # fmt: skip
+        )
         self._check_encoder_size(prep.data.n_items)
         spec = ConvexSpec(
-            variant=self.variant, loss=loss, clips=clips, encoder=self.encoder,
-            steps=self.steps, inner_steps=self.inner_steps, mu=self.mu, reg=self.reg,
-            noise_reg=self.noise_reg, max_norm=self.max_norm, learning_rate=self.learning_rate,
-            clip_norm=self.clip_norm, negatives=self.negatives, batch_items=self.batch_items,
+            variant=self.variant,
+            loss=loss,
+            clips=clips,
+            encoder=self.encoder,
+            steps=self.steps,
+            inner_steps=self.inner_steps,
+            mu=self.mu,
+            reg=self.reg,
+            noise_reg=self.noise_reg,
+            max_norm=self.max_norm,
+            learning_rate=self.learning_rate,
+            clip_norm=self.clip_norm,
+            negatives=self.negatives,
+            batch_items=self.batch_items,
             progress=self.progress,
-        )  # fmt: skip
+        )
         fitted = train_convex(spec, prep, plan, noise, rng, user_features)
         params, prior = fitted.params, fitted.prior
         factors = np.asarray(self.encoder.forward(params, None)[0], dtype=np.float64)
@@ -535,9 +566,12 @@ class PublicFeatureRecommender(RecommenderBase):
         self.fit_seconds_ = time.perf_counter() - started
         self.diagnostics_ = diagnostics(prep.dropped, self.fit_seconds_)
         declared = self._declared(
-            dim=int(self.encoder.dim), encoder=type(self.encoder).__name__, loss=loss.name,
-            hessian_clip=clips[0], gradient_clip=clips[1],
-        )  # fmt: skip
+            dim=int(self.encoder.dim),
+            encoder=type(self.encoder).__name__,
+            loss=loss.name,
+            hessian_clip=clips[0],
+            gradient_clip=clips[1],
+        )
         self.model_ = RecommenderModel(
             method=METHOD_NAMES[self.variant],
             item_labels=prep.data.item_labels,
@@ -620,19 +654,37 @@ class PublicFeatureRecommender(RecommenderBase):
             V_items, _ = encoder.forward(params, None)
             if dpsgd or phi is not None:  # the local runner's rows (refused on Spark)
                 X, target, prior, user_counts = self._local_users(
-                    runner, V_items, beta, phi, prior, user_counts, plan, noise,
-                    range_half if dpsgd else half, n_families,
-                )  # fmt: skip
+                    runner,
+                    V_items,
+                    beta,
+                    phi,
+                    prior,
+                    user_counts,
+                    plan,
+                    noise,
+                    range_half if dpsgd else half,
+                    n_families,
+                )
             else:
                 runner.solve_users(V_items, how, self.reg)  # exact, never released
             opt = Adam(params.size, self.learning_rate)
             if dpsgd:
                 for _t in range(self.inner_steps):
                     grad = dpsgd_gradient(
-                        encoder, params, X, runner.users, runner.items, target,
-                        runner.weights, runner.user_order, runner.user_offsets, ridge, plan,
-                        noise, self.clip_norm,
-                    )  # fmt: skip
+                        encoder,
+                        params,
+                        X,
+                        runner.users,
+                        runner.items,
+                        target,
+                        runner.weights,
+                        runner.user_order,
+                        runner.user_offsets,
+                        ridge,
+                        plan,
+                        noise,
+                        self.clip_norm,
+                    )
                     params = opt.step(params, grad)
                 continue
             if phi is not None:
@@ -691,11 +743,16 @@ class PublicFeatureRecommender(RecommenderBase):
         if covariates is not None and covariates.shape[1] > MAX_COVARIATES:
             covariates = None
         prior = bias_prior(
-            raw_kk, moment[:, -1], beta=beta, counts=counts,
+            raw_kk,
+            moment[:, -1],
+            beta=beta,
+            counts=counts,
             count_sd=count_noise_sd(plan.counts, self.count_sample),
-            gram_sd=plan.gram * norm**2, moment_sd=plan.moment * norm * half, half=half,
+            gram_sd=plan.gram * norm**2,
+            moment_sd=plan.moment * norm * half,
+            half=half,
             covariates=covariates,
-        )  # fmt: skip
+        )
         full = np.repeat(np.asarray(ridge, dtype=np.float64)[:, None], moment.shape[1], axis=1)
         full[:, -1] = prior.ridge
         moment = moment.copy()
@@ -715,10 +772,15 @@ class PublicFeatureRecommender(RecommenderBase):
         if plan is None:
             return gram, moment, None
         gram, moment = perturb_statistics(
-            gram, moment, gram_sigma=plan.gram * norm**2,
-            moment_sigma=plan.moment * norm * half, noise=noise,
-            gram_l2=norm**2, moment_l2=norm * half, index=labels,
-        )  # fmt: skip
+            gram,
+            moment,
+            gram_sigma=plan.gram * norm**2,
+            moment_sigma=plan.moment * norm * half,
+            noise=noise,
+            gram_l2=norm**2,
+            moment_l2=norm * half,
+            index=labels,
+        )
         raw_kk = gram[:, -1, -1].copy()  # the released bias diagonal (the prior's input)
         vals, vecs = project_psd(gram)
         return np.einsum("mdk,mk,mek->mde", vecs, vals, vecs), moment, raw_kk

@@ -188,27 +188,36 @@ _FINITE = {"high": math.inf, "high_open": True}
 #: The recommender's keywords for Appendix D (merged into its declared table).
 CONVEX_CONSTRAINTS: dict[str, dict[str, Any]] = {
     "loss": {
-        "check": _check_loss, "metavar": "squared|logistic",
+        "check": _check_loss,
+        "metavar": "squared|logistic",
         "help": "Training loss: squared (AM-SSP) or logistic (implicit feedback, SSP for "
         "convex losses, Appendix D); the API also takes a ConvexLoss.",
     },
     "hessian_clip": {
-        **_FINITE, "low": 0.0, "low_open": True, "none": True,
+        **_FINITE,
+        "low": 0.0,
+        "low_open": True,
+        "none": True,
         "help": "Gamma_H: each example's Hessian term l'' u u^T is clipped to this Frobenius "
         "norm in private runs of a loss other than 'squared' (none: the loss's bound times "
         "max_norm^2).",
     },
     "gradient_clip": {
-        **_FINITE, "low": 0.0, "low_open": True, "none": True,
+        **_FINITE,
+        "low": 0.0,
+        "low_open": True,
+        "none": True,
         "help": "Gamma_g: each example's gradient term l' u is clipped to this norm in private "
         "runs of a loss other than 'squared' (none: the loss's bound times max_norm).",
     },
     "negatives": {
-        **_FINITE, "low": 0.0, "none": True,
+        **_FINITE,
+        "low": 0.0,
+        "none": True,
         "help": "Unrated items sampled per rated item, labelled with the low end of the rating "
         "range, for a loss other than 'squared' (none: 1).",
     },
-}  # fmt: skip
+}
 
 
 def clip_norms(
@@ -355,10 +364,17 @@ def _release(H, g, plan, clips, noise, labels):
         return H, g
     h_clip, g_clip = clips
     H, g = perturb_statistics(
-        H, g, gram_sigma=plan.gram * h_clip, moment_sigma=plan.moment * g_clip, noise=noise,
-        gram_l2=h_clip, moment_l2=g_clip, index=labels, gram_statistic="item hessian",
+        H,
+        g,
+        gram_sigma=plan.gram * h_clip,
+        moment_sigma=plan.moment * g_clip,
+        noise=noise,
+        gram_l2=h_clip,
+        moment_l2=g_clip,
+        index=labels,
+        gram_statistic="item hessian",
         moment_statistic="item gradient",
-    )  # fmt: skip
+    )
     vals, vecs = project_psd(H)
     return np.einsum("mdk,mk,mek->mde", vecs, vals, vecs), g
 
@@ -375,9 +391,11 @@ def _dpsgd_gradient(spec, params, U, rows, weights, user_seg, ridge, plan, noise
     total = clipped_user_gradients(encoder, params, U, items, resid, *user_seg, clip)
     if plan is not None:
         total = noise.add_gaussian(
-            total, plan.gradient * spec.clip_norm, statistic="encoder gradient",
+            total,
+            plan.gradient * spec.clip_norm,
+            statistic="encoder gradient",
             l2=spec.clip_norm,
-        )  # fmt: skip
+        )
     everything = np.arange(encoder.n_items)
     return total + encoder.vjp(params, everything, None, ridge[:, None] * V)
 

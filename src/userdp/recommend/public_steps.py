@@ -188,10 +188,12 @@ class BiasedEncoder:
     ) -> np.ndarray:
         cache_v, cache_z = (None, None) if cache is None else cache
         g = np.asarray(grad_out, dtype=np.float64)
-        return np.concatenate([
-            self.factors.vjp(params[: self._split], items, cache_v, g[:, :-1]),
-            self.bias.vjp(params[self._split :], items, cache_z, g[:, -1:]),
-        ])  # fmt: skip
+        return np.concatenate(
+            [
+                self.factors.vjp(params[: self._split], items, cache_v, g[:, :-1]),
+                self.bias.vjp(params[self._split :], items, cache_z, g[:, -1:]),
+            ]
+        )
 
 
 def item_bias_encoder(encoder: Any) -> Any:
@@ -327,14 +329,18 @@ def release_prior(
     if plan is not None:
         bound = math.sqrt(n_families)
         sums = noise.add_gaussian(
-            sums, plan.user_prior * bound * max_norm,
-            statistic="user prior sums", l2=bound * max_norm,
-        )  # fmt: skip
+            sums,
+            plan.user_prior * bound * max_norm,
+            statistic="user prior sums",
+            l2=bound * max_norm,
+        )
         if counts is None:
             counts = noise.add_gaussian(
-                exact_counts, plan.user_counts * bound,
-                statistic="user prior counts", l2=bound,
-            )  # fmt: skip
+                exact_counts,
+                plan.user_counts * bound,
+                statistic="user prior counts",
+                l2=bound,
+            )
     elif counts is None:
         counts = exact_counts
     table = sums / np.maximum(counts, 1.0)[:, None]

@@ -126,17 +126,28 @@ class LocalRunner:
         """The shared preamble (:func:`~userdp.recommend._base.prepare_ratings`), noise draws
         in its order."""
         prep = prepare_ratings(
-            spec, self.ratings, item_set, noise, count_noise=count_noise,
+            spec,
+            self.ratings,
+            item_set,
+            noise,
+            count_noise=count_noise,
             center_noise=center_noise,
-        )  # fmt: skip
+        )
         data = prep.data
         self.users, self.items, self.keys = data.users, data.items, prep.keys
         self.n_users, self.n_items = data.n_users, data.n_items
         self.y = prep.values - prep.center
         return Preamble(
-            prep.item_set, data.item_labels, data.n_items, prep.dropped, prep.lo, prep.hi,
-            prep.counts, prep.exact_counts, prep.center,
-        )  # fmt: skip
+            prep.item_set,
+            data.item_labels,
+            data.n_items,
+            prep.dropped,
+            prep.lo,
+            prep.hi,
+            prep.counts,
+            prep.exact_counts,
+            prep.center,
+        )
 
     def restrict(self, trained: np.ndarray) -> None:
         """Keep only the rows of trained items; fix the solve orders."""
@@ -243,9 +254,15 @@ class LocalRunner:
         """The DPSGD family's item update (:func:`~userdp.recommend.als_steps.gd_update`)."""
         if self._gd is None:
             self._gd = GradientOperator(
-                self.users, self.items, self.target, self.weights, self.item_order,
-                self.item_offsets, self.n_items, self.n_users,
-            )  # fmt: skip
+                self.users,
+                self.items,
+                self.target,
+                self.weights,
+                self.item_order,
+                self.item_offsets,
+                self.n_items,
+                self.n_users,
+            )
         return gd_update(model, U, self.V, self._gd, freq, plan, noise, gravity, labels)
 
 

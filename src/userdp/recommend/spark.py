@@ -101,9 +101,18 @@ def _prepare_bucket(vocab: list, salt: int, count_sample: int, pdf: pd.DataFrame
     sampled = sample_per_user(users, count_sample, None, keys=keys)
     n_u = np.bincount(users)[users]
     return pd_frame(
-        {_B: pdf[_B].to_numpy(), _J: users, _I: items, _R: pdf[_R].to_numpy(dtype=np.float64),
-         _K: keys.view(np.int64), _C: counted, _S: sampled, _N: n_u, _D: repeated}
-    )  # fmt: skip
+        {
+            _B: pdf[_B].to_numpy(),
+            _J: users,
+            _I: items,
+            _R: pdf[_R].to_numpy(dtype=np.float64),
+            _K: keys.view(np.int64),
+            _C: counted,
+            _S: sampled,
+            _N: n_u,
+            _D: repeated,
+        }
+    )
 
 
 def _codes(labels: list) -> tuple[np.ndarray, list]:
@@ -175,9 +184,17 @@ def _solved_partition(U, how, reg, lo, hi, center, weighted, zz, pdf):
 
 
 def _step_bucket(
-    U: np.ndarray, how: UserSolve, reg: float, lo: float, hi: float, center: float,
-    weighted: bool, zz: np.ndarray | None, n_groups: int, pdf: pd.DataFrame,
-) -> pd.DataFrame:  # fmt: skip
+    U: np.ndarray,
+    how: UserSolve,
+    reg: float,
+    lo: float,
+    hi: float,
+    center: float,
+    weighted: bool,
+    zz: np.ndarray | None,
+    n_groups: int,
+    pdf: pd.DataFrame,
+) -> pd.DataFrame:
     """One partition: its users' exact solves, then their partial item statistics."""
     local, items = _solved_partition(U, how, reg, lo, hi, center, weighted, zz, pdf)
     gram, moment = local.item_statistics(weighted)
@@ -189,9 +206,18 @@ def _step_bucket(
 
 
 def _gradient_bucket(
-    U0: np.ndarray, how: UserSolve, reg: float, lo: float, hi: float, center: float,
-    zz: np.ndarray | None, U: np.ndarray, clip: float, n_groups: int, pdf: pd.DataFrame,
-) -> pd.DataFrame:  # fmt: skip
+    U0: np.ndarray,
+    how: UserSolve,
+    reg: float,
+    lo: float,
+    hi: float,
+    center: float,
+    zz: np.ndarray | None,
+    U: np.ndarray,
+    clip: float,
+    n_groups: int,
+    pdf: pd.DataFrame,
+) -> pd.DataFrame:
     """One partition: its users solved against the step's ``U0``, then their item gradient
     at ``U``, each user's whole gradient clipped to ``clip`` (Algorithm 2; the rows of a user
     are all in this partition, so the clipping is the local runner's)."""
@@ -199,9 +225,15 @@ def _gradient_bucket(
 
     local, items = _solved_partition(U0, how, reg, lo, hi, center, True, zz, pdf)
     op = GradientOperator(
-        local.users, local.items, local.target, local.weights, local.item_order,
-        local.item_offsets, local.n_items, local.n_users,
-    )  # fmt: skip
+        local.users,
+        local.items,
+        local.target,
+        local.weights,
+        local.item_order,
+        local.item_offsets,
+        local.n_items,
+        local.n_users,
+    )
     return _pack(items, op.gradient(U[items], local.V, clip), n_groups, None)
 
 
@@ -215,10 +247,12 @@ def _pack(items: np.ndarray, stats: np.ndarray, n_groups: int, extra: np.ndarray
     rows = [order[a:b] for a, b in zip(starts, ends, strict=True)] if order.size else []
     tail = [] if extra is None else [(-1, b"", extra.tobytes())]
     return pd_frame(
-        {"_g": [int(group[r[0]]) for r in rows] + [t[0] for t in tail],
-         "_c": [items[r].tobytes() for r in rows] + [t[1] for t in tail],
-         "_x": [stats[r].tobytes() for r in rows] + [t[2] for t in tail]}
-    )  # fmt: skip
+        {
+            "_g": [int(group[r[0]]) for r in rows] + [t[0] for t in tail],
+            "_c": [items[r].tobytes() for r in rows] + [t[1] for t in tail],
+            "_x": [stats[r].tobytes() for r in rows] + [t[2] for t in tail],
+        }
+    )
 
 
 def _sum_partials(pdf: pd.DataFrame) -> pd.DataFrame:
@@ -331,13 +365,17 @@ class SparkRunner:
         self.check(spec, item_set)
         codes = self.spark.createDataFrame([(v, c) for c, v in enumerate(vocab)], ["_v", "_code"])
         df = self.data.select(
-            F.col(f"`{user}`").alias("_u"), F.col(f"`{item}`").alias("_l"),
+            F.col(f"`{user}`").alias("_u"),
+            F.col(f"`{item}`").alias("_l"),
             F.col(f"`{rating}`").cast("double").alias(_R),
-        )  # fmt: skip
+        )
         bad = df.filter(
-            F.col("_u").isNull() | F.col("_l").isNull() | F.col(_R).isNull() | F.isnan(_R)
+            F.col("_u").isNull()
+            | F.col("_l").isNull()
+            | F.col(_R).isNull()
+            | F.isnan(_R)
             | F.col(_R).isin(float("inf"), float("-inf"))
-        ).count()  # fmt: skip
+        ).count()
         if bad:
             raise DataError(
                 f"{bad} row(s) have an empty user or item, or a non-finite rating; drop them first."
@@ -386,9 +424,16 @@ class SparkRunner:
         center = self._centre(spec, lo, hi, center_noise, noise, released_total)
         self._range = (lo, hi, center)
         return Preamble(
-            item_set, item_set.labels, m, int(row["dropped"]), lo, hi, counts,
-            None if private else exact, center,
-        )  # fmt: skip
+            item_set,
+            item_set.labels,
+            m,
+            int(row["dropped"]),
+            lo,
+            hi,
+            counts,
+            None if private else exact,
+            center,
+        )
 
     def _centre(self, spec, lo, hi, noise_multiplier, noise, released_total) -> float:
         """The centre over every rating (items outside the set too), as ``centre_all``."""
@@ -512,8 +557,9 @@ class SparkRunner:
         from userdp.recommend.als_steps import gd_update
 
         k = U.shape[1]
-        return gd_update(model, U, np.empty((0, k)), _SparkGradient(self), freq, plan, noise,
-                         gravity, labels)  # fmt: skip
+        return gd_update(
+            model, U, np.empty((0, k)), _SparkGradient(self), freq, plan, noise, gravity, labels
+        )
 
     def _gradient(self, U: np.ndarray, clip: float) -> np.ndarray:
         U0, how, reg = self._solve

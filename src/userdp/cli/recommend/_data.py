@@ -212,9 +212,13 @@ def item_families(
         if base or "tags" in named or "genome" in named:
             # tags=True / genome=True acknowledge that user-derived data are treated as public.
             got = movielens_item_features(
-                args.input, labels, name=spec.name, families=base or ["genres"],
-                tags="tags" in named, genome="genome" in named,
-            )  # fmt: skip
+                args.input,
+                labels,
+                name=spec.name,
+                families=base or ["genres"],
+                tags="tags" in named,
+                genome="genome" in named,
+            )
             built.update({f.name: f.matrix for f in got})
         if "decade" in named:
             (decade,) = movielens_item_features(
@@ -353,8 +357,11 @@ def item_set(
     )
     logger.info(
         "Selected %d items privately (%s, epsilon %.4g, delta %.3g).",
-        len(result), args.selection_algorithm, selection_budget.epsilon, selection_budget.delta,
-    )  # fmt: skip
+        len(result),
+        args.selection_algorithm,
+        selection_budget.epsilon,
+        selection_budget.delta,
+    )
     if len(result) == 0:
         raise DataError(
             "Private item selection released no item at this budget: raise --epsilon or "
@@ -379,10 +386,14 @@ def fit(
     """Train ``method`` (its release is ``model_``, a RecommenderModel): the keywords given on
     the command line and the budget go to the estimator, which validates them."""
     common = {
-        "items": items, "rating_range": rating_range, "seed": args.seed, "progress": progress,
-        **given_parameters(args, ("steps",)), **budget_keywords(budget),
+        "items": items,
+        "rating_range": rating_range,
+        "seed": args.seed,
+        "progress": progress,
+        **given_parameters(args, ("steps",)),
+        **budget_keywords(budget),
         **keywords_for(method, options),
-    }  # fmt: skip
+    }
     if method not in PUBLIC_METHODS:
         dim = given_parameters(args, ("dim",))
         return MatrixFactorization(method=method, **dim, **common).fit(train)

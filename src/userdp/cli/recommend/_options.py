@@ -194,7 +194,7 @@ SCOPES: dict[str, Scope] = {
     "hessian_clip": Scope(None, "", _QUADRATIC, _CONVEX),
     "gradient_clip": Scope(None, "", _QUADRATIC, _CONVEX),
     "negatives": Scope(None, "", _CONVEX_VARIANTS, f"{_AM} with --loss other than squared"),
-}  # fmt: skip
+}
 TUNING = tuple(SCOPES)
 #: Both recommenders' declared tables in one (the shared rules are the same objects).
 _TABLE = {
@@ -222,19 +222,26 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("input (ratings files; ignored for MovieLens)")
     for name in ("user", "item", "rating"):
         data.add_argument(
-            f"--{name}-column", default=name, metavar="NAME",
+            f"--{name}-column",
+            default=name,
+            metavar="NAME",
             help=f"Column holding the {name}. Default: %(default)s.",
-        )  # fmt: skip
+        )
     data.add_argument(
-        "--format", choices=FORMATS, default=None,
+        "--format",
+        choices=FORMATS,
+        default=None,
         help="Format of ratings files, when the file name does not tell it. Default: from the "
         "file name.",
-    )  # fmt: skip
+    )
     data.add_argument(
-        "--delimiter", type=delimiter, default=None, metavar="CHAR",
+        "--delimiter",
+        type=delimiter,
+        default=None,
+        metavar="CHAR",
         help="Field separator of CSV/TSV ratings files, one character or 'tab'. Default: ',' "
         "for CSV, tab for TSV.",
-    )  # fmt: skip
+    )
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -242,26 +249,34 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     public-feature group, the tuning flags from the tables and --seed."""
     model = parser.add_argument_group("model")
     table = {
-        "dim": {**_TABLE["dim"], "help": "Embedding dimension (for the am-* methods: the item "
-                "encoder's output)."},
+        "dim": {
+            **_TABLE["dim"],
+            "help": "Embedding dimension (for the am-* methods: the item encoder's output).",
+        },
         "steps": _TABLE["steps"],
-    }  # fmt: skip
+    }
     add_parameter_flags(model, table, MF_DEFAULTS)
     model.add_argument(
-        "--rating-range", nargs=2, type=float, default=None, metavar=("LOW", "HIGH"),
+        "--rating-range",
+        nargs=2,
+        type=float,
+        default=None,
+        metavar=("LOW", "HIGH"),
         help="Declared rating scale; ratings are clipped to it. Private methods need it (it "
         "bounds each user's influence and must not be read from the data). Default: the "
         "version's scale for MovieLens (0.5 5 or 1 5); required for other private input.",
-    )  # fmt: skip
+    )
     model.add_argument(
-        "--center", type=_number_or_word, default=None,
+        "--center",
+        type=_number_or_word,
+        default=None,
         metavar="private-mean|sampled-mean|midpoint|FLOAT",
         help="Value subtracted before factorizing: private-mean and sampled-mean spend "
         "--center-fraction of the budget on a mean rating (sampled-mean keeps --count-sample "
         "ratings per user and leans toward light users' ratings; private-mean weighs heavy "
         "users up to a cap read from the released counts); midpoint (of the rating range) and "
         "a number are free. Default: private-mean.",
-    )  # fmt: skip
+    )
     public = parser.add_argument_group(
         "public item features (the am-* methods)",
         "The am-* methods embed every item with an encoder of its public features, trained\n"
@@ -269,7 +284,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "public (never derived from the private ratings).",
     )
     public.add_argument(
-        "--features", type=feature_list, default=None, metavar="F[,F...]",
+        "--features",
+        type=feature_list,
+        default=None,
+        metavar="F[,F...]",
         help="Feature families of the item encoder, from " + ", ".join(FEATURES) + ". "
         "genres, year, decade (release year by decade), tags (user-written, treated as "
         "public because GroupLens publishes them) and genome (the Tag Genome of ml-20m and "
@@ -277,24 +295,33 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "from MovieLens INPUT; for other "
         "input they stand for the family of --item-features. id adds one value per item "
         "(a free item embedding); --features id alone is the id-only model. Default: "
-        + ",".join(DEFAULT_FEATURES) + ".",
-    )  # fmt: skip
+        + ",".join(DEFAULT_FEATURES)
+        + ".",
+    )
     public.add_argument(
-        "--item-features", default=None, metavar="FILE",
+        "--item-features",
+        default=None,
+        metavar="FILE",
         help="A public feature table (CSV, TSV, Parquet or JSON Lines) with columns item and "
         "feature, one row per (item, feature value), and an optional weight column (default "
         "1); it becomes one family named after the file. Needed for a ratings-file INPUT "
         "unless --features id. Default: none.",
-    )  # fmt: skip
+    )
     public.add_argument(
-        "--family-dim", type=int, default=None, metavar="N",
+        "--family-dim",
+        type=int,
+        default=None,
+        metavar="N",
         help="Embedding dimension of each feature family inside the encoder. Default: --dim.",
-    )  # fmt: skip
+    )
     public.add_argument(
-        "--encoder-seed", type=non_negative_int, default=None, metavar="N",
+        "--encoder-seed",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
         help="Seed of the encoder's initialisation; it depends on no data, so any fixed value "
         "is safe. Default: 0.",
-    )  # fmt: skip
+    )
     tuning = parser.add_argument_group("tuning (each applies to some methods only)")
     scoped = {
         name: {**_TABLE[name], "help": f"{_TABLE[name]['help']} For {SCOPES[name].describe()}."}
@@ -302,10 +329,13 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     }
     add_parameter_flags(tuning, scoped, {name: _default_text(name) for name in TUNING})
     parser.add_argument(
-        "--seed", type=non_negative_int, default=None, metavar="N",
+        "--seed",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
         help="Seed the noise, for tests and reproducible runs only: a model trained with a "
         "known seed offers no privacy. Default: fresh OS entropy.",
-    )  # fmt: skip
+    )
 
 
 #: The --flags of the public-feature group, for warnings when no am-* method reads them.
@@ -348,8 +378,9 @@ def model_options(args: argparse.Namespace, methods: Sequence[str]) -> dict[str,
 def _check_early(keywords: dict[str, Any], methods: Sequence[str]) -> None:
     """The given keywords against the estimators' own declared tables (the library's rules and
     wording, checked once), before any data is read."""
-    for cls in {PublicFeatureRecommender if m in PUBLIC_METHODS else MatrixFactorization
-                for m in methods}:  # fmt: skip
+    for cls in {
+        PublicFeatureRecommender if m in PUBLIC_METHODS else MatrixFactorization for m in methods
+    }:
         table = cls._parameter_constraints
         given = {k: v for k, v in keywords.items() if k in table}
         check_arguments(given, {k: table[k] for k in given}, cls.__name__)

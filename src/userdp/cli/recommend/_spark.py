@@ -86,9 +86,10 @@ def run_spark(
                 "--rating-column."
             )
     frame = frame.select(
-        F.col(f"`{cols[0]}`").alias("user"), F.col(f"`{cols[1]}`").alias("item"),
+        F.col(f"`{cols[0]}`").alias("user"),
+        F.col(f"`{cols[1]}`").alias("item"),
         F.col(f"`{cols[2]}`").cast("double").alias("rating"),
-    )  # fmt: skip
+    )
     declared = rating_range(args, None, [args.method])
     items, model_budget = _item_set(args, frame, budget)
     coder = None
@@ -107,10 +108,14 @@ def run_spark(
     if not args.quiet:
         b = model.budget
         row = [
-            model.method, "non-private" if b is None else f"{b.epsilon:g}",
-            "-" if b is None else f"{b.delta:g}", f"{model.n_items} ({model.item_source})",
-            str(int(model.trained_items.sum())), str(model.dim), str(model.params["steps"]),
-        ]  # fmt: skip
+            model.method,
+            "non-private" if b is None else f"{b.epsilon:g}",
+            "-" if b is None else f"{b.delta:g}",
+            f"{model.n_items} ({model.item_source})",
+            str(int(model.trained_items.sum())),
+            str(model.dim),
+            str(model.params["steps"]),
+        ]
         header = ["method", "epsilon", "delta", "items", "trained", "dim", "steps"]
         lo, hi = model.rating_range
         seconds = time.perf_counter() - start
@@ -151,13 +156,16 @@ def _item_set(
         engine="spark",
         seed=args.seed,
         **({"composition": "basic"} if tight else {}),
-    )  # fmt: skip
+    )
     labels = result.to_arrow()  # the released items: m ids, the driver holds them
     result.dataframe.unpersist()
     logger.info(
-        "Selected %d items privately (%s, epsilon %.4g, delta %.3g).", len(labels),
-        args.selection_algorithm, selection_budget.epsilon, selection_budget.delta,
-    )  # fmt: skip
+        "Selected %d items privately (%s, epsilon %.4g, delta %.3g).",
+        len(labels),
+        args.selection_algorithm,
+        selection_budget.epsilon,
+        selection_budget.delta,
+    )
     if len(labels) == 0:
         raise DataError(
             "Private item selection released no item at this budget: raise --epsilon or "

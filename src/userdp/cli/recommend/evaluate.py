@@ -131,63 +131,92 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "input", nargs="?", default=None, metavar="INPUT",
+        "input",
+        nargs="?",
+        default=None,
+        metavar="INPUT",
         help=INPUT_HELP + " Split with --protocol; not used with --model.",
-    )  # fmt: skip
+    )
     saved = parser.add_argument_group("a saved model")
     saved.add_argument("--model", metavar="MODEL", help="A model written by 'train' (.npz).")
     saved.add_argument(
-        "--history", metavar="HIST",
+        "--history",
+        metavar="HIST",
         help="Ratings the test users' embeddings are computed from, and that are excluded "
         "from their recommendations (a ratings file or MovieLens input, like INPUT).",
-    )  # fmt: skip
+    )
     saved.add_argument(
         "--test", metavar="TEST", help="Held-out ratings to score (same kinds of input)."
     )
     proto = parser.add_argument_group("a protocol (train and evaluate in one go)")
     proto.add_argument(
-        "--protocol", choices=tuple(PROTOCOL_METRIC), default=None,
+        "--protocol",
+        choices=tuple(PROTOCOL_METRIC),
+        default=None,
         help="How to split INPUT (see above). Required with INPUT.",
-    )  # fmt: skip
+    )
     proto.add_argument(
-        "--split-seed", type=non_negative_int, default=None, metavar="N",
+        "--split-seed",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
         help="Seed of the protocol's split. Default: the protocol's (1234 for ml10m, 98765 "
         "for ml20m).",
-    )  # fmt: skip
+    )
     proto.add_argument(
-        "--method", type=method_list, action="append", default=None, metavar="M[,M...]",
+        "--method",
+        type=method_list,
+        action="append",
+        default=None,
+        metavar="M[,M...]",
         help="Method to train (one of " + ", ".join(ALL_METHODS) + "); repeat the flag or "
         "give a comma-separated list. Default: adadpals.",
-    )  # fmt: skip
+    )
     proto.add_argument(
-        "--epsilon", type=epsilon_list, action="append", default=None, metavar="E[,E...]",
+        "--epsilon",
+        type=epsilon_list,
+        action="append",
+        default=None,
+        metavar="E[,E...]",
         help="Epsilon to train each private method at; repeat the flag or give a list. "
         "Required by private methods.",
-    )  # fmt: skip
+    )
     proto.add_argument(
-        "--delta", type=float, default=None, metavar="D",
+        "--delta",
+        type=float,
+        default=None,
+        metavar="D",
         help="Delta in (0, 1) of every private run, far below 1 / (number of users). "
         "Required by private methods.",
-    )  # fmt: skip
+    )
     metrics = parser.add_argument_group("metrics and output")
     metrics.add_argument(
-        "--metric", choices=("rmse", "recall", "both"), default=None,
+        "--metric",
+        choices=("rmse", "recall", "both"),
+        default=None,
         help="What to report. Default: the protocol's metric (rmse for ml10m, recall for "
         "ml20m), both with --model.",
-    )  # fmt: skip
+    )
     metrics.add_argument(
-        "--k", type=positive_int, default=20, metavar="K",
+        "--k",
+        type=positive_int,
+        default=20,
+        metavar="K",
         help="Cut-off of Recall@k, overall and in every bucket. Default: %(default)s.",
-    )  # fmt: skip
+    )
     metrics.add_argument(
-        "-o", "--output", default=None, metavar="OUT",
+        "-o",
+        "--output",
+        default=None,
+        metavar="OUT",
         help="Write the results to OUT instead of stdout: .json gives a list of records, .csv "
         "a table with a header. Default: a table on stdout.",
-    )  # fmt: skip
+    )
     metrics.add_argument(
-        "--overwrite", action="store_true",
+        "--overwrite",
+        action="store_true",
         help="Replace OUT if it exists. Default: refuse to overwrite an existing file.",
-    )  # fmt: skip
+    )
     add_model_options(parser)
     add_input_options(parser)
     parser.set_defaults(
@@ -278,8 +307,11 @@ _REFERENCES = {"rmse": ("global-mean", False), "recall": ("popularity", True)}
 
 def _no_better_than_baselines(rows: Sequence[_Row]) -> list[str]:
     """One sentence per model row that does not beat its metric's non-private reference."""
-    refs = {r.metric: r.value for r in rows if (r.method, r.metric) in
-            {(name, m) for m, (name, _) in _REFERENCES.items()}}  # fmt: skip
+    refs = {
+        r.metric: r.value
+        for r in rows
+        if (r.method, r.metric) in {(name, m) for m, (name, _) in _REFERENCES.items()}
+    }
     out = []
     for r in rows:
         ref = refs.get(r.metric)
@@ -345,10 +377,13 @@ def _evaluate_saved(args: argparse.Namespace) -> tuple[list[_Row], tuple[str, st
         raise InvalidParameterError(f"--model needs {' and '.join(missing)}.")
     ignored = tuning_given(args) + [
         flag
-        for flag, v in (("--rating-range", args.rating_range), ("--center", args.center),
-                        ("--seed", args.seed))
+        for flag, v in (
+            ("--rating-range", args.rating_range),
+            ("--center", args.center),
+            ("--seed", args.seed),
+        )
         if v is not None
-    ]  # fmt: skip
+    ]
     if ignored:
         logger.warning("%s only apply to training; ignored with --model.", ", ".join(ignored))
     model = RecommenderModel.load(args.model)
@@ -473,9 +508,15 @@ def _evaluate_protocol(args: argparse.Namespace) -> tuple[list[_Row], tuple[str,
                 # public catalogue, as the papers do; 'train' chooses it privately instead.
                 catalogue = None if budget is None else ItemSet.public(train.item_labels)
                 model = fit(
-                    method, train, budget, declared, args, options, items=catalogue,
+                    method,
+                    train,
+                    budget,
+                    declared,
+                    args,
+                    options,
+                    items=catalogue,
                     encoder=coder,
-                ).model_  # fmt: skip
+                ).model_
                 scored = score_model(model, task)
                 seconds = time.perf_counter() - started
                 delta = None if eps is None else args.delta

@@ -39,26 +39,35 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "items", nargs="+", metavar="ITEM",
+        "items",
+        nargs="+",
+        metavar="ITEM",
         help="Item ids as in the training data (converted to the model's id type).",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--model", required=True, metavar="MODEL", help="A model written by 'train'. Required."
     )
     parser.add_argument(
-        "--n", type=positive_int, default=10, metavar="N",
+        "--n",
+        type=positive_int,
+        default=10,
+        metavar="N",
         help="Neighbours per item. Default: %(default)s.",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--metric", choices=("cosine", "dot"), default="cosine",
+        "--metric",
+        choices=("cosine", "dot"),
+        default="cosine",
         help="Similarity: cosine of the embeddings, or their inner product (which favours "
         "items with large embeddings). Default: %(default)s.",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--movies", default=None, metavar="SOURCE",
+        "--movies",
+        default=None,
+        metavar="SOURCE",
         help="Add titles from a MovieLens catalogue: a MovieLens folder or .zip, or its "
         "movies file (u.item, movies.dat or movies.csv, optionally .gz). Default: no titles.",
-    )  # fmt: skip
+    )
     parser.set_defaults(
         handler=lambda args: run_guarded(f"{PROG} neighbors", run, args), parser=parser
     )

@@ -90,9 +90,12 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("input", metavar="INPUT", help=INPUT_HELP)
     parser.add_argument(
-        "-o", "--output", required=True, metavar="MODEL",
+        "-o",
+        "--output",
+        required=True,
+        metavar="MODEL",
         help="Where to write the model (.npz, loadable with MatrixFactorization.load). Required.",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--overwrite",
         action="store_true",
@@ -106,50 +109,68 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     privacy = parser.add_argument_group("privacy")
     privacy.add_argument(
-        "--method", choices=ALL_METHODS, default="adadpals", metavar="METHOD",
-        help=f"Training method, one of {', '.join(ALL_METHODS)} (see above). Default: "
-        "%(default)s.",
-    )  # fmt: skip
+        "--method",
+        choices=ALL_METHODS,
+        default="adadpals",
+        metavar="METHOD",
+        help=f"Training method, one of {', '.join(ALL_METHODS)} (see above). Default: %(default)s.",
+    )
     privacy.add_argument(
-        "--epsilon", type=float, default=None, metavar="E",
+        "--epsilon",
+        type=float,
+        default=None,
+        metavar="E",
         help="Privacy-loss bound epsilon > 0 (for example 1). Required by private methods; "
         "refused by als.",
-    )  # fmt: skip
+    )
     privacy.add_argument(
-        "--delta", type=float, default=None, metavar="D",
+        "--delta",
+        type=float,
+        default=None,
+        metavar="D",
         help="Failure probability delta in (0, 1), far below 1 / (number of users) (for "
         "example 1e-5). Required by private methods; refused by als.",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--user-features", action="store_true",
+        "--user-features",
+        action="store_true",
         help="am-* methods on ml-100k or ml-1m: pull each user's embedding toward a private "
         "prior of the users sharing their age, gender and occupation (private features: the "
         "prior is released with noise, --user-feature-fraction of the budget, and saved in the "
         "model). Default: off.",
-    )  # fmt: skip
+    )
     chosen = parser.add_argument_group("item set")
     chosen.add_argument(
-        "--items", metavar="FILE", default=None,
+        "--items",
+        metavar="FILE",
+        default=None,
         help="A public catalogue of item ids: one per line (.txt, as 'userdp select' writes) "
         "or a table with an 'item' column. The model has exactly these items and spends "
         "nothing on choosing them. Default: choose the items privately.",
-    )  # fmt: skip
+    )
     chosen.add_argument(
-        "--selection-fraction", type=fraction, default=0.1, metavar="F",
+        "--selection-fraction",
+        type=fraction,
+        default=0.1,
+        metavar="F",
         help="Share of --epsilon and --delta spent choosing the item set privately (without "
         "--items), in (0, 1). Default: %(default)s.",
-    )  # fmt: skip
+    )
     chosen.add_argument(
-        "--selection-algorithm", choices=list(SELECTION_ALGORITHMS), default="mad2r",
+        "--selection-algorithm",
+        choices=list(SELECTION_ALGORITHMS),
+        default="mad2r",
         metavar="NAME",
         help="Partition-selection algorithm that chooses the item set, one of "
         f"{', '.join(SELECTION_ALGORITHMS)}. Default: %(default)s.",
-    )  # fmt: skip
+    )
     add_model_options(parser)
     add_input_options(parser)
     engine = parser.add_argument_group("engine")
     engine.add_argument(
-        "--engine", choices=("local", "spark"), default="local",
+        "--engine",
+        choices=("local", "spark"),
+        default="local",
         help="local: NumPy on this machine (reads the whole input into memory). spark: Apache "
         "Spark DataFrames (pip install 'userdp[spark]', Java 17+) for the matrix-"
         "factorization methods and am-ssp, am-ssp1, am-ssp-minibatch (with --items FILE or a "
@@ -157,12 +178,14 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "then be a directory of part files or any path "
         "Spark reads, and only the item set and item statistics reach this machine. Default: "
         "%(default)s.",
-    )  # fmt: skip
+    )
     engine.add_argument(
-        "--spark-master", default=None, metavar="URL",
+        "--spark-master",
+        default=None,
+        metavar="URL",
         help="Spark master for --engine spark, e.g. local[*], local[2], yarn. Default: "
         "local[*], sized for this machine.",
-    )  # fmt: skip
+    )
     parser.set_defaults(handler=lambda args: run_guarded(f"{PROG} train", run, args), parser=parser)
     return parser
 
@@ -196,9 +219,17 @@ def run(args: argparse.Namespace) -> int:
         on_items = ratings if items is None else ratings.restrict_items(items.labels)[0]
         coder = encoder(args, item_families(args, spec, on_items), on_items.n_items)
     fitted = fit(
-        args.method, train, model_budget, declared, args, options, items=items, encoder=coder,
-        user_features=user_features, progress=_options.interactive(args.quiet),
-    )  # fmt: skip
+        args.method,
+        train,
+        model_budget,
+        declared,
+        args,
+        options,
+        items=items,
+        encoder=coder,
+        user_features=user_features,
+        progress=_options.interactive(args.quiet),
+    )
     model = fitted.model_
     with atomic_output(output, overwrite=args.overwrite) as tmp:
         model.save(tmp)

@@ -357,10 +357,17 @@ def lowrank_ratings_with_features(
     The features use their own random stream, so the ratings equal ``lowrank_ratings``'s.
     """
     ratings, factors = _lowrank(
-        n_users, n_items, n_ratings, rank, kwargs.pop("item_skew", 2.1),
-        kwargs.pop("user_exponent", 2.0), kwargs.pop("noise", 0.5),
-        kwargs.pop("rating_range", (0.5, 5.0)), kwargs.pop("step", 0.5), seed,
-    )  # fmt: skip
+        n_users,
+        n_items,
+        n_ratings,
+        rank,
+        kwargs.pop("item_skew", 2.1),
+        kwargs.pop("user_exponent", 2.0),
+        kwargs.pop("noise", 0.5),
+        kwargs.pop("rating_range", (0.5, 5.0)),
+        kwargs.pop("step", 0.5),
+        seed,
+    )
     if kwargs:
         raise InvalidParameterError(f"Unknown keyword(s) {sorted(kwargs)!r}.")
     n_genres = check_int(n_genres, "n_genres", "lowrank_ratings_with_features", low=1)

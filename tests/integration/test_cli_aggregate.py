@@ -71,7 +71,25 @@ def test_verbose_labels_the_exact_counts_not_private(ratings, capsys):
     assert captured.out.startswith('"key","users","count"')
     assert "NOT differentially private" in captured.err
     assert main(["aggregate", str(ratings), *BASE]) == 0
-    assert "NOT" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "NOT" not in err and " s." not in err  # no exact counts or timings by default
+
+
+def test_json_prints_the_release(ratings, tmp_path, capsys):
+    keys = tmp_path / "keys.txt"
+    keys.write_text("m1\nm2\n")
+    assert main(["aggregate", str(ratings), *BASE, "--keys", str(keys), "--json", "-q"]) == 0
+    captured = capsys.readouterr()
+    release = json.loads(captured.out)
+    assert [r["key"] for r in release["rows"]] == ["m1", "m2"]
+    assert release["unit"] == "user" and release["epsilon"] <= 1.0 + 1e-9
+    assert set(release["noise_sd"]) == set(release["contribution_bounds"]) == {"users", "count"}
+    assert "diagnostics" not in release and captured.err == ""
+    out = tmp_path / "t.csv"
+    argv = [*BASE, "--keys", str(keys), "--json", "-q", "-o", str(out)]
+    assert main(["aggregate", str(ratings), *argv]) == 0
+    release = json.loads(capsys.readouterr().out)
+    assert release["output"] == str(out) and "rows" not in release and out.exists()
 
 
 @pytest.mark.parametrize(

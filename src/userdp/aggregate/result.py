@@ -96,6 +96,23 @@ class AggregateResult:
     def __len__(self) -> int:
         return int(self.parameters.get("keys_released", self.to_arrow().num_rows))
 
+    def to_dict(self, *, rows: bool = True) -> dict[str, Any]:
+        """The release as plain data (ready for ``json.dumps``): budget, unit, metrics, the
+        released bounds, the noise sd of each vector and, with ``rows``, the table's rows.
+        Never the diagnostics."""
+        out: dict[str, Any] = {
+            "epsilon": self.budget.epsilon,
+            "delta": self.budget.delta,
+            "unit": "user",
+            "keys": len(self),
+            "metrics": list(self.metrics),
+            "contribution_bounds": {k: float(v) for k, v in self.contribution_bounds.items()},
+            "noise_sd": {k: float(v) for k, v in self.noise_sd.items()},
+        }
+        if rows:
+            out["rows"] = self.to_arrow().to_pylist()
+        return out
+
     def summary(self) -> str:
         """One line of released facts only: keys, metrics, bounds and budget."""
         bounds = ", ".join(f"{k}={v:.4g}" for k, v in self.contribution_bounds.items())

@@ -169,6 +169,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="Write the table to OUT (.csv, .parquet or .json). Default: CSV on stdout.",
     )
     out.add_argument("--overwrite", action="store_true", help="Replace OUT if it exists.")
+    out.add_argument(
+        "--json",
+        action="store_true",
+        help="Print the release as one JSON object on stdout: budget, unit, metrics, the chosen "
+        "bounds, the noise sd of each metric and the rows (with --output, the rows go to OUT "
+        "and the object names it instead).",
+    )
     parser.set_defaults(handler=lambda args: run_guarded(PROG, run, args), parser=parser)
     return parser
 
@@ -284,7 +291,9 @@ def run(args: argparse.Namespace) -> int:
             )
         table = result.to_arrow()
         with progress.stage("write"):
-            if output is None:
+            if output is None and args.json:
+                pass  # the JSON object below holds the rows
+            elif output is None:
                 sink = pa.BufferOutputStream()
                 pacsv.write_csv(table, sink)
                 sys.stdout.write(sink.getvalue().to_pybytes().decode("utf-8"))
@@ -295,14 +304,18 @@ def run(args: argparse.Namespace) -> int:
                 logger.info("Wrote %d keys to %s.", table.num_rows, output)
     finally:
         progress.close()
+    if args.json:
+        release = result.to_dict(rows=output is None)
+        if output is not None:
+            release["output"] = str(output)
+        print(json.dumps(release, ensure_ascii=False, default=str))
     if not args.quiet:
-        print(
-            f"{PROG}: {result.summary()} in {time.perf_counter() - start:.2f} s.", file=sys.stderr
-        )
-        if args.verbose:
+        print(f"{PROG}: {result.summary()}.", file=sys.stderr)
+        if args.verbose:  # exact figures and timings only on request: logs keep stderr
             print(
                 f"{PROG}: diagnostics (NOT differentially private: exact counts for the "
-                f"operator only, not part of the release): {result.diagnostics.describe()}",
+                f"operator only, not part of the release): {result.diagnostics.describe()}; "
+                f"{time.perf_counter() - start:.2f} s.",
                 file=sys.stderr,
             )
     return 0

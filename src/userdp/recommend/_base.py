@@ -398,7 +398,8 @@ def prepare_ratings(
     # Per-row random keys from (user label, item label): a user's random choices depend
     # only on that user's rows.
     keys = counts = exact = released_total = None
-    if count_noise is not None:  # private
+    if private:
+        assert count_noise is not None  # private means count_noise is set
         keys = row_keys(data.users, data.items, data.user_labels, data.item_labels, noise.salt)
         counts = private_counts(
             data.users,

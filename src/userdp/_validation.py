@@ -13,6 +13,7 @@ import os
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ def warn(message: str, category: type[Warning] = UserWarning) -> None:
     """``warnings.warn`` attributed to the first caller outside userdp (like pandas'
     ``find_stack_level``), so a warning names the user's line, wherever userdp raised it."""
     level = 2  # 1 would be this function
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and _inside_userdp(frame):
         frame = frame.f_back
         level += 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import dp_accounting
 import numpy as np
@@ -288,8 +288,13 @@ def aggregate(
         eng.random_keep(noise.salt, l0, linf)
 
     # 2. contribution bounds
+    # mean needs values, so lo_hi is set whenever mean is
     width = (
-        (lo_hi[1] - lo_hi[0]) / 2 if mean else max(abs(lo_hi[0]), abs(lo_hi[1])) if lo_hi else 1.0
+        (cast(tuple[float, float], lo_hi)[1] - cast(tuple[float, float], lo_hi)[0]) / 2
+        if mean
+        else max(abs(lo_hi[0]), abs(lo_hi[1]))
+        if lo_hi
+        else 1.0
     )
     units = {"users": 1.0, "count": 1.0, "sum": width}
     c_bound: dict[str, float] = {}
@@ -322,7 +327,11 @@ def aggregate(
                     fallback=None if f == "users" else units[f],
                 )
                 events.append(dp_accounting.GaussianDpEvent(z))
-        fams = {"users": ("users",), "count": ("count",), "sum": ("sum",)}
+        fams: dict[str, tuple[str, ...]] = {
+            "users": ("users",),
+            "count": ("count",),
+            "sum": ("sum",),
+        }
         if mean:
             fams["count"] = fams["sum"] = ("count", "sum")
     else:
@@ -355,6 +364,7 @@ def aggregate(
         n = noisy_v["count"]
         with np.errstate(divide="ignore", invalid="ignore"):
             m = np.where(n > 0, centre + noisy_v["sum"] / n, centre)
+        assert lo_hi is not None  # mean needs values, so bounds
         columns["mean"] = np.clip(m, lo_hi[0], lo_hi[1])
 
     # 4. quantiles
@@ -416,6 +426,8 @@ def _select(eng: Any, plan: Plan, options: Mapping[str, Any], seed: int | None) 
         seq = np.random.SeedSequence(seed, spawn_key=(_SELECTION_SEED_KEY,))
         sel_seed = int(seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
     opts = {k: v for k, v in options.items() if k not in ("user_column", "item_column")}
+    # a plan that selects keys has a selection budget
+    assert plan.selection_epsilon is not None and plan.selection_delta is not None
     return select_partitions(
         eng.selection_input(),
         epsilon=plan.selection_epsilon,

@@ -135,6 +135,7 @@ class LocalEngine:
         codes, self._user_labels = encode_ids(table.column(cols.user), "users", order="sorted")
         self._user = codes.astype(np.int64)
         self.n_users = int(self._user.max()) + 1 if self._user.size else 0
+        self._key_raw: pa.Array | None
         if cols.key is None:
             self._key_raw = None
         else:
@@ -146,7 +147,8 @@ class LocalEngine:
         else:
             self._value = None
         self._keys: pa.Array | None = None
-        self._code = None  # key code per row over K, -1 when not in K
+        # key code per row over K, -1 when not in K; set_keys() sets it before any use
+        self._code: np.ndarray = None  # type: ignore[assignment]
         self._memo: dict[float, Any] = {}  # centre -> pairs (cleared when rows change)
 
     # -- selection input and the key set ------------------------------------------------------
@@ -167,6 +169,7 @@ class LocalEngine:
             return
         import pyarrow.compute as pc
 
+        assert self._key_raw is not None  # public keys come with a key column
         if keys.type != self._key_raw.type:
             try:
                 keys = keys.cast(self._key_raw.type)
@@ -186,7 +189,7 @@ class LocalEngine:
         if keep is not None:
             mask &= keep
         self._user, self._code = self._user[mask], self._code[mask]
-        self._memo: dict[float, Any] = {}
+        self._memo = {}
         if self._value is not None:
             self._value = self._value[mask]
         self.n_rows = int(mask.sum())
@@ -214,6 +217,7 @@ class LocalEngine:
         pair = self._user * self.n_keys + self._code
         uniq, inv = np.unique(pair, return_inverse=True)
         n = np.bincount(inv).astype(np.float64)
+        s: np.ndarray
         if self._value is not None:
             s = np.bincount(inv, weights=self._value - centre, minlength=uniq.size)
         else:

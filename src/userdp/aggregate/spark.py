@@ -72,6 +72,7 @@ class SparkEngine:
         row = stats.collect()[0]
         if row["bad"]:
             raise DataError(f"aggregate: the user column {cols.user!r} has null values.")
+        self._n_rows: int | None
         self.total_rows = self._n_rows = int(row["n"])
         self.n_users = int(row["m"])
         self._memo: dict[tuple[str, float], Any] = {}  # cached frames of the current rows

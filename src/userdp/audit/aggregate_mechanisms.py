@@ -21,6 +21,7 @@ def _aggregate(metrics: str, bounding: str, public: bool) -> Callable[[Table], C
     neighbour is built, with room for the new items added users bring."""
 
     def bind(base: Table) -> Callable[[Table, int], object]:
+        assert base.item is not None  # the aggregate audit tables always carry items
         top = int(base.item.max()) + 1 if base.n_records else 1
         keys = list(range(2 * top + 2 * int(base.sizes()[1][0]))) if public else "select"
 

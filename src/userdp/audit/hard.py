@@ -24,6 +24,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ class Experiment:
     mechanism: str
     neighbours: str
     run: Callable[[int, int, int], object]
-    event: Callable[[object], bool] | None
+    event: Callable[[Any], bool] | None
     event_label: str
     delta: float
     max_runs: int | None = None  # cap on runs per side (for experiments on large inputs)

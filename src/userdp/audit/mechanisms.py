@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -136,7 +137,7 @@ def _erm(public: bool) -> Callable[[Table, int], object]:
 
 
 # -- partition -----------------------------------------------------------------------------------
-def _selection(algorithm: str, **options: object) -> Callable[[Table, int], object]:
+def _selection(algorithm: str, **options: Any) -> Callable[[Table, int], object]:
     def run(t: Table, seed: int) -> object:
         from userdp.partition import select_partitions
 
@@ -164,8 +165,10 @@ def _multitask(solver: str) -> Callable[[Table], Callable[[Table, int], object]]
         def run(t: Table, seed: int) -> object:
             from userdp.multitask import clip_rows, task_weighted_noisy_gd, task_weighted_ssp
 
+            # the multitask audit tables always carry items, values and features
+            assert t.item is not None and t.value is not None and t.x is not None
             _, inverse, counts = np.unique(t.user, return_inverse=True, return_counts=True)
-            w = (1.0 - 1e-12) / np.sqrt(counts[inverse])  # squares sum to < 1 in floats
+            w: np.ndarray = (1.0 - 1e-12) / np.sqrt(counts[inverse])  # squares sum to < 1 in floats
             x = clip_rows(t.x, 1.0)
             y = t.value - 3.0
             if solver == "ssp":
@@ -208,11 +211,12 @@ def _catalogue(base: Table) -> np.ndarray:
     """A public item catalogue fixed from the audited data before any neighbour is built: its
     items and the new labels the adversarial added users take (up to twice the largest user)."""
     largest = int(base.sizes()[1][0]) if base.n_records else 0
+    assert base.item is not None  # the recommend audit tables always carry items
     return np.arange(int(base.item.max()) + 1 + 2 * largest, dtype=np.int64)
 
 
 def _factorization(
-    method: str, *, private_items: bool = False, **options: object
+    method: str, *, private_items: bool = False, **options: Any
 ) -> Callable[[Table], Callable[[Table, int], object]]:
     """MatrixFactorization on the public catalogue (fixed from the audited data), or
     (``private_items``) on an item set selected privately from each run's own data with
@@ -260,7 +264,7 @@ def _public_features(
     features: bool = False,
     biases: bool | str = "auto",
     federated: bool = False,
-    **options: object,
+    **options: Any,
 ) -> Callable[[Table], Callable[[Table, int], object]]:
     """PublicFeatureRecommender on the public catalogue (fixed from the audited data, as for
     MatrixFactorization) with an encoder built on that catalogue, so the encoder's item codes
@@ -273,6 +277,7 @@ def _public_features(
         from userdp.recommend import FeatureFamily, IdEncoder, PublicFeatureEncoder
 
         catalogue = _catalogue(base)
+        encoder: PublicFeatureEncoder | IdEncoder
         if features:
             onehot = np.eye(5)[catalogue % 5]
             encoder = PublicFeatureEncoder([FeatureFamily("id mod 5", onehot)], dim=4)
@@ -354,7 +359,7 @@ def _all() -> list[Mechanism]:
         # Uniform and tail sampling give every sampled item weight 1/sqrt(sample_size): only a
         # user with sample_size ratings reaches the bound, so the audit table (users of at
         # most 10 ratings) is audited with sample_size=5.
-        sampled = {"sample_size": 5} if method.startswith("dpals") else {}
+        sampled: dict[str, Any] = {"sample_size": 5} if method.startswith("dpals") else {}
         notes = f"{mf}, sample_size=5 (default 50)" if sampled else mf
         out.append(
             Mechanism(

@@ -51,7 +51,7 @@ class Table:
 
         return replace(
             self,
-            user=cat(self.user, other.user),
+            user=np.concatenate([self.user, other.user]),
             item=cat(self.item, other.item),
             value=cat(self.value, other.value),
             x=cat(self.x, other.x),

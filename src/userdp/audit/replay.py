@@ -307,9 +307,9 @@ def audit_sensitivity(
             run(nb.table, seed)
         if len(other) != len(base):
             notes.append(f"{name}: {nb.label}: {len(other)} releases vs {len(base)} on the data")
-        for key, rel in _by_occurrence(other).items():
+        for occurrence, rel in _by_occurrence(other).items():
             if rel.statistic in grids:
-                mine = declared.get(key)
+                mine = declared.get(occurrence)
                 _check_grid(
                     grids[rel.statistic],
                     rel,

@@ -9,7 +9,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -245,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None and args.output != "-":
         output = check_output_path(args.output, overwrite=args.overwrite)
     keys = _read_keys(args.keys) if args.keys else "select"
+    data: Any  # a Spark DataFrame or an Arrow table
     stages = ["read", "aggregate", "write"]
     if args.engine == "spark":
         stages.insert(0, "start Spark")
@@ -270,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
                         to_float64(data.column(i), args.value_column, str(args.input)),
                     )
         if keys != "select" and o["key"] is not None and args.engine == "local":
-            keys = _typed_keys(keys, data.schema.field(o["key"]).type)
+            keys = _typed_keys(cast(list[Any], keys), data.schema.field(o["key"]).type)
         with progress.stage("aggregate"):
             result = aggregate(
                 data,

@@ -421,6 +421,7 @@ def _check(args: argparse.Namespace) -> None:
 
 def _run_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float]]:
     weighted = args.method == "weighted"
+    fn: Callable[..., Any]
     if args.statistic == "mean":
         fn = weighted_mean if weighted else sample_limited_mean
         extra: dict[str, Any] = {}
@@ -440,7 +441,7 @@ def _run_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, flo
     users, table = _read(args, [args.value_column])
     values = table.column(args.value_column).to_numpy()
     logger.info("Read %d rows from %s (exact, not private).", values.size, args.input)
-    result = fn(values, users, **kwargs)
+    result: Any = fn(values, users, **kwargs)  # a MeanResult or a QuantileResult
     if args.statistic == "mean":
         estimates = {"mean": float(result.estimate)}
     else:

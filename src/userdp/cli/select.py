@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -437,13 +437,16 @@ def _run_spark(
                     args.user_column, args.item_column
                 )
         with progress.stage("select"):
-            result = select_partitions(
-                frame,
-                epsilon=args.epsilon,
-                delta=args.delta,
-                algorithm=args.algorithm,
-                engine="spark",
-                **options,
+            result = cast(
+                SparkSelectionResult,
+                select_partitions(
+                    frame,
+                    epsilon=args.epsilon,
+                    delta=args.delta,
+                    algorithm=args.algorithm,
+                    engine="spark",
+                    **options,
+                ),
             )
         with progress.stage("write"):
             if output is not None or not args.json:

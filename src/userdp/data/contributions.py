@@ -11,7 +11,7 @@ with a value column: its constructors are these.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, cast
 
 import numpy as np
 import pyarrow as pa
@@ -137,7 +137,8 @@ class Contributions:
             if int(np.count_nonzero(first)) != len(ul):
                 ul = ul.take(pa.array(uu[first]))
                 uu = (np.cumsum(first, dtype=np.int32) - 1).astype(np.int32, copy=False)
-        return cls(uu, ii, *values, ul, il, n_dup)
+        # subclasses take their value columns between the items and the code books
+        return cast(Any, cls)(uu, ii, *values, ul, il, n_dup)
 
     @classmethod
     def from_columns(cls, users: Any, items: Any) -> Self:

@@ -313,7 +313,7 @@ def _sorted_numeric(ids: np.ndarray, column: str) -> tuple[np.ndarray, np.ndarra
         values = np.sort(ids)
         labels = values[_run_starts(values)]
         del values
-        codes = np.searchsorted(labels, ids).astype(np.int32)
+        codes: np.ndarray = np.searchsorted(labels, ids).astype(np.int32)
         return codes, labels.astype(np.int64) if np.can_cast(labels.dtype, np.int64) else labels
     labels, codes = np.unique(ids, return_inverse=True)
     if np.can_cast(labels.dtype, np.int64):

@@ -219,7 +219,8 @@ def _read_csv(
         read_opts = pacsv.ReadOptions(
             block_size=1 << 26, use_threads=use_threads, autogenerate_column_names=not header
         )
-        parse.invalid_row_handler = lambda row: bad.append(row) or "error"
+        # append returns None, so each bad row is kept and the handler answers "error"
+        parse.invalid_row_handler = lambda row: bad.append(row) or "error"  # type: ignore[func-returns-value]
         return pacsv.read_csv(
             path, read_options=read_opts, parse_options=parse, convert_options=convert
         )

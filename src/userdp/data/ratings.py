@@ -69,7 +69,8 @@ class Ratings(Contributions):
 
     # -- constructors ---------------------------------------------------------------------------
     @classmethod
-    def from_codes(
+    # Ratings add the required value column: a deliberate signature change
+    def from_codes(  # type: ignore[override]
         cls,
         users: Any,
         items: Any,
@@ -105,7 +106,7 @@ class Ratings(Contributions):
         )
 
     @classmethod
-    def from_columns(cls, users: Any, items: Any, values: Any) -> Ratings:
+    def from_columns(cls, users: Any, items: Any, values: Any) -> Ratings:  # type: ignore[override]
         """Build from a user column and an item column of any hashable type, and ratings."""
         return cls._from_columns(users, items, values)
 

@@ -297,7 +297,7 @@ class _DualNewton:
         # Generalized Hessian: block diagonal in the rows of N (sum over active q_i q_i^T),
         # coupling B[(j,k), l] = -sum_{i in S_l} sign_ji q_ik, and diag(#active) + rho 11^T.
         hess = np.zeros((d * d, d * d))
-        coupling = np.empty((d, d, diag.size))
+        coupling: np.ndarray = np.empty((d, d, diag.size))
         for j in range(d):
             qa = q * active[j][:, None]
             hess[j * d : (j + 1) * d, j * d : (j + 1) * d] = qa.T @ q

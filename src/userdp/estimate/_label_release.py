@@ -84,6 +84,7 @@ def private_noise_variance(
     # 2. A smoothly weighted mean of its squared residuals.
     h = best_smooth_h(sizes, 0.25 * cap * cap, cap / eps_mean)  # Claim 1 for r in [0, B^2]
     mean, sens = _residual_mean(x, y, beta0, codes, sizes, bounds, h)
+    estimate: float | np.ndarray
     estimate, _ = laplace_release(
         mean,
         epsilon=eps_mean,

@@ -195,6 +195,8 @@ def _private_moments(
     replace a user's values).
     """
     hw = 0.5 * (records.bounds[1] - records.bounds[0])
+    second: float | np.ndarray
+    first: float | np.ndarray
     second, first = _user_moments(records.codes, records.values, records.sizes, records.bounds)
     eps_a = 0.5 * epsilon
     eps_b = epsilon - eps_a
@@ -368,6 +370,8 @@ def _private_mean(
     else:
         eps1, eps2 = _split_estimation_epsilon(plan.estimate, hw, mu)
     codes, values, sizes = bounding.restrict(records, h, noise)
+    total: float | np.ndarray
+    count: float | np.ndarray
     total, count = _mean_statistics(codes, values, sizes, h, records.bounds)
     # sensitivities h hw and h (see _mean_statistics)
     total, _ = laplace_release(

@@ -378,7 +378,10 @@ def _run(
     noise = NoiseSource(params["seed"])
     acc = ledger.local
 
-    table_h = (sizes, None)  # sizes to choose h from: public ones, or the private histogram's
+    table_h: tuple[np.ndarray, np.ndarray | None] = (
+        sizes,
+        None,
+    )  # sizes to choose h from: public ones, or the private histogram's
     if plan.histogram:
         hist = private_size_histogram(sizes, plan.histogram, noise, acc)
         table_h = (hist.representatives, hist.counts)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -286,6 +286,7 @@ def gwa_linear_regression(
                 f"estimator); max |C X - I| is {err:.3g}."
             )
     else:
+        assert nv is not None  # checked above: matrix or noise_variance
         width = bounds[1] - bounds[0]
         c = _solve_codes(x, codes, sizes, nv, width / eps, 1e-8, 500).matrix
     noise = NoiseSource(seed)
@@ -567,7 +568,8 @@ class LabelPrivateLinearRegression(ParamsMixin):
         width = bounds[1] - bounds[0]
         noise, acc = NoiseSource(self.seed), ledger.local
         eps = float(self.epsilon)
-        sigma2 = public_variance
+        # public, or estimated below whenever C or h needs it (see _plan)
+        sigma2 = cast(float, public_variance)
         if eps_sel:
             sigma2 = private_noise_variance(x, labels, codes, sizes, bounds, eps_sel, noise, acc)
         eps_main = eps - eps_sel
@@ -584,10 +586,13 @@ class LabelPrivateLinearRegression(ParamsMixin):
                 design = SampleLimitDesign(
                     int(sizes.max()),
                     np.ones(x.shape[0], dtype=bool),
-                    _ols_on(x, np.ones(x.shape[0], dtype=bool)),
+                    # x has full column rank (checked): never None on all rows
+                    cast(np.ndarray, _ols_on(x, np.ones(x.shape[0], dtype=bool))),
                 )
             else:
-                design = _limit_design(x, codes, sizes, h_mode, noise, f"{_CALLER}.fit")
+                design = _limit_design(
+                    x, codes, sizes, cast(int, h_mode), noise, f"{_CALLER}.fit"
+                )  # an explicit h
             matrix, self.h_ = design.matrix, design.h
         beta, scale, sens = release_coefficients(
             matrix, labels, codes, bounds, eps_main, noise, acc

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import dp_accounting
 import numpy as np
@@ -90,7 +91,7 @@ def check_records(values: object, users: object, caller: str) -> tuple[np.ndarra
     return y, u
 
 
-def check_bounds(bounds: object, caller: str) -> tuple[float, float]:
+def check_bounds(bounds: Any, caller: str) -> tuple[float, float]:
     """Validate ``bounds = (lower, upper)``: two floats with ``lower < upper``, ``|lower|,
     |upper| <= 1e100`` and ``upper - lower >= 1e-100`` (so squares and sums stay finite)."""
     msg = (
@@ -99,7 +100,7 @@ def check_bounds(bounds: object, caller: str) -> tuple[float, float]:
         f"{MIN_BOUND_WIDTH:g}. Got {bounds!r} instead."
     )
     try:
-        lower, upper = bounds  # type: ignore[misc]
+        lower, upper = bounds
         lo, hi = float(lower), float(upper)
     except (TypeError, ValueError) as err:
         raise InvalidParameterError(msg) from err
@@ -238,6 +239,8 @@ def limit_mask(
 def _size_table(sizes: object, counts: object | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Distinct sizes (ascending, float64) and how many users have each."""
     s = np.asarray(sizes, dtype=np.float64).ravel()
+    values: np.ndarray
+    mult: np.ndarray
     if counts is None:
         values, mult = np.unique(s, return_counts=True)
         mult = mult.astype(np.float64)

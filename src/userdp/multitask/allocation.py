@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import dp_accounting
 import numpy as np
@@ -151,7 +152,7 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def _label_keys(labels: object, salt: int) -> np.ndarray:
+def _label_keys(labels: Any, salt: int) -> np.ndarray:
     """A keyed 64-bit BLAKE2b hash of every label (its type and value), as uint64."""
     secret = (salt & ((1 << 64) - 1)).to_bytes(8, "little")
     values = labels.to_pylist() if hasattr(labels, "to_pylist") else list(labels)
@@ -179,9 +180,12 @@ def row_keys(
         return _mix64(uk[np.asarray(users)] ^ tk[np.asarray(tasks)])
 
 
-def _random_bits(users: np.ndarray, noise: NoiseSource, keys: np.ndarray | None) -> np.ndarray:
+def _random_bits(
+    users: np.ndarray, noise: NoiseSource | None, keys: np.ndarray | None
+) -> np.ndarray:
     """32 random bits per row as int64: the row's key, or fresh bits by row position."""
     if keys is None:
+        assert noise is not None  # callers pass a noise source or the row keys
         return noise.random_bits(users.size, 32).astype(np.int64)
     keys = np.asarray(keys, dtype=np.uint64)
     if keys.shape != users.shape:
@@ -190,7 +194,7 @@ def _random_bits(users: np.ndarray, noise: NoiseSource, keys: np.ndarray | None)
 
 
 def sample_per_user(
-    users: np.ndarray, k: int, noise: NoiseSource, *, keys: np.ndarray | None = None
+    users: np.ndarray, k: int, noise: NoiseSource | None, *, keys: np.ndarray | None = None
 ) -> np.ndarray:
     """Boolean mask keeping ``min(k, n_j)`` rows of every user j, uniformly at random.
 
@@ -261,7 +265,7 @@ def release_counts(
     noise_multiplier: float,
     noise: NoiseSource,
     *,
-    index: object = None,
+    index: Any = None,
 ) -> PrivateCounts:
     """Release exact sampled counts (at most ``count_sample`` tasks per user) and the exact
     user count as :func:`private_counts` does; for engines that count elsewhere (Spark).
@@ -296,7 +300,7 @@ def _sampled_weight(k: int, beta: float | None, caller: str) -> float:
 def uniform_sampling(
     users: np.ndarray,
     k: int,
-    noise: NoiseSource,
+    noise: NoiseSource | None,  # unused when keys are given
     *,
     beta: float | None = None,
     keys: np.ndarray | None = None,
@@ -317,7 +321,7 @@ def tail_sampling(
     tasks: np.ndarray,
     counts: np.ndarray,
     k: int,
-    noise: NoiseSource,
+    noise: NoiseSource | None,  # unused when keys are given
     *,
     beta: float | None = None,
     keys: np.ndarray | None = None,

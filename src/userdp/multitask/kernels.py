@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal, overload
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -55,6 +56,54 @@ def segment_offsets(codes: np.ndarray, n_segments: int) -> tuple[np.ndarray, np.
     return order, offsets
 
 
+@overload
+def segment_statistics(
+    offsets: np.ndarray,
+    rows: np.ndarray,
+    index: np.ndarray,
+    features: np.ndarray,
+    weights: np.ndarray | None,
+    labels: np.ndarray,
+    *,
+    gram: Literal[True] = ...,
+    n_threads: int | None = ...,
+) -> tuple[np.ndarray, np.ndarray]: ...
+@overload
+def segment_statistics(
+    offsets: np.ndarray,
+    rows: np.ndarray,
+    index: np.ndarray,
+    features: np.ndarray,
+    weights: np.ndarray | None,
+    labels: None,
+    *,
+    gram: Literal[True] = ...,
+    n_threads: int | None = ...,
+) -> tuple[np.ndarray, None]: ...
+@overload
+def segment_statistics(
+    offsets: np.ndarray,
+    rows: np.ndarray,
+    index: np.ndarray,
+    features: np.ndarray,
+    weights: np.ndarray | None,
+    labels: np.ndarray,
+    *,
+    gram: Literal[False],
+    n_threads: int | None = ...,
+) -> tuple[None, np.ndarray]: ...
+@overload
+def segment_statistics(
+    offsets: np.ndarray,
+    rows: np.ndarray,
+    index: np.ndarray,
+    features: np.ndarray,
+    weights: np.ndarray | None,
+    labels: np.ndarray | None,
+    *,
+    gram: bool = ...,
+    n_threads: int | None = ...,
+) -> tuple[np.ndarray | None, np.ndarray | None]: ...
 def segment_statistics(
     offsets: np.ndarray,
     rows: np.ndarray,

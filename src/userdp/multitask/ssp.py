@@ -42,7 +42,7 @@ __all__ = [
 
 #: The budget keywords of the multi-task entry points (:func:`task_weighted_ssp`,
 #: :func:`~userdp.multitask.task_weighted_noisy_gd`).
-_BUDGET_CONSTRAINTS = {
+_BUDGET_CONSTRAINTS: dict[str, dict[str, Any]] = {
     "epsilon": {"low": 1e-9},
     "delta": {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True},
     "moment_share": {"low": 0.0, "high": 1.0, "low_open": True, "high_open": True},

@@ -27,7 +27,7 @@ per 32 bytes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pyarrow as pa
@@ -222,10 +222,11 @@ def _hash_bytes(
     lengths = ends - starts
     u64, u32 = _unaligned(data, "<u8"), _unaligned(data, "<u4")
     scalar = isinstance(seed, int)
+    h: np.ndarray
     if scalar:
         h = np.full(n, (seed + _P5) & _MASK, dtype=np.uint64)
     else:
-        h = seed + _U5
+        h = cast(np.ndarray, seed) + _U5
 
     # Stripe loop (length >= 32): sorted by stripe count, the strings that still have stripe s
     # form a prefix, so each round works on contiguous slices.
@@ -239,7 +240,7 @@ def _hash_bytes(
         if scalar:
             v = [np.full(m, (seed + c) & _MASK, dtype=np.uint64) for c in (_P1 + _P2, _P2, 0, -_P1)]
         else:
-            sb = seed[big]
+            sb = cast(np.ndarray, seed)[big]
             v = [sb + np.uint64(c & _MASK) for c in (_P1 + _P2, _P2, 0, -_P1)]
         active = np.searchsorted(-nst, -np.arange(int(nst[0])), side="left")
         tmp = np.empty(m, dtype=np.uint64)
@@ -327,7 +328,8 @@ def _c_hash_bytes(
     out = np.empty(starts.size, dtype=np.uint64)
     seeds = [seed] * starts.size if isinstance(seed, int) else seed.tolist()
     for i, (a, b, s) in enumerate(zip(starts.tolist(), ends.tolist(), seeds, strict=True)):
-        out[i] = xxhash.xxh64_intdigest(data[a:b], int(s) & _MASK)
+        # an ndarray slice is a buffer; NumPy's stubs declare no __buffer__ before 3.12
+        out[i] = xxhash.xxh64_intdigest(data[a:b], int(s) & _MASK)  # type: ignore[arg-type]
     return out
 
 

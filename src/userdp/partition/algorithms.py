@@ -13,7 +13,7 @@ dispatcher (:func:`userdp.partition.select_partitions`) and the CLI read it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -25,6 +25,7 @@ from userdp.partition.rounds import (
     DEFAULT_THRESHOLD_SHARE,
     MAX_POOLED_ROUNDS,
     Plan,
+    Round,
     check_composition,
     plan_rounds,
 )
@@ -33,7 +34,12 @@ from userdp.partition.runner import Basic, Mad, Runner
 __all__ = ["SPECS", "AlgorithmSpec"]
 
 #: Options every algorithm takes, with their defaults.
-COMMON = {"max_items_per_user": 100, "seed": None, "user_column": "user", "item_column": "item"}
+COMMON: dict[str, Any] = {
+    "max_items_per_user": 100,
+    "seed": None,
+    "user_column": "user",
+    "item_column": "item",
+}
 _COMPOSITION = {
     "composition": "gaussian",
     "fractions": None,
@@ -191,8 +197,8 @@ def _plan(h_scales: Callable[[dict[str, Any]], list[float]]) -> Callable[..., Pl
     return plan
 
 
-def _rounds(o: dict[str, Any]) -> list[dict[str, float]]:
-    return [{"sigma": r.sigma, "rho": r.rho} for r in o]
+def _rounds(rounds: Sequence[Round]) -> list[dict[str, float]]:
+    return [{"sigma": r.sigma, "rho": r.rho} for r in rounds]
 
 
 # -- decisions between rounds (functions of the release only) ---------------------------------
@@ -262,7 +268,9 @@ def _mad_steps(run: Runner, plan: Plan, o: dict[str, Any]) -> Any:
 
 def _dp_sips_steps(run: Runner, plan: Plan, o: dict[str, Any]) -> Any:
     """DP-SIPS (Swanberg et al. 2023): Basic on the items not released in earlier rounds."""
-    released, noisy, history = [], None, []
+    released: list[Any] = []
+    noisy: Any = None
+    history: list[Any] = []
     k = len(plan.rounds)
     for r, rnd in enumerate(plan.rounds):
         if r > 0:
@@ -293,7 +301,10 @@ def _mad2r_steps(run: Runner, plan: Plan, o: dict[str, Any]) -> Any:
     never leave the runner.
     """
     k = len(plan.rounds)
-    released, noisy, taus, history = [], None, [], []
+    released: list[Any] = []
+    noisy: Any = None
+    taus: list[Any] = []
+    history: list[Any] = []
     for r, rnd in enumerate(plan.rounds):
         if r > 0:
             prev = plan.rounds[r - 1]

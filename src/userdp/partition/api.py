@@ -107,6 +107,8 @@ or pyspark.sql.DataFrame
             accountant.check(LaplaceThresholdDpEvent(epsilon, delta, 1.0, 1.0))
         result = spec.function(data, epsilon=epsilon, delta=delta, **options)
     else:
+        # a spec without a function has check, plan and steps
+        assert spec.check is not None and spec.plan is not None and spec.steps is not None
         o = spec.check(spec.caller, {**spec.options, **options})
         o["auto_cap"] = o["max_items_per_user"] == "auto"
         plan = spec.plan(total, o)
@@ -130,9 +132,11 @@ def _auto_cap(
 ) -> tuple[dict[str, Any], Any]:
     """Release the degree histogram, choose the cap from it, and re-plan with that cap."""
     noisy = runner.release_degree_histogram(plan.histogram_sigma)
+    plan_of = spec.plan
+    assert plan_of is not None  # only planned algorithms choose their cap
 
     def rho_of(c: int) -> float:
-        return spec.plan(total, {**o, "max_items_per_user": c}).rounds[-1].rho
+        return plan_of(total, {**o, "max_items_per_user": c}).rounds[-1].rho
 
     cap = choose_cap(noisy, plan.histogram_sigma, rho_of, fallback=COMMON["max_items_per_user"])
     if "d_max" in o:  # MAD: d_max <= cap; default min(50, cap)
@@ -140,7 +144,7 @@ def _auto_cap(
         o = {**o, "d_max": o["d_max"] or min(50, cap)}
     o = {**o, "max_items_per_user": cap}
     runner.set_cap(cap)
-    return o, spec.plan(total, o)
+    return o, plan_of(total, o)
 
 
 def _runner(engine: str, data: Any, spec: AlgorithmSpec, o: Mapping[str, Any], tap: Any) -> Any:

@@ -474,6 +474,7 @@ class SparkRunner:
         # Without re-capping: the first capped sets minus every item removed so far (``info``
         # keeps them all), as the previous round's sets minus the new removals would be, with a
         # plan that does not nest every earlier round's (see the module docstring).
+        assert self._first_capped is not None  # set with capped_pairs by the first call
         base = run.pairs if recap else self._first_capped.select(*_BASE)
         left = base
         if self.info is not None:
@@ -490,6 +491,7 @@ class SparkRunner:
     def weights(self, rule: Basic | Mad) -> DataFrame:
         F = _functions()
         capped = self.capped_pairs
+        assert capped is not None  # cap() runs before every round's weights
         if isinstance(rule, Basic):
             return _basic_weights(capped)
         if rule.biased and "_b" not in capped.columns:

@@ -223,6 +223,8 @@ def released(statistic: str, output: np.ndarray) -> np.ndarray:
 
 def _aligned_replay(old: Release, index: np.ndarray, output: np.ndarray) -> np.ndarray:
     """``output`` with the rows whose label is in ``old.index`` replaced by ``old``'s output."""
+    # the caller replays only a release with an output and labels
+    assert old.output is not None and old.index is not None
     out = np.array(output, copy=True)
     if out.ndim == 0 or out.shape[1:] != old.output.shape[1:] or len(index) != out.shape[0]:
         return output

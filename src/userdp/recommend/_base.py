@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, overload
 
 import dp_accounting
 import numpy as np
@@ -198,7 +198,20 @@ class RecommenderBase(ParamsMixin):
 
     _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = SHARED_CONSTRAINTS
 
+    # The shared keywords every subclass stores in ``__init__`` (declared here for typing).
+    epsilon: float | None
+    delta: float | None
+    items: Any
+    rating_range: tuple[float, float] | None
+    center: str | float
+    center_fraction: float
+    count_sample: int
+
     # -- the budget -----------------------------------------------------------------------------
+    @overload
+    def _check_budget_keywords(self, private: Literal[True]) -> PrivacyBudget: ...
+    @overload
+    def _check_budget_keywords(self, private: bool) -> PrivacyBudget | None: ...
     def _check_budget_keywords(self, private: bool) -> PrivacyBudget | None:
         """The target budget from ``epsilon``/``delta`` (None when training without privacy)."""
         name = type(self).__name__
@@ -215,6 +228,7 @@ class RecommenderBase(ParamsMixin):
                 "Private training needs the declared rating range, e.g. rating_range=(0.5, 5.0): "
                 "it bounds every user's influence and must not be read from the data."
             )
+        assert self.epsilon is not None and self.delta is not None  # checked above
         return PrivacyBudget(self.epsilon, self.delta)
 
     #: ``accountant`` is a PrivacyAccountant or None (the multi-task entry points' rule).
@@ -230,6 +244,10 @@ class RecommenderBase(ParamsMixin):
         return event, PrivacyAccountant().compose(event).spent(gaussian_delta=delta)
 
     # -- the fit preamble -----------------------------------------------------------------------
+    @overload
+    def _item_set(self, private: Literal[True]) -> ItemSet: ...
+    @overload
+    def _item_set(self, private: bool) -> ItemSet | None: ...
     def _item_set(self, private: bool) -> ItemSet | None:
         """The item set fixed before training (None: non-private training on the data's items).
 
@@ -381,6 +399,7 @@ def prepare_ratings(
     # only on that user's rows.
     keys = counts = exact = released_total = None
     if private:
+        assert count_noise is not None  # private means count_noise is set
         keys = row_keys(data.users, data.items, data.user_labels, data.item_labels, noise.salt)
         counts = private_counts(
             data.users,

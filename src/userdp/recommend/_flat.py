@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import sparse
@@ -127,7 +128,7 @@ class FlatParameters:
             )
         return arr.astype(np.float64, copy=False)
 
-    def _cache(self, cache: object, kind: type, items: np.ndarray | None, caller: str) -> None:
+    def _cache(self, cache: Any, kind: type[Any], items: np.ndarray | None, caller: str) -> None:
         if not isinstance(cache, kind):
             raise InvalidParameterError(
                 f"The 'cache' parameter of {caller} must be None or the cache returned by "

@@ -30,7 +30,7 @@ import logging
 import math
 import time
 import warnings
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -508,8 +508,8 @@ class MatrixFactorization(RecommenderBase):
         center, lo, hi = prep.center, prep.lo, prep.hi
         d = int(self.dim)
         n_items, labels = prep.n_items, prep.labels
-        item_counts = prep.counts
-        freq = np.maximum(item_counts, 0.0) if private else prep.exact_counts
+        item_counts = cast(np.ndarray, prep.counts)  # released counts when private
+        freq = np.maximum(item_counts, 0.0) if private else cast(np.ndarray, prep.exact_counts)
         trained = trained_items(spec, item_counts if private else freq, n_items, plan)
         runner.restrict(trained)
         if not trained.any():
@@ -560,6 +560,7 @@ class MatrixFactorization(RecommenderBase):
         self.plan_ = plan
         event = spent = None
         if private:
+            assert plan is not None  # private training is planned
             event, spent = self._spent(plan.event(), prep.item_set, budget.delta)
         self.fit_seconds_ = time.perf_counter() - started
         self.diagnostics_ = diagnostics(prep.dropped, self.fit_seconds_)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from scipy import sparse
@@ -49,7 +49,7 @@ def user_weights(
     users: np.ndarray,
     items: np.ndarray,
     item_counts: np.ndarray,
-    noise: NoiseSource,
+    noise: NoiseSource | None,  # unused when keys are given
     keys: np.ndarray | None,
 ) -> np.ndarray:
     """Per-rating weights with every user's squared weights summing to at most 1 (Table 2)."""
@@ -163,7 +163,7 @@ def gd_update(
     model: ItemUpdateSpec,
     U: np.ndarray,
     V: np.ndarray,
-    gd: GradientOperator,
+    gd: Gradient,
     freq: np.ndarray,
     plan: Any,
     noise: NoiseSource,
@@ -192,6 +192,12 @@ def gd_update(
             grad += 2.0 * model.unobserved_weight * (U @ gravity)
         U = U - eta * (grad + lam * U)
     return U
+
+
+class Gradient(Protocol):
+    """What :func:`gd_update` needs: ``gradient(U, V, clip)`` (local or Spark)."""
+
+    def gradient(self, U: np.ndarray, V: np.ndarray, clip: float) -> np.ndarray: ...
 
 
 class GradientOperator:

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -230,6 +230,7 @@ class SecureAggregator:
         return NoisyCounts(released)
 
     def _centre(self, r: CentreRound, contributions: Iterable[Any]) -> NoisyCentre:
+        assert self.plan.center is not None  # a centre round is planned with a private mean
         total = np.zeros(2)
         for c in contributions:
             c = _check_contribution(c, r)
@@ -241,6 +242,8 @@ class SecureAggregator:
         return NoisyCentre(released)
 
     def _statistics(self, r: FactorRound, contributions: Iterable[Any]) -> NoisyItemStatistics:
+        # the federated (SSP2) plan releases (A, b) every step
+        assert self.plan.gram is not None and self.plan.moment is not None
         m, d = r.item_factors.shape
         gram, moment = np.zeros((m, d, d)), np.zeros((m, d))
         for c in contributions:
@@ -268,7 +271,7 @@ def _check_contribution(c: Any, r: Any) -> Any:
     clipping (the factor to ``max_norm``, the labels to ``half``, the mean statistic to
     [-1, 1]: no-ops for an honest client); a contribution of the wrong type, shape or items,
     or whose squared weights sum above 1, raises DataError and the round releases nothing."""
-    kind = {CountsRound: CountContribution, CentreRound: CentreContribution}.get(
+    kind: type[Any] = {CountsRound: CountContribution, CentreRound: CentreContribution}.get(
         type(r), FactorContribution
     )
     problem = None
@@ -375,6 +378,8 @@ class Server:
             return None
         cap = float(s["count_sample"])
         if kind == "private-mean":
+            # the counts round comes first; a private mean has its planned share
+            assert self.counts is not None and self.plan.center is not None
             total = float(np.sum(self.counts))
             cap = centre_cap(total, s["count_sample"], self.plan.center, lo, hi)
         return CentreRound(kind, cap, (float(lo), float(hi)), int(s["count_sample"]))
@@ -401,6 +406,7 @@ class Server:
         if s["rating_clip"] is not None:
             half = min(half, float(s["rating_clip"]))
         V, _ = self.encoder.forward(self.params, None)
+        assert self.counts is not None  # the counts round comes first
         return FactorRound(
             step,
             np.asarray(V, dtype=np.float64),
@@ -417,6 +423,8 @@ class Server:
         """Algorithm 8, lines 9-14: ``inner_steps`` Adam steps on one release (SSP2), each on
         all items or, for mini-batch SSP2, on a uniform batch of items."""
         s = self.settings
+        # statistics arrive after the counts round; SSP2 plans release A
+        assert self.counts is not None and self.plan.gram is not None
         vals, vecs = project_psd(stats.gram)  # post-processing: bounded quadratic objective
         gram = np.einsum("mdk,mk,mek->mde", vecs, vals, vecs)
         ridge = s["reg"] * np.maximum(self.counts, 1.0) + ssp_noise_ridge(
@@ -632,6 +640,7 @@ class FederatedPublicFeatureRecommender(RecommenderBase):
             down += r.nbytes
         factors = server.item_factors()
         event, spent = self._spent(plan.event(), item_set, budget.delta)
+        assert self.rating_range is not None  # checked with the budget
         lo, hi = self.rating_range
         self.plan_ = plan
         self.fit_seconds_ = time.perf_counter() - started
@@ -647,7 +656,7 @@ class FederatedPublicFeatureRecommender(RecommenderBase):
             method=METHOD_NAMES[self.variant],
             item_labels=data.item_labels,
             item_factors=factors,
-            center=float(server.center),
+            center=float(cast(float, server.center)),
             rating_range=(float(lo), float(hi)),
             item_counts=server.counts,
             trained_items=np.ones(factors.shape[0], dtype=bool),

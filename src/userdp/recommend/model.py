@@ -388,7 +388,7 @@ class RecommenderModel:
         labels = np.asarray(self.item_labels.to_numpy(zero_copy_only=False))
         if labels.dtype == object:
             labels = labels.astype(str)
-        arrays: dict[str, np.ndarray] = {
+        arrays: dict[str, Any] = {
             "item_factors": np.asarray(self.item_factors, dtype=np.float64),
             "item_labels": labels,
             "trained_items": np.asarray(self.trained_items, dtype=bool),

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy import sparse
@@ -129,7 +129,11 @@ def bias_prior(
     mean = X @ coef
     tau2 = max(float(np.var(raw - mean)), 1e-4 * spread)
     if covariates is not None:  # public item features: a ridge fit of what the trend leaves
-        F = covariates.toarray() if sparse.issparse(covariates) else np.asarray(covariates)
+        F = (
+            cast(sparse.spmatrix, covariates).toarray()
+            if sparse.issparse(covariates)
+            else np.asarray(covariates)
+        )
         w = 1.0 / (var + tau2)
         lhs = (F * w[:, None]).T @ F + FEATURE_RIDGE * float(np.mean(w)) * np.eye(F.shape[1])
         gamma = np.linalg.solve(lhs, (F * w[:, None]).T @ (raw - mean))

@@ -368,7 +368,7 @@ def protocol_task(
             "The ml20m protocol is implicit feedback (liked or not) and has no RMSE; score it "
             "by recall, or use the ml10m protocol for RMSE."
         )
-    kw = {} if seed is None else {"seed": seed}
+    kw: dict[str, Any] = {} if seed is None else {"seed": seed}
     if protocol == "ml10m":
         split = ml10m_split(ratings, **kw)
         train, history, targets = split.train, split.train.union(split.validation), split.test

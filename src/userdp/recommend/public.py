@@ -473,6 +473,7 @@ class PublicFeatureRecommender(RecommenderBase):
             factors, item_biases = np.ascontiguousarray(factors[:, :-1]), beta * factors[:, -1]
         event = spent = None
         if private:
+            assert plan is not None  # private training is planned
             event, spent = self._spent(plan.event(), prep.item_set, budget.delta)
         self.plan_ = plan
         self.fit_seconds_ = time.perf_counter() - started
@@ -561,6 +562,7 @@ class PublicFeatureRecommender(RecommenderBase):
         factors = np.asarray(self.encoder.forward(params, None)[0], dtype=np.float64)
         event = spent = None
         if private:
+            assert plan is not None  # private training is planned
             event, spent = self._spent(plan.event(), prep.item_set, budget.delta)
         self.plan_ = plan
         self.fit_seconds_ = time.perf_counter() - started

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy.special import expit
@@ -239,7 +239,8 @@ def clip_norms(
                 f"private training with loss {loss.name!r}, whose derivative states no bound. "
                 "Got None instead."
             )
-        out.append(float(given) if given is not None else float(bound) * scale)
+        # bound is set when given is None (checked above)
+        out.append(float(given) if given is not None else float(cast(float, bound)) * scale)
     return out[0], out[1]
 
 
@@ -452,16 +453,21 @@ def train_convex(
     users = np.concatenate([data.users.astype(np.int64), neg_u])
     items = np.concatenate([data.items.astype(np.int64), neg_i])
     y = np.concatenate([prep.values - center, np.full(neg_u.size, lo - center)])
+    counts: np.ndarray
     if private:
-        counts = prep.counts
+        counts = cast(np.ndarray, prep.counts)  # released when private
         weights = adaptive_weights(users, items, counts, mu=spec.mu, beta=1.0)
     else:
-        counts, weights = prep.exact_counts, None
+        counts, weights = cast(np.ndarray, prep.exact_counts), None
     ridge = spec.reg * np.maximum(counts, 1.0)
     if plan is not None and plan.gram is not None:
         # As in the squared-loss path, with Gamma_H in place of max_norm^2.
         ridge = ridge + ssp_noise_ridge(
-            spec.noise_reg, plan.gram, 1, math.sqrt(clips[0]), encoder.dim
+            spec.noise_reg,
+            plan.gram,
+            1,
+            math.sqrt(cast(float, clips[0])),
+            encoder.dim,  # private: clips resolved
         )
     user_seg = segment_offsets(users, data.n_users)
     item_order, item_offsets = segment_offsets(items, data.n_items)

@@ -155,7 +155,7 @@ class LocalRunner:
             rows = trained[self.items]
             self.users, self.items, self.y = self.users[rows], self.items[rows], self.y[rows]
             self.keys = None if self.keys is None else self.keys[rows]
-        self.weights = None
+        self.weights: np.ndarray | None = None
         self.user_order, self.user_offsets = segment_offsets(self.users, self.n_users)
         self.item_order, self.item_offsets = segment_offsets(self.items, self.n_items)
         self.target = self.y
@@ -253,6 +253,7 @@ class LocalRunner:
     ) -> np.ndarray:
         """The DPSGD family's item update (:func:`~userdp.recommend.als_steps.gd_update`)."""
         if self._gd is None:
+            assert self.weights is not None  # DPSGD trains privately: weights are allocated
             self._gd = GradientOperator(
                 self.users,
                 self.items,

@@ -167,6 +167,7 @@ def _training_bucket(
         w = np.ones(users.size)
     else:
         keys = pdf[_K].to_numpy(dtype=np.int64).view(np.uint64)
+        assert counts is not None  # released with the rule
         w = user_weights(rule, users, items, counts, None, keys)
     return pd_frame({_B: pdf[_B].to_numpy(), _J: users, _I: items, _R: pdf[_R].to_numpy(), _W: w})
 
@@ -417,6 +418,7 @@ class SparkRunner:
             exact[int(r[_I])] = float(r["count"])
         counts = released_total = None
         if private:
+            assert count_noise is not None  # private
             counts = release_counts(
                 exact, float(row["users_inside"]), cs, count_noise, noise
             ).counts
@@ -465,8 +467,9 @@ class SparkRunner:
     def restrict(self, trained: np.ndarray) -> None:
         """Train on the rows of ``trained`` items only (decided from released counts)."""
         self.trained = np.asarray(trained, dtype=bool)
-        self.rule = self.counts = None
-        self.training = None
+        self.rule: Allocation | None = None
+        self.counts: np.ndarray | None = None
+        self.training: DataFrame | None = None
 
     def allocate(self, rule: Allocation, counts: np.ndarray | None, noise: NoiseSource) -> None:
         """The training rows and their allocation weights, per partition of users, from the row

@@ -200,7 +200,7 @@ def _file_family(path: str, labels: Any, n_items: int) -> tuple[str, sparse.csr_
 
 
 def item_families(
-    args: argparse.Namespace, spec: MovieLensSpec | None, ratings: Ratings
+    args: argparse.Namespace, spec: MovieLensSpec | None, ratings: Any
 ) -> list[FeatureFamily]:
     """The encoder's feature families, rows aligned to ``ratings.item_labels``."""
     features = args.features or DEFAULT_FEATURES
@@ -347,13 +347,14 @@ def item_set(
     # Basic composition keeps the selection's (epsilon, delta) a fixed share of the budget, as
     # the model's calibration assumes (the tight default would spend less than asked overall).
     tight = "composition" in SELECTION_ALGORITHMS[args.selection_algorithm].options
+    basic: dict[str, Any] = {"composition": "basic"} if tight else {}
     result = select_partitions(
         pairs,
         epsilon=selection_budget.epsilon,
         delta=selection_budget.delta,
         algorithm=args.selection_algorithm,
         seed=args.seed,
-        **({"composition": "basic"} if tight else {}),
+        **basic,
     )
     logger.info(
         "Selected %d items privately (%s, epsilon %.4g, delta %.3g).",
@@ -372,7 +373,7 @@ def item_set(
 
 def fit(
     method: str,
-    train: Ratings,
+    train: Any,  # Ratings, or a Spark DataFrame for the Spark engine
     budget: PrivacyBudget | None,
     rating_range: tuple[float, float] | None,
     args: argparse.Namespace,

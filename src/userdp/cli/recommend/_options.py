@@ -205,8 +205,10 @@ _TABLE = {
 
 def _default_text(name: str) -> str:
     def show(value: Any) -> str:
-        if isinstance(value, str | bool):
-            return {True: "on", False: "off"}.get(value, value)
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, str):
+            return value
         return "none" if value is None else f"{value:g}"
 
     scope = SCOPES[name]

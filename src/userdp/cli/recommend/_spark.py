@@ -94,6 +94,7 @@ def run_spark(
     items, model_budget = _item_set(args, frame, budget)
     coder = None
     if args.method in PUBLIC_METHODS:  # public item features of the item set (driver side)
+        assert items is not None  # these methods are private: a budget, hence an item set
         on_items = SimpleNamespace(item_labels=items.labels, n_items=len(items.labels))
         coder = encoder(args, item_families(args, None, on_items), len(items.labels))
     fitted = fit(
@@ -148,14 +149,15 @@ def _item_set(
     f = args.selection_fraction
     selection_budget, model_budget = budget.split([f, 1.0 - f])
     tight = "composition" in SELECTION_ALGORITHMS[args.selection_algorithm].options
-    result = select_partitions(
+    basic: dict[str, Any] = {"composition": "basic"} if tight else {}
+    result: Any = select_partitions(  # a SparkSelectionResult (engine="spark")
         frame.select("user", "item"),
         epsilon=selection_budget.epsilon,
         delta=selection_budget.delta,
         algorithm=args.selection_algorithm,
         engine="spark",
         seed=args.seed,
-        **({"composition": "basic"} if tight else {}),
+        **basic,
     )
     labels = result.to_arrow()  # the released items: m ids, the driver holds them
     result.dataframe.unpersist()

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -401,7 +401,15 @@ def _evaluate_saved(args: argparse.Namespace) -> tuple[list[_Row], tuple[str, st
     seconds = time.perf_counter() - started
     b = model.budget
     rows = [
-        _Row(model.method, b and b.epsilon, b and b.delta, name, value, sliced, seconds)
+        _Row(
+            model.method,
+            None if b is None else b.epsilon,
+            None if b is None else b.delta,
+            name,
+            value,
+            sliced,
+            seconds,
+        )
         for name, value, sliced in scored
     ]
     rows += _baselines(task)
@@ -493,7 +501,12 @@ def _evaluate_protocol(args: argparse.Namespace) -> tuple[list[_Row], tuple[str,
     if any(m in PUBLIC_METHODS for m in methods):  # public: built on the whole code book
         coder = encoder(args, item_families(args, spec, ratings), ratings.n_items)
         logger.info("am-* methods: %s.", describe_encoder(coder))
-    runs = [(m, e) for m in methods for e in ((None,) if not is_private(m) else epsilons)]
+    # check_budget_flags: epsilons are given whenever a method is private
+    runs = [
+        (m, e)
+        for m in methods
+        for e in ((None,) if not is_private(m) else cast(list[float], epsilons))
+    ]
     progress = Progress(
         [f"{m} eps={e:g}" if e is not None else m for m, e in runs],
         enabled=_options.interactive(args.quiet),

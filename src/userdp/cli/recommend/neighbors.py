@@ -133,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             f"Unknown item id(s) {shown}{more}: the model has no embedding for them."
         )
+    scores: Any  # per-row arrays, then each row's scores of the items found
     found_codes, scores = model.similar_items(codes, N=args.n, metric=args.metric)
     neighbours = [model.item_labels.take(pa.array(row[row >= 0])) for row in found_codes]
     scores = [row[row_codes >= 0] for row, row_codes in zip(scores, found_codes, strict=True)]

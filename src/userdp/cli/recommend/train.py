@@ -212,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
     train = compact_users(ratings)
     user_features = None
     if args.user_features:
+        assert spec is not None  # check_user_features: user features need a MovieLens input
         user_features = movielens_user_features(args.input, train.user_labels, name=spec.name)
     coder = None
     if args.method in PUBLIC_METHODS:

@@ -96,6 +96,7 @@ def _cannot_infer(path: Path, caller: str) -> InvalidParameterError:
 
 
 def _resolve_dir(path: Path, name: str | None, caller: str) -> tuple[MovieLensSpec, Path]:
+    spec: MovieLensSpec | None
     if name is not None:
         spec = MOVIELENS[name]
         if _spec_for_label(path.name) is not spec:
@@ -125,6 +126,7 @@ def _resolve_zip(
     path: Path, zf: zipfile.ZipFile, name: str | None, caller: str
 ) -> tuple[MovieLensSpec, str]:
     tops = sorted({n.split("/", 1)[0] for n in zf.namelist() if "/" in n})
+    spec: MovieLensSpec | None
     if name is not None:
         spec = MOVIELENS[name]
     else:

@@ -121,7 +121,7 @@ def _genre_names_100k(files: _Files) -> tuple[str, ...]:
     if key is None:
         return _GENRES_100K
     text = _read_text_bytes(files, key).decode(files.spec.encoding)
-    names = []
+    names: list[str] = []
     for line in filter(None, (ln.strip() for ln in text.splitlines())):
         genre, _, index = line.rpartition("|")
         if not genre or index != str(len(names)):

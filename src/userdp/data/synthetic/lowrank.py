@@ -151,7 +151,7 @@ def _item_weights(n_items: int, skew: float) -> np.ndarray:
     return np.exp(skew * special.ndtri(1.0 - (ranks + 0.5) / n_items))
 
 
-def _check_range(value: object, caller: str) -> tuple[float, float]:
+def _check_range(value: Any, caller: str) -> tuple[float, float]:
     ok = isinstance(value, tuple | list) and len(value) == 2
     if ok:
         try:

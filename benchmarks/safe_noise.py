@@ -81,7 +81,7 @@ def mad2r(n_users: int, repeats: int) -> dict[str, Any]:
     del data
     rng = np.random.default_rng(0)
     weights = rng.exponential(1.0, n_items)
-    sigma = 4.3039  # MAD2R round 2 at (1, 1e-5), DESIGN.md
+    sigma = 4.3039  # MAD2R round 2 at (1, 1e-5), docs/papers.md
     naive = 2 * best_of(lambda: weights + rng.normal(0.0, sigma, n_items), repeats)
     # as the runners call it: one grid for every item (WEIGHT_GRID_ITEMS), not the vector's size
     safe = 2 * best_of(

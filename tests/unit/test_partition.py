@@ -467,7 +467,7 @@ def test_pairs_dropped_by_capping_matches_the_degrees(name, n_capped_rounds, cap
 
 
 def test_mad2r_parameters_hold_the_reference_round_values(results, mixed_contributions):
-    basic = select_partitions(  # DESIGN.md's reference values: the papers' settings
+    basic = select_partitions(  # docs/papers.md's reference values: the papers' settings
         mixed_contributions, epsilon=1.0, delta=1e-5, composition="basic", b_max=2.0, seed=3
     )
     rounds = basic.parameters["rounds"]

@@ -123,7 +123,7 @@ def test_one_gaussian_round_has_the_papers_sigma_and_threshold():
         threshold_share=0.5,
     )
     assert tight.rounds[0].sigma == pytest.approx(basic.rounds[0].sigma, rel=1e-9)
-    # docs/papers.md reference 20.7897, grown by safe noise only: sigma (1 + 2^-12), 2 x 2^-27, 2^-52
+    # docs/papers.md reference 20.7897, grown by safe noise only: sigma (1 + 2^-12), 2g, 2^-52
     assert 20.7897 - 1e-4 < tight.rounds[0].rho <= (20.7897 + 1e-4) * (1 + 2.0**-11) + 2.0**-25
     assert tight.rounds[0].rho == pytest.approx(basic.rounds[0].rho, rel=1e-9)
 

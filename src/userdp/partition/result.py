@@ -196,7 +196,8 @@ class SparkSelectionResult(_ItemsAsData):
         ordered = self.dataframe.orderBy(column)
         if hasattr(ordered, "toArrow"):  # Spark >= 4.0
             return ordered.toArrow().column(0).combine_chunks()
-        return pa.Array.from_pandas(ordered.toPandas()[column])
+        frame: Any = ordered.toPandas()  # pandas (typed by pandas-stubs when installed)
+        return pa.Array.from_pandas(frame[column])
 
     def __len__(self) -> int:
         return sum(self.diagnostics.round_sizes)

@@ -34,6 +34,7 @@ __all__ = [
     "LocalEngine",
     "StreamNoise",
     "bin_of",
+    "draw_key_quantile",
     "key_quantile",
     "limit_keep",
     "row_keys",
@@ -293,30 +294,26 @@ class LocalEngine:
         bounds: tuple[float, float],
         entropy: int,
     ) -> np.ndarray:
-        """One draw per key; record weights ``min(h, s_u) / s_u`` (smooth, ``s_u`` the user's
-        rows on K: a user's weights over all keys sum to ``min(h, s_u) <= h``) or 1 (limit)."""
-        from userdp.privacy.noise import spawn_generator
-
-        if smooth and self._user.size:
-            sizes = np.bincount(self._user, minlength=self.n_users)
-            w = smooth_weights(self._user, np.maximum(sizes, 1), h)
-        else:
-            w = np.ones(self._user.size)
+        """One draw per key (:func:`draw_key_quantile`)."""
+        sizes = np.bincount(self._user, minlength=self.n_users)[self._user]
         order = np.argsort(self._code, kind="stable")
         starts = np.searchsorted(self._code[order], np.arange(self.n_keys + 1))
-        y, ws = self._value[order], w[order]
+        y, s = self._value[order], sizes[order]
         out = np.empty(self.n_keys)
         for k in range(self.n_keys):
             a, b = starts[k], starts[k + 1]
-            noise = StreamNoise(spawn_generator(entropy, (QUANTILE_STREAM, level, k)))
-            out[k] = key_quantile(
+            out[k] = draw_key_quantile(
                 y[a:b],
-                ws[a:b],
+                s[a:b],
+                k,
                 q,
+                level=level,
+                h=h,
+                smooth=smooth,
                 epsilon=epsilon,
                 sensitivity=sensitivity,
                 bounds=bounds,
-                noise=noise,
+                entropy=entropy,
             )
         return out
 
@@ -428,4 +425,35 @@ def key_quantile(
         sensitivity=sensitivity,
         grid=grid,
         noise=noise,
+    )
+
+
+def draw_key_quantile(
+    values: np.ndarray,
+    user_sizes: np.ndarray,
+    key: int,
+    q: float,
+    *,
+    level: int,
+    h: float,
+    smooth: bool,
+    epsilon: float,
+    sensitivity: float,
+    bounds: tuple[float, float],
+    entropy: int,
+) -> float:
+    """Key ``key``'s draw, on either engine: record weights ``min(h, s_u) / s_u`` from the
+    estimate layer's :func:`smooth_weights` (``user_sizes``: each record's user's rows on K;
+    a user's weights over all keys sum to ``min(h, s_u) <= h``) or 1 (hard limits), and the
+    key's own noise sub-stream ``(QUANTILE_STREAM, level, key)``."""
+    from userdp.privacy.noise import spawn_generator
+
+    s = np.asarray(user_sizes, dtype=np.float64)
+    if smooth and s.size:
+        w = smooth_weights(np.arange(s.size), np.maximum(s, 1.0), h)
+    else:
+        w = np.ones(s.size)
+    noise = StreamNoise(spawn_generator(entropy, (QUANTILE_STREAM, level, int(key))))
+    return key_quantile(
+        values, w, q, epsilon=epsilon, sensitivity=sensitivity, bounds=bounds, noise=noise
     )

@@ -22,15 +22,12 @@ import pyarrow as pa
 
 from userdp.aggregate.local import (
     HISTOGRAM_BINS,
-    QUANTILE_STREAM,
     Columns,
-    StreamNoise,
     bin_of,
-    key_quantile,
+    draw_key_quantile,
     user_weights,
 )
 from userdp.exceptions import DataError
-from userdp.privacy.noise import spawn_generator
 from userdp.spark import require_pyspark
 
 __all__ = ["SparkEngine"]
@@ -280,19 +277,20 @@ class SparkEngine:
         rows = self._rows.withColumn("_s", F.count(F.lit(1)).over(Window.partitionBy(_U)))
         lo, hi = bounds
 
+        kw: dict[str, Any] = dict(
+            level=level,
+            h=h,
+            smooth=smooth,
+            epsilon=epsilon,
+            sensitivity=sensitivity,
+            bounds=(lo, hi),
+            entropy=entropy,
+        )
+
         def draw(pdf):  # no annotations: PySpark reads them
             k = int(pdf[_X].iloc[0])
-            s = pdf["_s"].to_numpy(np.float64)
-            w = np.minimum(h, s) / s if smooth else np.ones(s.size)
-            noise = StreamNoise(spawn_generator(entropy, (QUANTILE_STREAM, level, k)))
-            x = key_quantile(
-                pdf[_V].to_numpy(np.float64),
-                w,
-                q,
-                epsilon=epsilon,
-                sensitivity=sensitivity,
-                bounds=(lo, hi),
-                noise=noise,
+            x = draw_key_quantile(
+                pdf[_V].to_numpy(np.float64), pdf["_s"].to_numpy(np.float64), k, q, **kw
             )
             return pd.DataFrame({_X: [k], "x": [x]})
 
@@ -303,16 +301,7 @@ class SparkEngine:
             out[int(row[_X])] = row["x"]
             seen[int(row[_X])] = True
         for k in np.flatnonzero(~seen):  # keys without rows: the mechanism on no values
-            noise = StreamNoise(spawn_generator(entropy, (QUANTILE_STREAM, level, int(k))))
-            out[k] = key_quantile(
-                np.zeros(0),
-                np.zeros(0),
-                q,
-                epsilon=epsilon,
-                sensitivity=sensitivity,
-                bounds=bounds,
-                noise=noise,
-            )
+            out[k] = draw_key_quantile(np.zeros(0), np.zeros(0), int(k), q, **kw)
         return out
 
     def finish(self, table: pa.Table) -> Any:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from _harness import RESULTS, log, versions
+from _harness import RESULTS, log, pyplot, versions
 from userdp.data import Contributions, section62_instance, zipf_contributions
 from userdp.partition import select_partitions
 
@@ -86,6 +86,30 @@ def run(c: Any, seeds: int) -> dict[str, Any]:
     return out
 
 
+def plot(results: dict[str, Any], path: Path) -> Path | None:
+    """Items released per variant (mean +- sd), one panel per dataset."""
+    plt = pyplot()
+    if plt is None:
+        return None
+    names = list(results["datasets"])
+    fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 4), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        rows = results["datasets"][name]
+        labels = list(rows)
+        ax.bar(
+            range(len(labels)),
+            [rows[k]["mean"] for k in labels],
+            yerr=[rows[k]["sd"] for k in labels],
+        )
+        ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+        ax.set_title(name, fontsize=9)
+        ax.set_ylabel("items released")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seeds", type=int, default=5)
@@ -114,6 +138,9 @@ def main() -> int:
     results["load_average_end"] = os.getloadavg()
     results["seconds"] = time.perf_counter() - t0
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    png = plot(results, args.out.with_suffix(".png"))
+    if png is not None:
+        results["pngs"] = [str(png)]
     args.out.write_text(json.dumps(results, indent=2))
     log(f"load average {results['load_average_start']} -> {results['load_average_end']}")
     log(f"{results['seconds']:.0f} s; wrote {args.out}")

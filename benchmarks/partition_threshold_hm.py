@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special, stats
 
-from _harness import RESULTS, log, versions
+from _harness import RESULTS, log, pyplot, versions
 from userdp.privacy import gaussian_sigma, partition_threshold
 
 EPS, DELTA = 1.0, 1e-5
@@ -345,6 +345,32 @@ def pooled_ideal(seeds: int, sigma_r: float, alpha: float, cap: int, step: float
     return out
 
 
+def plot_curves(
+    curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], path: Path
+) -> Path | None:
+    """Release probability against weight: the Gaussian threshold at the analytic and at the
+    RDP sigma, and the largest single-order RDP rule at the RDP sigma (one round)."""
+    plt = pyplot()
+    if plt is None:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    w, _, g = curves["analytic sigma, Gaussian threshold"]
+    ax.plot(w, g, label="Gaussian threshold, analytic sigma (userdp)")
+    w, p_r, g = curves["rdp sigma"]
+    ax.plot(w, g, "--", label="Gaussian threshold, RDP sigma")
+    ax.plot(w, p_r, label="largest single-order RDP rule, RDP sigma (upper bound)")
+    ax.set_xlabel("item weight w (one round, cap 100)")
+    ax.set_ylabel("release probability")
+    ax.set_xlim(5, 35)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title("epsilon 1, delta 1e-5: release rules (benchmarks/partition_threshold_hm.py)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--part", choices=("all", "gdp", "rdp", "pilot", "pooled-ideal"), default="all")
@@ -382,6 +408,7 @@ def main() -> int:
     if args.part in ("all", "rdp"):
         h, q = anchors(dt, args.cap, 1.0)
         rows = []
+        curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         for tag, s in (("analytic sigma, Gaussian threshold", sigma_p), ("rdp sigma", sigma_r)):
             rho = partition_threshold(s, 2 * dt, args.cap)
             w = grid_with_anchors(h, rho + 6 * s, args.step)
@@ -394,12 +421,16 @@ def main() -> int:
                 "rdp_rule_w90": crossing(w, p_r, 0.9),
             }
             rows.append((tag, row))
+            curves[tag] = (w, p_r, stats.norm.sf((rho - w) / s))
             log(
                 f"rdp, one round, {tag}: sigma {s:.4f}: Gaussian 50%/90% at "
                 f"{row['gaussian_w50']:.2f}/{row['gaussian_w90']:.2f}; RDP-optimal rule 50%/90% at "
                 f"{row['rdp_rule_w50']:.2f}/{row['rdp_rule_w90']:.2f}"
             )
         res["rdp"] = dict(rows)
+        png = plot_curves(curves, args.out.with_suffix(".png"))
+        if png is not None:
+            res["pngs"] = [str(png)]
     if args.part in ("all", "pilot"):
         res["pilot"] = pilot(args.seeds, sigma_r, alpha, args.cap, args.step)
     if args.part in ("all", "pooled-ideal"):

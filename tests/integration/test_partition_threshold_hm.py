@@ -67,7 +67,9 @@ def test_the_gaussian_threshold_sits_on_the_gaussian_privacy_profile(hm):
         lo, hi = stats.norm.sf((rho - w) / sigma), stats.norm.sf((rho - w - d) / sigma)
         eps_grid = np.linspace(0.0, 4.0, 801)
         gauss = np.array([gaussian_delta(sigma, e, d) for e in eps_grid])
-        for p, q in ((hi, lo), (1 - lo, 1 - hi)):  # both directions (complement: the other)
+        # both directions: Bern(hi) vs Bern(lo), and Bern(lo) vs Bern(hi) written with the
+        # outcomes swapped (the divergence does not depend on the labels)
+        for p, q in ((hi, lo), (1 - lo, 1 - hi)):
             bern = np.array([_bernoulli_hockey_stick(p, q, e) for e in eps_grid])
             assert np.all(bern <= gauss + 1e-12)
         # tight: the Bernoulli trade-off vertex (lo, 1 - hi) lies on the Gaussian trade-off

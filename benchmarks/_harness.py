@@ -138,3 +138,41 @@ def finish(
         summary(results)
     print("".join(f"\nwrote {f}" for f in (path, *pngs)))
     return path
+
+
+def npm_contributions(path: Path, bigrams: bool = True) -> Any:
+    """The npm corpus as user-level data: one package summary = one user; its distinct
+    lower-cased words (and, with ``bigrams``, word bigrams) = items.
+
+    Each user's tokens are sorted, so item codes (hence seeded figures) are the same in every
+    process whatever Python's string hashing.
+    """
+    import itertools
+    import re
+
+    import numpy as np
+    import pyarrow as pa
+
+    from userdp.data import Contributions
+
+    token = re.compile(r"[a-z0-9]+")
+    users: list[int] = []
+    items: list[str] = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        header = f.readline().rstrip("\n").split("\t")
+        # the listing's summary column may carry a note after its name
+        col = next(k for k, name in enumerate(header) if name.split(" ")[0] == "summary")
+        for row, line in enumerate(f):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) <= col:
+                continue
+            words = token.findall(parts[col].lower())
+            toks = set(words)
+            if bigrams:
+                toks.update(f"{a} {b}" for a, b in itertools.pairwise(words))
+            users.extend([row] * len(toks))
+            items.extend(sorted(toks))
+    # Items are strings, always: "null", "none", "true" stay tokens.
+    return Contributions.from_columns(
+        pa.array(np.asarray(users, dtype=np.int64)), pa.array(items, type=pa.string())
+    )

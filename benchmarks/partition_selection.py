@@ -32,10 +32,8 @@ from __future__ import annotations
 
 import argparse
 import gc
-import itertools
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -53,6 +51,7 @@ from _harness import (
     SHARED_DATA,
     log,
     machine,
+    npm_contributions,
     peak_mb,
     pyplot,
     reset_peak,
@@ -102,31 +101,6 @@ def variants(cap: int, d_max: int | None = None) -> list[tuple[str, str, dict[st
 
 
 # -- datasets ------------------------------------------------------------------------------------
-def npm_contributions(path: Path, bigrams: bool = True) -> Contributions:
-    """One package summary = one user; distinct lower-cased words (and word bigrams) = items."""
-    token = re.compile(r"[a-z0-9]+")
-    users: list[int] = []
-    items: list[str] = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        header = f.readline().rstrip("\n").split("\t")
-        # the listing's summary column may carry a note after its name
-        col = next(k for k, name in enumerate(header) if name.split(" ")[0] == "summary")
-        for row, line in enumerate(f):
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) <= col:
-                continue
-            words = token.findall(parts[col].lower())
-            toks = set(words)
-            if bigrams:
-                toks.update(f"{a} {b}" for a, b in itertools.pairwise(words))
-            users.extend([row] * len(toks))
-            items.extend(toks)
-    # Items are strings, always: "null", "none", "true" stay tokens.
-    return Contributions.from_columns(
-        pa.array(np.asarray(users, dtype=np.int64)), pa.array(items, type=pa.string())
-    )
-
-
 def item_frequencies(c: Contributions) -> np.ndarray:
     return np.bincount(c.items, minlength=c.n_items)
 

@@ -21,16 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
-from _harness import RESULTS, log, pyplot, versions
-from userdp.data import Contributions, section62_instance, zipf_contributions
+from _harness import RESULTS, log, npm_contributions, pyplot, versions
+from userdp.data import section62_instance, zipf_contributions
 from userdp.partition import select_partitions
 
 EPS, DELTA = 1.0, 1e-5
@@ -41,28 +39,6 @@ VARIANTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("mad2r cap 4 (fixed)", "mad2r", {"max_items_per_user": 4}),
     ("greedy-update", "greedy-update", {}),
 )
-
-
-def npm_words(path: Path) -> Contributions:
-    """One package summary = one user; its distinct lower-cased words = items (the "npm words"
-    corpus of partition_selection.py, rebuilt here: benchmark scripts import nothing from each
-    other)."""
-    token = re.compile(r"[a-z0-9]+")
-    users: list[int] = []
-    items: list[str] = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        header = f.readline().rstrip("\n").split("\t")
-        col = next(k for k, name in enumerate(header) if name.split(" ")[0] == "summary")
-        for row, line in enumerate(f):
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) <= col:
-                continue
-            toks = sorted(set(token.findall(parts[col].lower())))  # fixed order: fixed codes
-            users.extend([row] * len(toks))
-            items.extend(toks)
-    return Contributions.from_columns(
-        pa.array(np.asarray(users, dtype=np.int64)), pa.array(items, type=pa.string())
-    )
 
 
 def run(c: Any, seeds: int) -> dict[str, Any]:
@@ -120,7 +96,7 @@ def main() -> int:
     data: dict[str, Any] = {}
     data["section62 (Delta_0=100)"] = section62_instance()
     if args.npm_path.exists():
-        data["npm words"] = npm_words(args.npm_path)
+        data["npm words"] = npm_contributions(args.npm_path, bigrams=False)
     else:
         log(f"{args.npm_path} not found: skipping npm words")
     data["pilot draw (zipf seed 0)"] = zipf_contributions(200_000, item_exponent=1.1, seed=0)

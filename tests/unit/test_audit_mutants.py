@@ -92,7 +92,7 @@ def _halved(statistic: str) -> Callable[[pytest.MonkeyPatch], None]:
 def _no_sqrt2(mp: pytest.MonkeyPatch) -> None:
     """The item update's user-side norm without the bias coordinate: max_norm, not
     sqrt(2) max_norm (``[v, max_norm]`` has norm up to sqrt(2) max_norm)."""
-    mp.setattr(als_steps, "user_side_norm", lambda model: model.max_norm)
+    mp.setattr(als_steps, "user_side_norm", lambda max_norm, beta: max_norm)
 
 
 def _data_items(mp: pytest.MonkeyPatch) -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "RecommenderBase",
     "check_biases",
     "prepare_ratings",
+    "user_side_norm",
 ]
 
 #: Keywords a release never keeps: the seed (it would regenerate the noise), the progress bar,
@@ -78,6 +79,19 @@ def check_biases(value: Any, name: str, caller: str) -> None:
             f"The {name!r} parameter of {caller} must be True, False or 'auto'. "
             f"Got {value!r} instead."
         )
+
+
+def user_side_norm(max_norm: float, beta: float | None) -> float:
+    """Bound on the norm of a user's vector ``x`` in the item statistics (both families).
+
+    ``max_norm`` (the clipped user factor ``u``); with biases ``x = [u, beta]`` (the user side of
+    the item-bias coordinate), so ``sqrt(max_norm^2 + beta^2)``, i.e. ``sqrt(2) max_norm`` at
+    ``beta = max_norm`` (what both recommenders use). Computed as ``np.hypot``: correctly
+    rounded for nearly every input, where ``math.sqrt(2.0) * max_norm`` is off by one ulp for
+    about half of them (the two agree at the default ``max_norm = 1`` and at any power of two,
+    so default models do not depend on the choice).
+    """
+    return float(max_norm) if beta is None else float(np.hypot(max_norm, beta))
 
 
 def _check_items(value: Any, name: str, caller: str) -> None:

@@ -21,7 +21,7 @@ from userdp._validation import check_choice, check_real
 from userdp.multitask.allocation import adaptive_weights, tail_sampling, uniform_sampling
 from userdp.multitask.ssp import perturb_statistics, project_psd, solve_ridge
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend._base import check_biases
+from userdp.recommend._base import check_biases, user_side_norm
 from userdp.recommend.prior import bias_prior, count_noise_sd, solve_with_prior
 from userdp.recommend.spec import Allocation, ItemUpdateSpec
 
@@ -62,15 +62,9 @@ def user_weights(
     return adaptive_weights(users, items, item_counts, mu=rule.mu, beta=1.0)
 
 
-def user_side_norm(model: ItemUpdateSpec) -> float:
-    """Bound on the norm of a user's vector in the item update.
-
-    ``max_norm`` (the clipped user factor ``v``); with ``biases`` the vector is ``[v,
-    max_norm]`` (the user side of the item bias coordinate), so ``sqrt(2) * max_norm``.
-    """
-    if model.biased:
-        return math.sqrt(2.0) * model.max_norm
-    return model.max_norm
+def _beta(model: ItemUpdateSpec) -> float | None:
+    """The user side of the item-bias coordinate: ``max_norm`` with biases (``[v, max_norm]``)."""
+    return model.max_norm if model.biased else None
 
 
 def gravity_gram(model: ItemUpdateSpec, g: np.ndarray, plan: Any, noise: NoiseSource) -> np.ndarray:
@@ -84,7 +78,8 @@ def gravity_gram(model: ItemUpdateSpec, g: np.ndarray, plan: Any, noise: NoiseSo
     """
     if plan is None:
         return g
-    g2 = user_side_norm(model) ** 2  # [v, beta] with biases: ||x||^2 <= 2 max_norm^2
+    # [v, beta] with biases: ||x||^2 <= 2 max_norm^2
+    g2 = user_side_norm(model.max_norm, _beta(model)) ** 2
     g, _ = perturb_statistics(
         g[None],
         np.zeros((1, 0)),
@@ -117,7 +112,7 @@ def ssp_update(
     """
     # Sensitivity: a user adds w_ij x x^T and w_ij y x with sum_i w_ij^2 <= 1, |y| <= half and
     # ||x|| <= n (``user_side_norm``): n^2 and n * half.
-    norm = user_side_norm(model)
+    norm = user_side_norm(model.max_norm, _beta(model))
     g2 = norm**2
     sigma_a = plan.gram * g2
     sigma_b = plan.moment * norm * half

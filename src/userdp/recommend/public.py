@@ -33,7 +33,13 @@ from userdp.multitask.kernels import segment_statistics
 from userdp.multitask.ssp import perturb_statistics, project_psd
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, check_biases, diagnostics
+from userdp.recommend._base import (
+    SHARED_CONSTRAINTS,
+    RecommenderBase,
+    check_biases,
+    diagnostics,
+    user_side_norm,
+)
 from userdp.recommend.engines import make_runner, resolve_engine
 from userdp.recommend.model import RecommenderModel, solve_users
 from userdp.recommend.plans import SSPPlan, plan_noise, plan_ssp_noise
@@ -59,7 +65,6 @@ from userdp.recommend.public_steps import (
     ssp_noise_ridge,
     user_feature_matrix,
     user_prior_statistics,
-    user_side_norm,
     user_solve_inputs,
 )
 from userdp.recommend.runner import UserSolve, spark_supported

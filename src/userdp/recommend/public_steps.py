@@ -32,7 +32,6 @@ __all__ = [
     "ssp_noise_ridge",
     "user_feature_matrix",
     "user_prior_statistics",
-    "user_side_norm",
     "user_solve_inputs",
 ]
 
@@ -237,7 +236,7 @@ def item_update_inputs(
     ``u_k`` is clipped to ``max_norm`` (None: not clipped, non-private runs). Without biases
     ``x_k = u_k`` and the targets are ``y``. With biases (``U``'s last column is the user bias
     ``c_k``, never released) ``x_k = [u_k, beta]``, so ``||x_k|| <= sqrt(max_norm^2 + beta^2)``
-    (:func:`user_side_norm`), and the targets are ``y - c_k``; the caller clips them to the
+    (``user_side_norm``), and the targets are ``y - c_k``; the caller clips them to the
     half width before the SSP statistics, so the stated bounds hold whatever ``c_k`` is.
     """
     if beta is None:
@@ -248,12 +247,6 @@ def item_update_inputs(
         factors = clip_rows(factors, max_norm)
     x = np.column_stack([factors, np.full(U.shape[0], beta)])
     return factors, x, y - bias[users]
-
-
-def user_side_norm(max_norm: float, beta: float | None) -> float:
-    """Bound on ``||x_k||`` in the item statistics: ``max_norm``, or with biases
-    ``sqrt(max_norm^2 + beta^2)`` (``sqrt(2) max_norm`` at ``beta = max_norm``)."""
-    return float(max_norm) if beta is None else float(np.hypot(max_norm, beta))
 
 
 # -- the encoder protocol and the model's shared helpers --------------------------------------

@@ -19,8 +19,8 @@ import pytest
 import userdp.partition.baselines as baselines_module
 import userdp.partition.rounds as rounds_module
 import userdp.privacy.noise as noise_module
-import userdp.recommend._base as base_module
-import userdp.recommend.als_steps as als_steps
+import userdp.recommend.als.steps as als_steps
+import userdp.recommend.core.base as base_module
 from userdp.audit import (
     MECHANISMS,
     audit_sensitivity,
@@ -97,12 +97,12 @@ def _no_sqrt2(mp: pytest.MonkeyPatch) -> None:
 
 def _data_items(mp: pytest.MonkeyPatch) -> None:
     """Training on the data's own items instead of the item set fixed before training."""
-    from userdp.recommend import runner as runner_module
+    from userdp.recommend.engines import local as runner_module
 
     original = base_module.prepare_ratings
 
     def prepare(spec, ratings, item_set, noise, *args, **kwargs):
-        from userdp.recommend.items import ItemSet
+        from userdp.recommend.core.items import ItemSet
 
         items = np.unique(np.asarray(ratings[1]))
         return original(spec, ratings, ItemSet.public(items), noise, *args, **kwargs)

@@ -49,7 +49,7 @@ from userdp.multitask.kernels import (
     segment_statistics_reference,
 )
 from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget, calibrate_noise_scale
-from userdp.recommend.als import METHODS, MatrixFactorization, plan_noise
+from userdp.recommend.als.estimator import METHODS, MatrixFactorization, plan_noise
 
 P_FALSE_ALARM = 1e-6  # per statistical assertion
 PRIVATE_METHODS = [m for m in METHODS if m != "als"]
@@ -1062,7 +1062,7 @@ def test_the_unobserved_items_term_pulls_unrated_scores_to_zero(method):
 
 
 def test_auto_item_cutoff_trains_the_items_whose_private_count_clears_the_noise():
-    from userdp.recommend.als import AUTO_CUTOFF
+    from userdp.recommend.als.estimator import AUTO_CUTOFF
 
     data = lowrank_ratings(n_users=2000, n_items=150, n_ratings=60_000, seed=9)
     model = MatrixFactorization(

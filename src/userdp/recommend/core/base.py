@@ -23,10 +23,10 @@ from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.checks import check_accountant
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend.centring import CENTRES, centre_all
-from userdp.recommend.items import ItemSet, as_item_set
-from userdp.recommend.model import RecommenderModel
-from userdp.recommend.spec import RunSpec
+from userdp.recommend.core.centring import CENTRES, centre_all
+from userdp.recommend.core.items import ItemSet, as_item_set
+from userdp.recommend.core.model import RecommenderModel
+from userdp.recommend.core.spec import RunSpec
 
 __all__ = [
     "SHARED_CONSTRAINTS",
@@ -34,7 +34,6 @@ __all__ = [
     "RecommenderBase",
     "check_biases",
     "prepare_ratings",
-    "user_side_norm",
 ]
 
 #: Keywords a release never keeps: the seed (it would regenerate the noise), the progress bar,
@@ -79,19 +78,6 @@ def check_biases(value: Any, name: str, caller: str) -> None:
             f"The {name!r} parameter of {caller} must be True, False or 'auto'. "
             f"Got {value!r} instead."
         )
-
-
-def user_side_norm(max_norm: float, beta: float | None) -> float:
-    """Bound on the norm of a user's vector ``x`` in the item statistics (both families).
-
-    ``max_norm`` (the clipped user factor ``u``); with biases ``x = [u, beta]`` (the user side of
-    the item-bias coordinate), so ``sqrt(max_norm^2 + beta^2)``, i.e. ``sqrt(2) max_norm`` at
-    ``beta = max_norm`` (what both recommenders use). Computed as ``np.hypot``: correctly
-    rounded for nearly every input, where ``math.sqrt(2.0) * max_norm`` is off by one ulp for
-    about half of them (the two agree at the default ``max_norm = 1`` and at any power of two,
-    so default models do not depend on the choice).
-    """
-    return float(max_norm) if beta is None else float(np.hypot(max_norm, beta))
 
 
 def _check_items(value: Any, name: str, caller: str) -> None:
@@ -394,7 +380,7 @@ def prepare_ratings(
     Ratings of items outside the item set are dropped (counted in ``diagnostics_``); the
     private counts take at most ``count_sample`` items per user
     (:func:`~userdp.multitask.private_counts`) and the centre uses every rating, those
-    outside the item set too (:func:`~userdp.recommend.centring.centre_all`); the private
+    outside the item set too (:func:`~userdp.recommend.core.centring.centre_all`); the private
     mean's per-user cap is chosen from the released counts (post-processing).
     ``count_noise`` None: not private (exact counts, exact centre).
     """

@@ -15,8 +15,8 @@ from scipy import sparse
 
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask.ssp import clip_rows
-from userdp.recommend.encoders import IdEncoder, PublicFeatureEncoder
-from userdp.recommend.model import user_feature_matrix
+from userdp.recommend.core.model import user_feature_matrix
+from userdp.recommend.public.encoders import IdEncoder, PublicFeatureEncoder
 
 __all__ = [
     "METHOD_NAMES",
@@ -148,7 +148,7 @@ class BiasedEncoder:
     ``b_j = beta * z_j``; against the user vector ``[u_k, beta]`` the last coordinate
     contributes ``b_j`` to the prediction, exactly as the ``[u_i, b_i / beta]`` coordinate of
     :class:`~userdp.recommend.MatrixFactorization`. Both parts read public features only, so
-    the wrapper keeps the :class:`~userdp.recommend.encoders.ItemEncoder` privacy contract.
+    the wrapper keeps the :class:`~userdp.recommend.public.encoders.ItemEncoder` privacy contract.
     """
 
     def __init__(self, factors: Any, bias: Any) -> None:
@@ -232,12 +232,12 @@ def item_update_inputs(
     U: np.ndarray, users: np.ndarray, y: np.ndarray, beta: float | None, max_norm: float | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Split the user solve; returns (factors ``u_k``, user vectors ``x_k``, targets).
-
-    ``u_k`` is clipped to ``max_norm`` (None: not clipped, non-private runs). Without biases
-    ``x_k = u_k`` and the targets are ``y``. With biases (``U``'s last column is the user bias
-    ``c_k``, never released) ``x_k = [u_k, beta]``, so ``||x_k|| <= sqrt(max_norm^2 + beta^2)``
-    (``user_side_norm``), and the targets are ``y - c_k``; the caller clips them to the
-    half width before the SSP statistics, so the stated bounds hold whatever ``c_k`` is.
+     ``u_k`` is clipped to ``max_norm`` (None: not clipped, non-private runs). Without biases ``x_k =
+    u_k`` and the targets are ``y``. With biases (``U``'s last column is the user bias ``c_k``, never
+    released) ``x_k = [u_k, beta]``, so ``||x_k|| <= sqrt(max_norm^2 + beta^2)``
+    (:func:`~userdp.recommend.core.steps.user_side_norm`), and the targets are ``y - c_k``; the caller
+    clips them to the half width before the SSP statistics, so the stated bounds hold whatever ``c_k``
+    is.
     """
     if beta is None:
         factors = U if max_norm is None else clip_rows(U, max_norm)
@@ -250,7 +250,7 @@ def item_update_inputs(
 
 
 # -- the encoder protocol and the model's shared helpers --------------------------------------
-#: What an item encoder must provide (see :class:`~userdp.recommend.encoders.ItemEncoder`).
+#: What an item encoder must provide (see :class:`~userdp.recommend.public.encoders.ItemEncoder`).
 ENCODER_METHODS = ("n_items", "dim", "n_params", "init_params", "forward", "vjp")
 
 
@@ -260,7 +260,7 @@ def check_encoder(value: Any, name: str, caller: str) -> None:
     if missing:
         raise InvalidParameterError(
             f"The {name!r} parameter of {caller} must be an item encoder (see "
-            f"userdp.recommend.encoders.ItemEncoder). Got {value!r} instead, without "
+            f"userdp.recommend.public.encoders.ItemEncoder). Got {value!r} instead, without "
             f"{missing[0]!r}."
         )
 

@@ -733,7 +733,8 @@ class PublicFeatureRecommender(RecommenderBase):
         return X, target, prior, counts
 
     def _release_prior(self, phi, n_families, U, counts, plan, noise):
-        """The user-feature prior's release (:func:`~userdp.recommend.public.steps.release_prior`)."""
+        """The user-feature prior's release
+        (:func:`~userdp.recommend.public.steps.release_prior`)."""
         return release_prior(phi, n_families, U, counts, plan, noise, self.max_norm)
 
     def _with_prior(self, stats, ridge, beta, counts, plan, half):

@@ -232,12 +232,13 @@ def item_update_inputs(
     U: np.ndarray, users: np.ndarray, y: np.ndarray, beta: float | None, max_norm: float | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Split the user solve; returns (factors ``u_k``, user vectors ``x_k``, targets).
-     ``u_k`` is clipped to ``max_norm`` (None: not clipped, non-private runs). Without biases ``x_k =
-    u_k`` and the targets are ``y``. With biases (``U``'s last column is the user bias ``c_k``, never
-    released) ``x_k = [u_k, beta]``, so ``||x_k|| <= sqrt(max_norm^2 + beta^2)``
-    (:func:`~userdp.recommend.core.steps.user_side_norm`), and the targets are ``y - c_k``; the caller
-    clips them to the half width before the SSP statistics, so the stated bounds hold whatever ``c_k``
-    is.
+
+    ``u_k`` is clipped to ``max_norm`` (None: not clipped, non-private runs). Without biases
+    ``x_k = u_k`` and the targets are ``y``. With biases (``U``'s last column is the user bias
+    ``c_k``, never released) ``x_k = [u_k, beta]``, so ``||x_k|| <= sqrt(max_norm^2 + beta^2)``
+    (:func:`~userdp.recommend.core.steps.user_side_norm`), and the targets are ``y - c_k``; the
+    caller clips them to the half width before the SSP statistics, so the stated bounds hold
+    whatever ``c_k`` is.
     """
     if beta is None:
         factors = U if max_norm is None else clip_rows(U, max_norm)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from userdp._validation import check_real
-from userdp.partition._hashing import pair_key
+from userdp.data.hashing import pair_key
 from userdp.partition.result import SelectionResult
 from userdp.partition.select import _budget, _Round, _Run, release_mask
 from userdp.privacy import LaplaceThresholdDpEvent, laplace_scale, laplace_threshold, record

@@ -161,6 +161,22 @@ def test_seeded_model_equals_the_local_model(spark, method, biases, extra):
     )
 
 
+@pytest.mark.parametrize("kind", ["str", "int"])
+def test_keyed_samples_are_the_local_ones(spark, kind):
+    # Samples smaller than most users' degrees: the count, allocation and centre samples are
+    # chosen by row keys (keyed hashes of the user's and the item's labels), so both engines
+    # keep the same rows whether the labels are strings or integers.
+    table, items = _random_ratings(4, kind=kind)
+    options = _options(
+        "dpals-uniform", items, True, sample_size=2, count_sample=3, center="sampled-mean"
+    )
+    local = MatrixFactorization(**options).fit(table)
+    remote = MatrixFactorization(**options).fit(_frame(spark, table), engine="spark")
+    np.testing.assert_array_equal(remote.item_counts_, local.item_counts_)
+    assert remote.center_ == pytest.approx(local.center_, abs=1e-9)
+    np.testing.assert_allclose(remote.item_factors_, local.item_factors_, rtol=1e-9, atol=1e-9)
+
+
 def test_a_user_with_only_new_items_changes_no_released_shape(spark):
     """On the Spark path: the item set is fixed before training."""
     table, items = _random_ratings(4)

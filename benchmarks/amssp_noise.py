@@ -65,9 +65,9 @@ from userdp.multitask.ssp import clip_rows
 from userdp.privacy import PrivacyBudget
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend import FeatureFamily, PublicFeatureEncoder, PublicFeatureRecommender
-from userdp.recommend.model import solve_users
-from userdp.recommend.plans import plan_ssp_noise
-from userdp.recommend.public_steps import clipped_user_gradients, ssp_gradient
+from userdp.recommend.core.model import solve_users
+from userdp.recommend.core.plans import plan_ssp_noise
+from userdp.recommend.public.steps import clipped_user_gradients, ssp_gradient
 
 
 def main(argv: list[str] | None = None) -> int:

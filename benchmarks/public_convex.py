@@ -56,7 +56,7 @@ from userdp.recommend import (
     protocol_task,
     score_model,
 )
-from userdp.recommend.public_convex import SQUARED
+from userdp.recommend.public.convex import SQUARED
 
 DELTA = 1e-5
 EPSILONS = (1.0, 5.0, 20.0)

@@ -31,8 +31,8 @@ from userdp.data.ratings import Ratings
 from userdp.multitask.allocation import private_counts, row_keys
 from userdp.privacy import NoiseSource, PrivacyBudget
 from userdp.recommend import MatrixFactorization
-from userdp.recommend.centring import centre_all
-from userdp.recommend.plans import plan_noise
+from userdp.recommend.core.centring import centre_all
+from userdp.recommend.core.plans import plan_noise
 
 DATASETS = ("longtail0", "longtail1", "longtail2", "ml-100k", "ml-latest-small")
 EPSILONS = (1.0, 5.0, 20.0)

@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from _harness import RESULTS, finish, log, machine, peak_mb, pyplot, reset_peak
 from userdp.data.longtail import longtail_ratings
 from userdp.recommend import MatrixFactorization
-from userdp.recommend.runner import LocalRunner
+from userdp.recommend.engines.local import LocalRunner
 
 STEPS, DIM, EPS, DELTA = 3, 32, 1.0, 1e-5
 
@@ -121,7 +121,7 @@ def timed_fit(data: Any, items: Any, cls: type, engine: str) -> dict[str, Any]:
 
 
 def run_size(n: int, spark: Any, tmp: Path) -> dict[str, Any]:
-    from userdp.recommend.spark import SparkRunner
+    from userdp.recommend.engines.spark import SparkRunner
 
     t = time.perf_counter()
     ratings = generate(n)

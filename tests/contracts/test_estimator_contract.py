@@ -53,7 +53,7 @@ from userdp.multitask.ssp import task_weighted_ssp
 from userdp.partition import select_partitions
 from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
 from userdp.recommend import IdEncoder, MatrixFactorization, PublicFeatureRecommender
-from userdp.recommend._base import SHARED_CONSTRAINTS
+from userdp.recommend.core.base import SHARED_CONSTRAINTS
 from userdp.recommend.federated import FederatedPublicFeatureRecommender
 
 #: Bad values for the recommenders' rules stated as a custom check.

@@ -15,7 +15,7 @@ from userdp.cli import ExitCode, main
 from userdp.cli import recommend as recommend_cli
 from userdp.data.synthetic import lowrank_ratings
 from userdp.recommend import RecommenderModel, ml10m_split
-from userdp.recommend import public as public_module
+from userdp.recommend.public import estimator as public_module
 
 EPS_DELTA = ["--epsilon", "1", "--delta", "1e-5"]
 FAST = ["--dim", "4", "--steps", "2", "--seed", "0", "--inner-steps", "5"]

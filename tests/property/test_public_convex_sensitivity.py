@@ -12,14 +12,14 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-import userdp.recommend.public as public_module  # noqa: E402
+import userdp.recommend.public.estimator as public_module  # noqa: E402
 from helpers import Tape  # noqa: E402
 from userdp.data.ratings import Ratings  # noqa: E402
 from userdp.multitask.allocation import adaptive_weights  # noqa: E402
 from userdp.multitask.kernels import segment_offsets  # noqa: E402
 from userdp.multitask.ssp import clip_rows  # noqa: E402
 from userdp.recommend import ConvexLoss, IdEncoder, PublicFeatureRecommender  # noqa: E402
-from userdp.recommend.public_convex import LOGISTIC, SQUARED, convex_statistics  # noqa: E402
+from userdp.recommend.public.convex import LOGISTIC, SQUARED, convex_statistics  # noqa: E402
 
 FAST = settings(max_examples=60, deadline=None, derandomize=True)
 HUBER = ConvexLoss(

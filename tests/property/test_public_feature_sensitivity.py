@@ -25,9 +25,9 @@ from hypothesis import strategies as st  # noqa: E402
 
 from userdp.multitask.allocation import adaptive_weights  # noqa: E402
 from userdp.multitask.kernels import segment_offsets, segment_statistics  # noqa: E402
-from userdp.recommend.encoders import FeatureFamily, IdEncoder, PublicFeatureEncoder  # noqa: E402
-from userdp.recommend.model import solve_users  # noqa: E402
-from userdp.recommend.public_steps import (  # noqa: E402
+from userdp.recommend.core.model import solve_users  # noqa: E402
+from userdp.recommend.public.encoders import FeatureFamily, IdEncoder, PublicFeatureEncoder  # noqa: E402
+from userdp.recommend.public.steps import (  # noqa: E402
     BiasedEncoder,
     clipped_user_gradients,
     item_bias_encoder,

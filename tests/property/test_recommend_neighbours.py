@@ -23,8 +23,8 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-import userdp.recommend.als as als_module  # noqa: E402
-import userdp.recommend.public as public_module  # noqa: E402
+import userdp.recommend.als.estimator as als_module  # noqa: E402
+import userdp.recommend.public.estimator as public_module  # noqa: E402
 from helpers import Tape  # noqa: E402
 from userdp.data.ratings import Ratings  # noqa: E402
 from userdp.recommend import IdEncoder, MatrixFactorization, PublicFeatureRecommender  # noqa: E402

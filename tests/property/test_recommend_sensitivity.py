@@ -15,10 +15,10 @@ from hypothesis import strategies as st  # noqa: E402
 
 from userdp.multitask.kernels import segment_offsets  # noqa: E402
 from userdp.multitask.ssp import clip_rows  # noqa: E402
-from userdp.recommend.als import mean_statistics  # noqa: E402
-from userdp.recommend.centring import smooth_mean_statistics  # noqa: E402
-from userdp.recommend.encoders import IdEncoder  # noqa: E402
-from userdp.recommend.public import (  # noqa: E402
+from userdp.recommend.als.estimator import mean_statistics  # noqa: E402
+from userdp.recommend.core.centring import smooth_mean_statistics  # noqa: E402
+from userdp.recommend.public.encoders import IdEncoder  # noqa: E402
+from userdp.recommend.public.estimator import (  # noqa: E402
     clipped_user_gradients,
     user_feature_matrix,
     user_prior_statistics,

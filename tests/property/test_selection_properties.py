@@ -18,8 +18,8 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from userdp.data.hashing import salted_hash  # noqa: E402
 from userdp.partition import ALGORITHMS, select_partitions  # noqa: E402
-from userdp.partition._hashing import salted_hash  # noqa: E402
 from userdp.partition._local import cap_degrees  # noqa: E402
 from userdp.privacy import NoiseSource  # noqa: E402
 

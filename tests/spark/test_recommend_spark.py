@@ -18,9 +18,9 @@ from userdp.data import Ratings
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend import MatrixFactorization
-from userdp.recommend.plans import plan_noise
-from userdp.recommend.runner import LocalRunner, UserSolve
-from userdp.recommend.spec import Allocation
+from userdp.recommend.core.plans import plan_noise
+from userdp.recommend.core.spec import Allocation
+from userdp.recommend.engines.local import LocalRunner, UserSolve
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::UserWarning")]
 
@@ -116,7 +116,7 @@ def test_pre_noise_statistics_match_local(spark, method, biases, seed):
     rng = np.random.default_rng(seed)
     U = rng.normal(size=(len(items), 3 + biases))
     local = _statistics(LocalRunner(Ratings.from_table(table)), model, U)
-    from userdp.recommend.spark import SparkRunner
+    from userdp.recommend.engines.spark import SparkRunner
 
     remote = _statistics(SparkRunner(_frame(spark, table)), model, U)
     lp, rp = local[0], remote[0]
@@ -161,6 +161,22 @@ def test_seeded_model_equals_the_local_model(spark, method, biases, extra):
     )
 
 
+@pytest.mark.parametrize("kind", ["str", "int"])
+def test_keyed_samples_are_the_local_ones(spark, kind):
+    # Samples smaller than most users' degrees: the count, allocation and centre samples are
+    # chosen by row keys (keyed hashes of the user's and the item's labels), so both engines
+    # keep the same rows whether the labels are strings or integers.
+    table, items = _random_ratings(4, kind=kind)
+    options = _options(
+        "dpals-uniform", items, True, sample_size=2, count_sample=3, center="sampled-mean"
+    )
+    local = MatrixFactorization(**options).fit(table)
+    remote = MatrixFactorization(**options).fit(_frame(spark, table), engine="spark")
+    np.testing.assert_array_equal(remote.item_counts_, local.item_counts_)
+    assert remote.center_ == pytest.approx(local.center_, abs=1e-9)
+    np.testing.assert_allclose(remote.item_factors_, local.item_factors_, rtol=1e-9, atol=1e-9)
+
+
 def test_a_user_with_only_new_items_changes_no_released_shape(spark):
     """On the Spark path: the item set is fixed before training."""
     table, items = _random_ratings(4)
@@ -184,10 +200,10 @@ def test_am_ssp_statistics_match_local(spark):
     from userdp.multitask.kernels import segment_offsets, segment_statistics
     from userdp.multitask.ssp import clip_rows
     from userdp.recommend import PublicFeatureRecommender
-    from userdp.recommend.id_encoder import IdEncoder
-    from userdp.recommend.model import solve_users
-    from userdp.recommend.plans import plan_ssp_noise
-    from userdp.recommend.spark import SparkRunner
+    from userdp.recommend.core.model import solve_users
+    from userdp.recommend.core.plans import plan_ssp_noise
+    from userdp.recommend.engines.spark import SparkRunner
+    from userdp.recommend.public.id_encoder import IdEncoder
 
     table, items = _random_ratings(5)
     enc = IdEncoder(len(items), 3, seed=1)
@@ -273,7 +289,7 @@ def test_repeated_pairs_and_missing_columns_are_data_errors(spark):
 
 def test_statistics_too_large_for_the_driver_are_refused_before_any_charge(spark, monkeypatch):
     from userdp.privacy import PrivacyAccountant, PrivacyBudget
-    from userdp.recommend import spark as engine
+    from userdp.recommend.engines import spark as engine
 
     table, items = _random_ratings(0)
     monkeypatch.setattr(engine, "MAX_DRIVER_BYTES", 8 * 16 * len(items) - 1)  # d' = 4

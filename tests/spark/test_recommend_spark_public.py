@@ -17,8 +17,8 @@ import scipy.sparse as sp
 from userdp.exceptions import InvalidParameterError
 from userdp.privacy import PrivacyAccountant, PrivacyBudget
 from userdp.recommend import PublicFeatureRecommender
-from userdp.recommend.encoders import FeatureFamily, PublicFeatureEncoder
-from userdp.recommend.id_encoder import IdEncoder
+from userdp.recommend.public.encoders import FeatureFamily, PublicFeatureEncoder
+from userdp.recommend.public.id_encoder import IdEncoder
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::UserWarning")]
 

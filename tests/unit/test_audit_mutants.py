@@ -19,8 +19,8 @@ import pytest
 import userdp.partition.baselines as baselines_module
 import userdp.partition.rounds as rounds_module
 import userdp.privacy.noise as noise_module
-import userdp.recommend._base as base_module
-import userdp.recommend.als_steps as als_steps
+import userdp.recommend.als.steps as als_steps
+import userdp.recommend.core.base as base_module
 from userdp.audit import (
     MECHANISMS,
     audit_sensitivity,
@@ -92,17 +92,17 @@ def _halved(statistic: str) -> Callable[[pytest.MonkeyPatch], None]:
 def _no_sqrt2(mp: pytest.MonkeyPatch) -> None:
     """The item update's user-side norm without the bias coordinate: max_norm, not
     sqrt(2) max_norm (``[v, max_norm]`` has norm up to sqrt(2) max_norm)."""
-    mp.setattr(als_steps, "user_side_norm", lambda model: model.max_norm)
+    mp.setattr(als_steps, "user_side_norm", lambda max_norm, beta: max_norm)
 
 
 def _data_items(mp: pytest.MonkeyPatch) -> None:
     """Training on the data's own items instead of the item set fixed before training."""
-    from userdp.recommend import runner as runner_module
+    from userdp.recommend.engines import local as runner_module
 
     original = base_module.prepare_ratings
 
     def prepare(spec, ratings, item_set, noise, *args, **kwargs):
-        from userdp.recommend.items import ItemSet
+        from userdp.recommend.core.items import ItemSet
 
         items = np.unique(np.asarray(ratings[1]))
         return original(spec, ratings, ItemSet.public(items), noise, *args, **kwargs)

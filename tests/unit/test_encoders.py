@@ -7,7 +7,7 @@ import pytest
 from scipy import sparse
 
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.recommend.encoders import (
+from userdp.recommend.public.encoders import (
     FeatureFamily,
     IdEncoder,
     ItemEncoder,

@@ -19,6 +19,8 @@ from userdp.privacy import PrivacyAccountant, PrivacyBudget
 from userdp.privacy.noise import NoiseSource
 from userdp.privacy.recording import recording
 from userdp.recommend import FeatureFamily, PublicFeatureEncoder, PublicFeatureRecommender
+from userdp.recommend.core.model import RecommenderModel
+from userdp.recommend.core.plans import plan_ssp_noise
 from userdp.recommend.federated import (
     CentreContribution,
     CentreRound,
@@ -34,8 +36,6 @@ from userdp.recommend.federated import (
     Server,
     secure_aggregation_nbytes,
 )
-from userdp.recommend.model import RecommenderModel
-from userdp.recommend.plans import plan_ssp_noise
 
 N_SET, DIM, RANGE = 50, 4, (0.5, 5.0)
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from userdp.partition import _hashing
-from userdp.partition._hashing import (
+from userdp.data import hashing
+from userdp.data.hashing import (
     SPARK_SEED,
     canonical_column,
     pair_key,
@@ -177,9 +177,9 @@ def test_bytes_every_length_in_one_batch(block, c_min, monkeypatch):
     # size also exercises the blocking over strings.
     # c_min: every string through the C package (0), none (huge), or the long ones (default).
     if block is not None:
-        monkeypatch.setattr(_hashing, "_BYTES_BLOCK", block)
+        monkeypatch.setattr(hashing, "_BYTES_BLOCK", block)
     if c_min is not None:
-        monkeypatch.setattr(_hashing, "_C_MIN_BYTES", c_min)
+        monkeypatch.setattr(hashing, "_C_MIN_BYTES", c_min)
     rng = np.random.default_rng(2)
     lengths = np.concatenate([np.arange(301), [1000, 4099, 64, 64, 0]])
     rng.shuffle(lengths)
@@ -282,7 +282,7 @@ def test_salted_hash_of_text(values, salt):
 def test_module_imports_without_pyspark():
     code = (
         "import sys; sys.modules['pyspark'] = None; "
-        "import userdp.partition._hashing as h; print(h.spark_xxhash64(h.np.arange(2))[0])"
+        "import userdp.data.hashing as h; print(h.spark_xxhash64(h.np.arange(2))[0])"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -377,7 +377,7 @@ def test_spark_long_strings(spark):
     from pyspark.sql import types as T
 
     rng = np.random.default_rng(14)
-    lengths = [*rng.integers(400, 3000, size=40).tolist(), _hashing._C_MIN_BYTES, 1 << 20]
+    lengths = [*rng.integers(400, 3000, size=40).tolist(), hashing._C_MIN_BYTES, 1 << 20]
     values = ["".join(rng.choice(list("ab日😀"), size=int(k)).tolist()) for k in lengths]
     check_against_spark(spark, [*values, None, "short"], pa.string(), T.StringType())
 

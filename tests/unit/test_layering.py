@@ -7,7 +7,9 @@
 - the capabilities (partition, estimate, recommend) do not import each other;
 - multitask does not import recommend (recommend builds on multitask, not the reverse);
 - nothing outside the CLI imports the CLI;
-- the modules of the data layer, and those of recommend, form no import cycle.
+- the modules of the data layer, and those of recommend, form no import cycle;
+- inside recommend, each subpackage imports only those its rule allows (core < engines <
+  families; the two families never each other), and no step module imports an engine.
 """
 
 from __future__ import annotations
@@ -168,9 +170,11 @@ def test_the_rules_see_a_forbidden_import(tmp_path):
     # A capability importing another, absolutely or relatively, must be caught, or the rules
     # above could pass vacuously.
     probe = tmp_path / "probe.py"
-    probe.write_text("from ..partition import select_partitions\nimport userdp.recommend.als\n")
+    probe.write_text(
+        "from ..partition import select_partitions\nimport userdp.recommend.als.estimator\n"
+    )
     found = forbidden_imports(probe, CAPABILITIES - {"userdp.estimate"}, "userdp.estimate.probe")
-    assert {"userdp.partition", "userdp.recommend.als"} <= found
+    assert {"userdp.partition", "userdp.recommend.als.estimator"} <= found
 
 
 def test_importing_the_privacy_core_loads_no_capability():
@@ -187,52 +191,53 @@ def test_importing_the_privacy_core_loads_no_capability():
 
 # -- inside recommend: no import cycle; the families build on the shared core ----------------
 RECOMMEND = {module_name(p): p for p in MODULES if module_name(p).startswith("userdp.recommend.")}
-#: recommend's module groups, by idea. The shared core (the estimators' shared base, the
-#: specs, the one noise planner, the empirical-Bayes prior, the item set, centring, the
-#: released model, metrics and protocols); the engines (where the statistics are computed:
-#: local and Spark runners, their factory); the ALS family (MatrixFactorization and its item
+#: recommend's module groups, by idea: one subpackage each. The shared core (the estimators'
+#: shared base, the specs, the one noise planner, the empirical-Bayes prior, the item set,
+#: centring, the released model, metrics, protocols and the steps both families and the
+#: runners share); the engines (where the statistics are computed: the Runner protocol and its
+#: factory, the local and Spark runners); the ALS family (MatrixFactorization and its item
 #: update); the public-feature family (PublicFeatureRecommender, its steps, its item encoders,
-#: the convex losses, the federated recommender).
+#: the convex losses); the federated protocol of the public-feature recommender.
+RECOMMEND_SUBPACKAGES = ("core", "engines", "als", "public", "federated")
+
+
+def recommend_group(name: str) -> str | None:
+    """The group (subpackage) of a recommend module, or None for a module outside them."""
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and parts[2] in RECOMMEND_SUBPACKAGES else None
+
+
 RECOMMEND_GROUPS = {
-    "core": {
-        "userdp.recommend._base",
-        "userdp.recommend.spec",
-        "userdp.recommend.plans",
-        "userdp.recommend.prior",
-        "userdp.recommend.items",
-        "userdp.recommend.centring",
-        "userdp.recommend.model",
-        "userdp.recommend.metrics",
-        "userdp.recommend.protocols",
-    },
-    "engines": {
-        "userdp.recommend.runner",
-        "userdp.recommend.spark",
-        "userdp.recommend.engines",
-    },
-    "als": {"userdp.recommend.als", "userdp.recommend.als_steps"},
-    "public": {
-        "userdp.recommend.public",
-        "userdp.recommend.public_steps",
-        "userdp.recommend.public_convex",
-        "userdp.recommend.encoders",
-        "userdp.recommend.id_encoder",
-        "userdp.recommend._flat",
-        "userdp.recommend.federated",
-        "userdp.recommend.federated_messages",
-    },
+    label: {name for name in RECOMMEND if recommend_group(name) == label}
+    for label in RECOMMEND_SUBPACKAGES
 }
 #: What each group may import besides itself: the core builds on nothing in recommend; the
-#: engines on the core and the ALS family's item update (``als_steps``: the runners compute
-#: it where the data live); each family on the core and the engines, never on the other.
+#: engines on the core only (the steps they run where the data live, the allocation weights
+#: and the DPSGD item update, are core steps); each family on the core and the engines, never
+#: on the other; the federated protocol also on the public-feature family, whose keyword rules
+#: and encoder steps it runs between clients, aggregator and server (a real need: it is that
+#: recommender, trained by another protocol).
 RECOMMEND_ALLOWED = {
     "core": set(),
-    "engines": RECOMMEND_GROUPS["core"] | {"userdp.recommend.als_steps"},
+    "engines": RECOMMEND_GROUPS["core"],
     "als": RECOMMEND_GROUPS["core"] | RECOMMEND_GROUPS["engines"],
     "public": RECOMMEND_GROUPS["core"] | RECOMMEND_GROUPS["engines"],
+    "federated": (
+        RECOMMEND_GROUPS["core"] | RECOMMEND_GROUPS["engines"] | RECOMMEND_GROUPS["public"]
+    ),
+}
+#: The step modules: what a training step computes from a runner's arrays and released values.
+#: They import no engine, so a step cannot touch (or tell) where the data live.
+RECOMMEND_STEPS = {
+    "userdp.recommend.core.steps",
+    "userdp.recommend.als.steps",
+    "userdp.recommend.public.steps",
+    "userdp.recommend.public.convex",
 }
 RECOMMEND_CORE = RECOMMEND_GROUPS["core"]
-RECOMMEND_FAMILIES = RECOMMEND_GROUPS["als"] | RECOMMEND_GROUPS["public"]
+RECOMMEND_FAMILIES = (
+    RECOMMEND_GROUPS["als"] | RECOMMEND_GROUPS["public"] | RECOMMEND_GROUPS["federated"]
+)
 
 
 def recommend_graph() -> dict[str, set[str]]:
@@ -305,10 +310,19 @@ def test_the_recommend_core_imports_no_family():
 
 
 def test_every_recommend_module_is_in_one_group():
-    """A new module must be placed in a group (and so under its rules)."""
+    """A new module must be placed in a group's subpackage (and so under its rules): nothing
+    sits flat in ``userdp.recommend`` but its ``__init__``."""
     placed = [m for group in RECOMMEND_GROUPS.values() for m in group]
     assert len(placed) == len(set(placed))
     assert set(RECOMMEND) == set(placed), set(RECOMMEND) ^ set(placed)
+    assert all(RECOMMEND_GROUPS.values()), RECOMMEND_GROUPS
+    assert RECOMMEND_STEPS <= set(RECOMMEND)
+
+
+def test_recommend_steps_import_no_engine():
+    graph = recommend_graph()
+    bad = {name: sorted(graph[name] & RECOMMEND_GROUPS["engines"]) for name in RECOMMEND_STEPS}
+    assert not {k: v for k, v in bad.items() if v}, bad
 
 
 def test_recommend_groups_import_only_what_their_rules_allow():
@@ -324,10 +338,18 @@ def test_recommend_groups_import_only_what_their_rules_allow():
 
 def test_the_group_check_sees_one_family_importing_the_other(monkeypatch):
     fake = {name: set() for name in RECOMMEND}
-    fake["userdp.recommend.public"] = {"userdp.recommend.als_steps"}
+    fake["userdp.recommend.public.estimator"] = {"userdp.recommend.als.steps"}
     monkeypatch.setattr(sys.modules[__name__], "recommend_graph", lambda: fake)
-    with pytest.raises(AssertionError, match=r"userdp\.recommend\.als_steps"):
+    with pytest.raises(AssertionError, match=r"userdp\.recommend\.als\.steps"):
         test_recommend_groups_import_only_what_their_rules_allow()
+
+
+def test_the_step_check_sees_a_step_importing_an_engine(monkeypatch):
+    fake = {name: set() for name in RECOMMEND}
+    fake["userdp.recommend.als.steps"] = {"userdp.recommend.engines.local"}
+    monkeypatch.setattr(sys.modules[__name__], "recommend_graph", lambda: fake)
+    with pytest.raises(AssertionError, match=r"userdp\.recommend\.engines\.local"):
+        test_recommend_steps_import_no_engine()
 
 
 def test_the_cycle_check_sees_a_cycle(monkeypatch):

@@ -49,7 +49,7 @@ from userdp.multitask.kernels import (
     segment_statistics_reference,
 )
 from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget, calibrate_noise_scale
-from userdp.recommend.als import METHODS, MatrixFactorization, plan_noise
+from userdp.recommend.als.estimator import METHODS, MatrixFactorization, plan_noise
 
 P_FALSE_ALARM = 1e-6  # per statistical assertion
 PRIVATE_METHODS = [m for m in METHODS if m != "als"]
@@ -1062,7 +1062,7 @@ def test_the_unobserved_items_term_pulls_unrated_scores_to_zero(method):
 
 
 def test_auto_item_cutoff_trains_the_items_whose_private_count_clears_the_noise():
-    from userdp.recommend.als import AUTO_CUTOFF
+    from userdp.recommend.als.estimator import AUTO_CUTOFF
 
     data = lowrank_ratings(n_users=2000, n_items=150, n_ratings=60_000, seed=9)
     model = MatrixFactorization(
@@ -1113,6 +1113,26 @@ def test_a_cutoff_no_item_reaches_gives_a_zero_model_that_predicts_the_centre():
 
 
 # -- per-user random choices keyed by the user's own rows (the auditor relies on it) ---------------
+def test_row_keys_are_the_librarys_one_keyed_hash_of_the_labels():
+    # The pair key of the labels' salted hashes (userdp.data.hashing, as partition selection
+    # keys its pairs), the item side under a fixed offset of the salt; the same keys from the
+    # Arrow code books of a local table and from the Python lists a Spark partition holds.
+    from userdp.data.hashing import pair_key, salted_hash
+    from userdp.multitask.allocation import row_keys
+
+    users, items = np.array([0, 0, 1, 2, 2]), np.array([1, 0, 2, 2, 1])
+    user_labels, item_labels = pa.array(["a", "b", "c"]), pa.array([7, 8, 9], pa.int32())
+    salt = -12345
+    keys = row_keys(users, items, user_labels, item_labels, salt)
+    expected = pair_key(
+        salted_hash(user_labels, salt)[users], salted_hash(item_labels, salt ^ 0x7A5C)[items]
+    )
+    np.testing.assert_array_equal(keys, expected.view(np.uint64))
+    as_lists = row_keys(users, items, ["a", "b", "c"], [7, 8, 9], salt)
+    np.testing.assert_array_equal(as_lists, keys)
+    assert not np.array_equal(row_keys(users, items, user_labels, item_labels, salt + 1), keys)
+
+
 @pytest.mark.parametrize("rule", ["sample", "uniform", "tail"])
 def test_keyed_choices_of_other_users_do_not_change_when_a_user_is_added(rule):
     from userdp.multitask.allocation import row_keys

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from userdp.data import Contributions, section62_instance, zipf_contributions
+from userdp.data.hashing import pair_key, salted_hash
 from userdp.exceptions import InvalidParameterError
 from userdp.partition import (
     ALGORITHMS,
@@ -22,7 +23,6 @@ from userdp.partition import (
     select_partitions,
     user_weights,
 )
-from userdp.partition._hashing import pair_key, salted_hash
 from userdp.partition._local import cap_degrees
 from userdp.privacy import (
     NoiseSource,

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from bias_data import pure_biases, ratings_table
 from dp_accounting import pld
 
-import userdp.recommend.public as public_module
+import userdp.recommend.public.estimator as public_module
 from helpers import recording_noise
 from userdp.data.ratings import Ratings
 from userdp.data.synthetic import lowrank_ratings
@@ -26,8 +26,8 @@ from userdp.recommend import (
     PublicFeatureRecommender,
     RecommenderModel,
 )
-from userdp.recommend.plans import plan_ssp_noise
-from userdp.recommend.public_steps import BiasedEncoder, item_bias_encoder, ssp_gradient
+from userdp.recommend.core.plans import plan_ssp_noise
+from userdp.recommend.public.steps import BiasedEncoder, item_bias_encoder, ssp_gradient
 
 RARE, WHO = "rare-title-42", "carol-secret-user"
 VARIANTS = ("ssp2", "ssp1", "minibatch", "dpsgd")

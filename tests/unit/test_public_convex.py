@@ -19,8 +19,8 @@ from userdp.recommend import (
     PublicFeatureEncoder,
     PublicFeatureRecommender,
 )
-from userdp.recommend.plans import plan_ssp_noise
-from userdp.recommend.public_convex import (
+from userdp.recommend.core.plans import plan_ssp_noise
+from userdp.recommend.public.convex import (
     LOGISTIC,
     SQUARED,
     convex_statistics,

@@ -12,9 +12,9 @@ from userdp.data.synthetic import lowrank_ratings
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask.kernels import segment_offsets, segment_statistics
 from userdp.privacy import PrivacyAccountant, PrivacyBudget
-from userdp.recommend.als import MatrixFactorization
-from userdp.recommend.encoders import FeatureFamily, IdEncoder, PublicFeatureEncoder
-from userdp.recommend.public import (
+from userdp.recommend.als.estimator import MatrixFactorization
+from userdp.recommend.public.encoders import FeatureFamily, IdEncoder, PublicFeatureEncoder
+from userdp.recommend.public.estimator import (
     PublicFeatureRecommender,
     plan_ssp_noise,
     ssp_gradient,
@@ -141,7 +141,7 @@ def test_the_noise_scaled_ridge_follows_the_total_noise_the_encoder_fits(variant
     # SSP1's T releases of sqrt(T) more noise each average to the noise of one SSP2 release at
     # the same budget (Gaussian composition), so both must get the ridge of SSP2's single
     # release: noise_reg * sigma * max_norm^2 * sqrt(d), sigma from an independent SSP2 plan.
-    import userdp.recommend.public as public
+    import userdp.recommend.public.estimator as public
 
     seen = []
 
@@ -182,7 +182,7 @@ def test_rating_clip_bounds_every_users_change_of_the_released_moments(monkeypat
     # With rating_clip c the moments b_j take the centred ratings clipped to [-c, c], so one
     # user's change of the stacked b is ||u_k|| sqrt(sum_i w_i^2 y_i^2) <= max_norm * c: checked
     # user by user on the statistics fit() computes, and the noise is calibrated to that bound.
-    import userdp.recommend.public as public
+    import userdp.recommend.public.estimator as public
 
     stats, releases = [], []
 

@@ -10,7 +10,7 @@ import pytest
 from bias_data import pure_biases, ratings_table
 from dp_accounting import pld
 
-import userdp.recommend.als as als_module
+import userdp.recommend.als.estimator as als_module
 from helpers import recording_noise
 from userdp.data.ratings import Ratings
 from userdp.exceptions import InvalidParameterError

@@ -9,7 +9,7 @@ import pytest
 
 from userdp.data.ratings import Ratings
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.recommend.metrics import (
+from userdp.recommend.core.metrics import (
     frequency_buckets,
     popularity_scores,
     ranking_metrics_at_k,
@@ -17,7 +17,7 @@ from userdp.recommend.metrics import (
     sliced_rmse,
     top_k_items,
 )
-from userdp.recommend.protocols import (
+from userdp.recommend.core.protocols import (
     HeldOutSplit,
     RatingSplit,
     ml10m_split,

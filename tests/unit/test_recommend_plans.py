@@ -15,7 +15,7 @@ from userdp.recommend import (
     plan_noise,
     plan_ssp_noise,
 )
-from userdp.recommend.plans import SSPPlan
+from userdp.recommend.core.plans import SSPPlan
 
 BUDGET = PrivacyBudget(2.0, 1e-5)
 

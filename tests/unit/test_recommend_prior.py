@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from bias_data import ratings_table
 
-import userdp.recommend.als as als_module
-import userdp.recommend.public as public_module
+import userdp.recommend.als.estimator as als_module
+import userdp.recommend.public.estimator as public_module
 from helpers import recording_noise
 from userdp.data.longtail import longtail_ratings
 from userdp.recommend import (
@@ -20,7 +20,7 @@ from userdp.recommend import (
     holdout_rmse,
     ml10m_split,
 )
-from userdp.recommend.prior import bias_prior, solve_with_prior
+from userdp.recommend.core.prior import bias_prior, solve_with_prior
 
 
 def _recording(monkeypatch, module):
@@ -210,7 +210,7 @@ def test_the_prior_lowers_held_out_error_on_a_long_tail():
 
 def test_item_covariates_take_feature_families_but_not_an_id_family():
     from userdp.recommend import FeatureFamily, PublicFeatureEncoder
-    from userdp.recommend.prior import item_covariates
+    from userdp.recommend.core.prior import item_covariates
 
     genre = FeatureFamily("genre", sparse_matrix([[1, 1, 0], [0, 1, 0], [0, 0, 1], [1, 0, 0]]))
     ids = FeatureFamily("id", sparse_matrix(np.eye(4)))

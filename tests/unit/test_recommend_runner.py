@@ -10,7 +10,7 @@ from userdp.data.synthetic import lowrank_ratings
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask.kernels import segment_statistics_reference
 from userdp.recommend import MatrixFactorization
-from userdp.recommend.runner import LocalRunner, UserSolve
+from userdp.recommend.engines.local import LocalRunner, UserSolve
 
 
 @pytest.fixture(scope="module")

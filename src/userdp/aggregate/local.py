@@ -110,7 +110,7 @@ def row_keys(labels: pa.Array, user: np.ndarray, code: np.ndarray, salt: int) ->
     rows, unchanged: the coupling the hard limits' sensitivity argument uses, and what lets the
     auditor replay the release on a neighbour.
     """
-    from userdp.partition._hashing import pair_key, salted_hash
+    from userdp.data.hashing import pair_key, salted_hash
 
     by_user = salted_hash(labels, salt)
     order = np.lexsort((code, user))  # stable: input order within each (user, key)

@@ -223,7 +223,7 @@ def _factorization(
     MAD2R, composed with training; ``options`` go to the constructor."""
 
     def bind(base: Table) -> Callable[[Table, int], object]:
-        from userdp.recommend.als import MatrixFactorization
+        from userdp.recommend.als.estimator import MatrixFactorization
 
         # Private training takes an item set fixed before training: a public catalogue.
         catalogue = _catalogue(base)

@@ -1,4 +1,4 @@
-"""The contributions table and its readers."""
+"""The contributions table, its readers and the one keyed hash (:mod:`userdp.data.hashing`)."""
 
 from userdp.data.contributions import Contributions, as_contributions
 from userdp.data.io import read, read_table

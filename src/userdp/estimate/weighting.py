@@ -23,7 +23,6 @@ carries Laplace noise of scale ``u * h / n_h`` (or noise of that Laplace-equival
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ import dp_accounting
 import numpy as np
 
 from userdp._validation import MAX_ABS_BOUND, MIN_BOUND_WIDTH, check_real, first_non_float
+from userdp.data.hashing import pair_key, salted_hash
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.calibrate import laplace_scale
@@ -173,34 +173,27 @@ def smooth_weights(codes: np.ndarray, sizes: np.ndarray, h: float) -> np.ndarray
 def record_keys(users: object, codes: np.ndarray, salt: int) -> np.ndarray:
     """31-bit keys per record from a keyed hash of (secret ``salt``, user label, occurrence).
 
-    The occurrence is the record's rank among its user's records in input order. A user's keys
-    depend only on its own label and record count and the secret salt
-    (:attr:`~userdp.privacy.NoiseSource.salt`): as unpredictable as fresh random bits, but
-    unchanged when another user is added or removed (codes shift, labels do not), which is
-    the coupling the sample-limiting sensitivity argument uses and what lets the auditor
-    replay a release on a neighbouring dataset. ``codes`` are :func:`factorize_users`'s.
+    The library's one keyed hash (:mod:`userdp.data.hashing`): ``pair_key(salted_hash(user
+    label, salt), occurrence)``, as aggregation keys its rows. The occurrence is the record's
+    rank among its user's records in input order. A user's keys depend only on its own label
+    and record count and the secret salt (:attr:`~userdp.privacy.NoiseSource.salt`): as
+    unpredictable as fresh random bits, but unchanged when another user is added or removed
+    (codes shift, labels do not), which is the coupling the sample-limiting sensitivity
+    argument uses and what lets the auditor replay a release on a neighbouring dataset.
+    ``codes`` are :func:`factorize_users`'s.
     """
     u = np.asarray(users).ravel()
     codes = np.asarray(codes, dtype=np.int64)
     labels = np.unique(u)  # code c is labels[c] (factorize_users sorts the ids)
-    secret = (salt & ((1 << 64) - 1)).to_bytes(8, "little")
-    per_user = np.empty(labels.size, dtype=np.uint64)
-    for n, v in enumerate(labels.tolist()):
-        digest = hashlib.blake2b(
-            f"{type(v).__name__}:{v!r}".encode(), digest_size=8, key=secret
-        ).digest()
-        per_user[n] = int.from_bytes(digest, "little")
+    salt = ((int(salt) + (1 << 63)) % (1 << 64)) - (1 << 63)  # as a signed 64-bit key
+    per_user = salted_hash(labels, salt)
     order = np.argsort(codes, kind="stable")
     starts = np.cumsum(np.bincount(codes, minlength=labels.size)) - np.bincount(
         codes, minlength=labels.size
     )
-    occurrence = np.empty(codes.size, dtype=np.uint64)
-    occurrence[order] = (np.arange(codes.size) - starts[codes[order]]).astype(np.uint64)
-    with np.errstate(over="ignore"):
-        x = per_user[codes] ^ (occurrence * np.uint64(0x9E3779B97F4A7C15))
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)  # SplitMix64 finaliser
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        x = x ^ (x >> np.uint64(31))
+    occurrence = np.empty(codes.size, dtype=np.int64)
+    occurrence[order] = np.arange(codes.size) - starts[codes[order]]
+    x = pair_key(per_user[codes], occurrence).view(np.uint64)
     return (x >> np.uint64(33)).astype(np.int64)
 
 

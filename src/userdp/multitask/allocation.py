@@ -21,16 +21,18 @@ drawn by row position (each user's sample is still uniform and independent of th
 
 from __future__ import annotations
 
-import hashlib
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import dp_accounting
 import numpy as np
+import pyarrow as pa
 from scipy import special
 
 from userdp._validation import check_choice, check_int, check_real
+from userdp.data.hashing import pair_key, salted_hash
 from userdp.exceptions import DataError
 from userdp.privacy.noise import NoiseSource
 
@@ -145,24 +147,20 @@ def check_weighted_rows(
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser on uint64 (a bijection that spreads every input bit)."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+#: Keys the task labels' hashes apart from the users' (the task side of the pair key).
+_TASK_SALT = 0x7A5C
 
 
-def _label_keys(labels: Any, salt: int) -> np.ndarray:
-    """A keyed 64-bit BLAKE2b hash of every label (its type and value), as uint64."""
-    secret = (salt & ((1 << 64) - 1)).to_bytes(8, "little")
-    values = labels.to_pylist() if hasattr(labels, "to_pylist") else list(labels)
-    out = np.empty(len(values), dtype=np.uint64)
-    for n, v in enumerate(values):
-        digest = hashlib.blake2b(
-            f"{type(v).__name__}:{v!r}".encode(), digest_size=8, key=secret
-        ).digest()
-        out[n] = int.from_bytes(digest, "little")
-    return out
+def _signed64(salt: int) -> int:
+    """``salt`` modulo 2**64 as a signed 64-bit integer (what :func:`salted_hash` takes)."""
+    return ((int(salt) + (1 << 63)) % (1 << 64)) - (1 << 63)
+
+
+def _hashable(labels: object) -> pa.Array | pa.ChunkedArray | np.ndarray:
+    """Labels as :func:`salted_hash` reads them: Arrow and NumPy as they are, else via Arrow."""
+    if isinstance(labels, pa.Array | pa.ChunkedArray | np.ndarray):
+        return labels
+    return pa.array(list(cast(Iterable[Any], labels)))
 
 
 def row_keys(
@@ -170,14 +168,19 @@ def row_keys(
 ) -> np.ndarray:
     """Per-row random keys that depend only on the (user label, task label) pair and ``salt``.
 
-    ``salt`` is secret (``NoiseSource.salt``), so the keys are as unpredictable as fresh random
-    bits, but a user's keys do not change when another user is added or removed, or when codes
-    shift. Returns uint64 of shape (n_rows,); pass it as ``keys=`` to the sampling rules.
+    The library's one keyed hash (:mod:`userdp.data.hashing`, as partition selection keys its
+    pairs): ``pair_key(salted_hash(user label, salt), salted_hash(task label, salt'))`` with
+    ``salt'`` a fixed offset of ``salt``. ``salt`` is secret (``NoiseSource.salt``), so the keys
+    are as unpredictable as fresh random bits, but a user's keys do not change when another
+    user is added or removed, or when codes shift. Labels hash by value and Arrow type
+    (integers as 64-bit longs, strings by their UTF-8 bytes), so an in-memory table and a Spark
+    partition holding the same labels derive the same keys. Returns uint64 of shape
+    (n_rows,); pass it as ``keys=`` to the sampling rules.
     """
-    uk = _label_keys(user_labels, salt)
-    tk = _mix64(_label_keys(task_labels, salt ^ 0x7A5C))
-    with np.errstate(over="ignore"):
-        return _mix64(uk[np.asarray(users)] ^ tk[np.asarray(tasks)])
+    salt = _signed64(salt)
+    uk = salted_hash(_hashable(user_labels), salt)
+    tk = salted_hash(_hashable(task_labels), salt ^ _TASK_SALT)
+    return pair_key(uk[np.asarray(users)], tk[np.asarray(tasks)]).view(np.uint64)
 
 
 def _random_bits(

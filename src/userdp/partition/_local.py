@@ -1,7 +1,7 @@
 """Local (NumPy) kernels shared by the partition-selection algorithms.
 
 Degree capping keeps each user's ``cap`` pairs with the smallest keyed hash of (salt, user,
-item) (:func:`~userdp.partition._hashing.pair_key`, bit-identical to Spark's ``xxhash64``), so
+item) (:func:`~userdp.data.hashing.pair_key`, bit-identical to Spark's ``xxhash64``), so
 the local and Spark engines cap identically for the same salt. Only pairs of users above the
 cap are hashed and sorted.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from userdp.partition._hashing import SPARK_SEED, xxhash64_long
+from userdp.data.hashing import SPARK_SEED, xxhash64_long
 
 __all__ = ["cap_degrees", "filter_pairs"]
 

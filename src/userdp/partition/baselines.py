@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from userdp._validation import check_real
-from userdp.partition._hashing import pair_key
+from userdp.data.hashing import pair_key
 from userdp.partition.result import SelectionResult
 from userdp.partition.select import _budget, _Round, _Run, release_mask
 from userdp.privacy import LaplaceThresholdDpEvent, laplace_scale, laplace_threshold, record
@@ -122,14 +122,14 @@ def policy_gaussian(
 ) -> SelectionResult:
     """PolicyGaussian (Gopi et al. 2020): sequential l2 descent toward Gamma = rho + beta*sigma.
 
+    Parameters not listed are as in :func:`userdp.partition.basic`.
+
     Parameters
     ----------
     beta : float, default=4.0
         The adaptive threshold sits beta noise standard deviations above rho.
     show_progress : bool, default=False
         Show a tqdm bar over users on stderr (the sequential loop is the slow part).
-
-    Other parameters are as in :func:`userdp.partition.basic`.
 
     Privacy
     -------
@@ -182,6 +182,8 @@ def greedy_update(
     Gamma = rho + beta * (noise standard deviation) with an l1 budget of 1. Every item present in
     the capped input is a candidate for release, including items left at weight 0.
 
+    Parameters not listed are as in :func:`userdp.partition.basic`.
+
     Parameters
     ----------
     max_items_per_user : int, default=10
@@ -195,8 +197,6 @@ def greedy_update(
         Gamma sits beta Laplace standard deviations (sqrt(2)/epsilon) above rho.
     show_progress : bool, default=False
         Show a tqdm bar over users on stderr.
-
-    Other parameters are as in :func:`userdp.partition.basic`.
 
     Privacy
     -------

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from userdp._validation import check_int, check_real
 from userdp.data import Contributions, as_contributions
-from userdp.partition._hashing import salted_hash
+from userdp.data.hashing import salted_hash
 from userdp.partition._local import cap_degrees, filter_pairs
 from userdp.partition.cap import HISTOGRAM_STREAM, degree_counts
 from userdp.partition.result import SelectionDiagnostics, SelectionResult

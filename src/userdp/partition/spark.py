@@ -42,8 +42,8 @@ import dp_accounting
 import numpy as np
 
 from userdp._validation import check_int
+from userdp.data.hashing import canonical_column
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.partition._hashing import canonical_column
 from userdp.partition._spark_weights import (
     _BASE,
     _HI,

@@ -21,7 +21,7 @@ from userdp.data.io import FORMATS
 from userdp.exceptions import InvalidParameterError
 from userdp.privacy.budget import PrivacyBudget
 from userdp.recommend import METHODS, MatrixFactorization, PublicFeatureRecommender
-from userdp.recommend.public import METHOD_NAMES
+from userdp.recommend.public.estimator import METHOD_NAMES
 
 from ..options import add_parameter_flags, delimiter, given_parameters, non_negative_int
 

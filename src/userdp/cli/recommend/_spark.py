@@ -1,8 +1,8 @@
 """``userdp recommend train --engine spark``: ratings read, items chosen and the model trained
-through Spark (:class:`userdp.recommend.spark.SparkRunner`), as ``userdp select --engine spark``
-reads and selects. Only the item set (m ids) and the item statistics come to the driver; the
-am-* methods' public item features (``--item-features FILE``, or ``--features id``) are read
-on the driver for the item set's m items."""
+through Spark (:class:`userdp.recommend.engines.spark.SparkRunner`), as ``userdp select --engine
+spark`` reads and selects. Only the item set (m ids) and the item statistics come to the driver; the
+am-* methods' public item features (``--item-features FILE``, or ``--features id``) are read on the
+driver for the item set's m items."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from userdp.exceptions import DataError, InvalidParameterError
 from userdp.partition import ALGORITHMS as SELECTION_ALGORITHMS
 from userdp.partition.api import select_partitions
 from userdp.privacy.budget import PrivacyBudget
-from userdp.recommend.als import SPARK_METHODS
-from userdp.recommend.items import ItemSet
+from userdp.recommend.als.estimator import SPARK_METHODS
+from userdp.recommend.core.items import ItemSet
 
 from ..options import NOT_PRIVATE, atomic_output, start_spark
 from ._data import _read_catalogue, encoder, fit, item_families, movielens_spec, rating_range

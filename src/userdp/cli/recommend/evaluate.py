@@ -1,5 +1,5 @@
 """``userdp recommend evaluate``: score a saved model, or split a data set with a benchmark
-protocol, train every method at every epsilon and score them (:mod:`userdp.recommend.protocols`
+protocol, train every method at every epsilon and score them (:mod:`userdp.recommend.core.protocols`
 holds the protocols, the scoring and the baselines)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from userdp.data.ratings import Ratings
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.budget import PrivacyBudget
 from userdp.recommend import ItemSet, RecommenderModel
-from userdp.recommend.protocols import (
+from userdp.recommend.core.protocols import (
     ML20M_MODEL_DEFAULTS,
     N_BUCKETS,
     PROTOCOL_METRIC,

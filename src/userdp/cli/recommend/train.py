@@ -14,7 +14,7 @@ from userdp.data.ratings import Ratings
 from userdp.partition import ALGORITHMS as SELECTION_ALGORITHMS
 from userdp.privacy.budget import PrivacyBudget
 from userdp.recommend import RecommenderModel
-from userdp.recommend.protocols import compact_users
+from userdp.recommend.core.protocols import compact_users
 
 from ..options import (
     NOT_PRIVATE,

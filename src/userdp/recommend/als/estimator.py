@@ -5,7 +5,7 @@ released) and the item embeddings privately, by task-weighted SSP (DPALS family)
 full-batch noisy gradient descent with user-level clipping (DPSGD family). Only the item
 embeddings, the private centring value and the private item counts are released, over an item
 set fixed before training (a public catalogue or a privately selected vocabulary, see
-:mod:`userdp.recommend.items`), as one :class:`~userdp.recommend.RecommenderModel`; a user's
+:mod:`userdp.recommend.core.items`), as one :class:`~userdp.recommend.RecommenderModel`; a user's
 embedding is computed from the released item embeddings and the user's own history (the
 billboard model, Remark D.1).
 
@@ -37,22 +37,26 @@ import numpy as np
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, diagnostics
-from userdp.recommend.als_steps import (
+from userdp.recommend.als.steps import (
     AUTO_CUTOFF,
-    check_biases,
     check_min_item_count,
     check_target_clip,
     gravity_gram,
     ssp_update,
     trained_items,
 )
-from userdp.recommend.centring import centre, centre_all, mean_statistics
+from userdp.recommend.core.base import (
+    SHARED_CONSTRAINTS,
+    RecommenderBase,
+    check_biases,
+    diagnostics,
+)
+from userdp.recommend.core.centring import centre, centre_all, mean_statistics
+from userdp.recommend.core.model import RecommenderModel, solve_users
+from userdp.recommend.core.plans import NoisePlan, TrainingPlan, plan_noise
+from userdp.recommend.core.spec import Allocation, ItemUpdateSpec
 from userdp.recommend.engines import make_runner, resolve_engine
-from userdp.recommend.model import RecommenderModel, solve_users
-from userdp.recommend.plans import NoisePlan, TrainingPlan, plan_noise
-from userdp.recommend.runner import UserSolve
-from userdp.recommend.spec import Allocation, ItemUpdateSpec
+from userdp.recommend.engines.local import UserSolve
 
 __all__ = [
     "AUTO_CUTOFF",
@@ -91,7 +95,7 @@ class MatrixFactorization(RecommenderBase):
         The training run's privacy budget (``delta`` in (0, 1): the mechanisms are Gaussian).
         Required by the private methods; ``als`` (not private) takes neither.
     items : ItemSet, sequence of item ids, or None
-        The item set, fixed before training (see :mod:`userdp.recommend.items`): a public
+        The item set, fixed before training (see :mod:`userdp.recommend.core.items`): a public
         catalogue (any sequence of distinct ids, or ``ItemSet.public``) or a privately
         selected vocabulary (``ItemSet.selected(select_partitions(...))``, whose event is
         composed into ``dp_event_``). Ratings of other items are dropped. Required by private
@@ -107,7 +111,7 @@ class MatrixFactorization(RecommenderBase):
         (it is part of the sensitivity; never inferred from the data).
     center : {"private-mean", "sampled-mean", "midpoint"} or float, default="private-mean"
         What to subtract before factorizing. Both private means release a mean rating with
-        ``center_fraction`` of the budget (:mod:`userdp.recommend.centring`).
+        ``center_fraction`` of the budget (:mod:`userdp.recommend.core.centring`).
         ``"private-mean"`` weighs user u's ratings ``min(1, k / n_u)`` with a cap ``k`` read
         from the released counts (post-processing), large enough that heavy users are not
         under-weighted where the data allow it. ``"sampled-mean"`` (the earlier default) keeps
@@ -175,7 +179,7 @@ class MatrixFactorization(RecommenderBase):
     bias_prior : bool, default=True
         SSP methods with biases: in each item update, solve every item's bias coordinate with
         a ridge toward an empirical-Bayes prior mean instead of toward 0
-        (:mod:`userdp.recommend.prior`): a pooled regression of the raw biases on log(released
+        (:mod:`userdp.recommend.core.prior`): a pooled regression of the raw biases on log(released
         count), the prior variance by moments, the pull of an item set by the noise of its own
         statistics. Its inputs are that step's released (noisy) statistics and the released
         counts only, so it is post-processing: the event, the noise and every release are the
@@ -425,11 +429,11 @@ class MatrixFactorization(RecommenderBase):
             raises :class:`~userdp.exceptions.BudgetExceededError` there (nothing read,
             nothing charged) when it would exceed the accountant's total budget.
         engine : {"auto", "local", "spark"}, default="auto"
-            Where the statistics are computed (:mod:`userdp.recommend.runner`): ``"auto"`` picks
-            ``"spark"`` for a Spark DataFrame and ``"local"`` otherwise, as
+            Where the statistics are computed (:mod:`userdp.recommend.engines`): ``"auto"``
+            picks ``"spark"`` for a Spark DataFrame and ``"local"`` otherwise, as
             :func:`~userdp.partition.select_partitions` does. The Spark engine
-            (:class:`userdp.recommend.spark.SparkRunner`) runs every method; for a given seed
-            it releases the same model as the local engine (to float round-off of the
+            (:class:`userdp.recommend.engines.spark.SparkRunner`) runs every method; for a given
+            seed it releases the same model as the local engine (to float round-off of the
             statistics' sums).
 
         Privacy

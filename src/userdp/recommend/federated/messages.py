@@ -62,7 +62,7 @@ class CountsRound(_Message):
 class CentreRound(_Message):
     """Round 2: your private-mean statistic (``kind`` "private-mean" or "sampled-mean") with
     per-user cap ``cap``, from the declared ``rating_range`` (cap: post-processing of the
-    released counts, :func:`~userdp.recommend.centring.centre_cap`)."""
+    released counts, :func:`~userdp.recommend.core.centring.centre_cap`)."""
 
     kind: str
     cap: float

@@ -31,9 +31,9 @@ from scipy import sparse
 from userdp._validation import check_choice, check_int, check_real
 from userdp.data.features import SparseFeatures as FeatureFamily  # the one container
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.recommend._flat import FeatureCache as _FeatureCache
-from userdp.recommend._flat import FlatParameters as _FlatParameters
-from userdp.recommend.id_encoder import IdEncoder  # re-exported: the id-only encoder
+from userdp.recommend.public._flat import FeatureCache as _FeatureCache
+from userdp.recommend.public._flat import FlatParameters as _FlatParameters
+from userdp.recommend.public.id_encoder import IdEncoder  # re-exported: the id-only encoder
 
 __all__ = ["FeatureFamily", "IdEncoder", "ItemEncoder", "PublicFeatureEncoder"]
 

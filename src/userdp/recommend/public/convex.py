@@ -1,11 +1,11 @@
 """SSP for a general convex loss (Krichene et al. 2023b, "Private Learning with Public
 Features", arXiv:2310.15454, Appendix D, Algorithm 7 "SSP-convex").
 
-The squared-loss AM-SSP of :mod:`userdp.recommend.public` releases ``A_j = sum w u u^T`` and
-``b_j = sum w y u``. For a convex loss ``l(u . v, y)`` Appendix D expands each example's loss
-to second order in the item embedding around the current iterate ``v^t`` (eq. (10)) and
-releases, for every item, the statistics of that quadratic model (eq. (11), Algorithm 7
-lines 4-5, with clipping):
+The squared-loss AM-SSP of :mod:`userdp.recommend.public.estimator` releases ``A_j = sum w u
+u^T`` and ``b_j = sum w y u``. For a convex loss ``l(u . v, y)`` Appendix D expands each
+example's loss to second order in the item embedding around the current iterate ``v^t`` (eq.
+(10)) and releases, for every item, the statistics of that quadratic model (eq. (11), Algorithm
+7 lines 4-5, with clipping):
 
     H_j = sum_{i in Omega_j} w_i Clip(l''(u_i . v_j^t, y_i) u_i u_i^T, Gamma_H) + sigma Gamma_H N
     g_j = sum_{i in Omega_j} w_i Clip(l'(u_i . v_j^t, y_i) u_i, Gamma_g)        + sigma Gamma_g N
@@ -40,17 +40,17 @@ from userdp.multitask.allocation import adaptive_weights, row_keys
 from userdp.multitask.kernels import segment_offsets, segment_statistics
 from userdp.multitask.ssp import clip_rows, perturb_statistics, project_psd
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend._base import PreparedRatings
-from userdp.recommend.model import solve_users
-from userdp.recommend.plans import NoisePlan
-from userdp.recommend.public_steps import (
+from userdp.recommend.core.base import PreparedRatings
+from userdp.recommend.core.model import solve_users
+from userdp.recommend.core.plans import NoisePlan
+from userdp.recommend.core.spec import ConvexSpec
+from userdp.recommend.public.steps import (
     Adam,
     clipped_user_gradients,
     release_prior,
     ssp_noise_ridge,
     user_feature_matrix,
 )
-from userdp.recommend.spec import ConvexSpec
 
 __all__ = [
     "CONVEX_CONSTRAINTS",
@@ -92,6 +92,8 @@ class ConvexLoss:
         gradient clip is ``grad_bound * max_norm``. None (the squared loss) makes
         ``gradient_clip`` required for private training.
 
+    Notes
+    -----
     The bounds only set defaults: privacy rests on the clipping itself (Algorithm 7, lines 4-5),
     never on a bound being true.
 

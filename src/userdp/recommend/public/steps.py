@@ -15,8 +15,8 @@ from scipy import sparse
 
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask.ssp import clip_rows
-from userdp.recommend.encoders import IdEncoder, PublicFeatureEncoder
-from userdp.recommend.model import user_feature_matrix
+from userdp.recommend.core.model import user_feature_matrix
+from userdp.recommend.public.encoders import IdEncoder, PublicFeatureEncoder
 
 __all__ = [
     "METHOD_NAMES",
@@ -32,7 +32,6 @@ __all__ = [
     "ssp_noise_ridge",
     "user_feature_matrix",
     "user_prior_statistics",
-    "user_side_norm",
     "user_solve_inputs",
 ]
 
@@ -149,7 +148,7 @@ class BiasedEncoder:
     ``b_j = beta * z_j``; against the user vector ``[u_k, beta]`` the last coordinate
     contributes ``b_j`` to the prediction, exactly as the ``[u_i, b_i / beta]`` coordinate of
     :class:`~userdp.recommend.MatrixFactorization`. Both parts read public features only, so
-    the wrapper keeps the :class:`~userdp.recommend.encoders.ItemEncoder` privacy contract.
+    the wrapper keeps the :class:`~userdp.recommend.public.encoders.ItemEncoder` privacy contract.
     """
 
     def __init__(self, factors: Any, bias: Any) -> None:
@@ -237,8 +236,9 @@ def item_update_inputs(
     ``u_k`` is clipped to ``max_norm`` (None: not clipped, non-private runs). Without biases
     ``x_k = u_k`` and the targets are ``y``. With biases (``U``'s last column is the user bias
     ``c_k``, never released) ``x_k = [u_k, beta]``, so ``||x_k|| <= sqrt(max_norm^2 + beta^2)``
-    (:func:`user_side_norm`), and the targets are ``y - c_k``; the caller clips them to the
-    half width before the SSP statistics, so the stated bounds hold whatever ``c_k`` is.
+    (:func:`~userdp.recommend.core.steps.user_side_norm`), and the targets are ``y - c_k``; the
+    caller clips them to the half width before the SSP statistics, so the stated bounds hold
+    whatever ``c_k`` is.
     """
     if beta is None:
         factors = U if max_norm is None else clip_rows(U, max_norm)
@@ -250,14 +250,8 @@ def item_update_inputs(
     return factors, x, y - bias[users]
 
 
-def user_side_norm(max_norm: float, beta: float | None) -> float:
-    """Bound on ``||x_k||`` in the item statistics: ``max_norm``, or with biases
-    ``sqrt(max_norm^2 + beta^2)`` (``sqrt(2) max_norm`` at ``beta = max_norm``)."""
-    return float(max_norm) if beta is None else float(np.hypot(max_norm, beta))
-
-
 # -- the encoder protocol and the model's shared helpers --------------------------------------
-#: What an item encoder must provide (see :class:`~userdp.recommend.encoders.ItemEncoder`).
+#: What an item encoder must provide (see :class:`~userdp.recommend.public.encoders.ItemEncoder`).
 ENCODER_METHODS = ("n_items", "dim", "n_params", "init_params", "forward", "vjp")
 
 
@@ -267,7 +261,7 @@ def check_encoder(value: Any, name: str, caller: str) -> None:
     if missing:
         raise InvalidParameterError(
             f"The {name!r} parameter of {caller} must be an item encoder (see "
-            f"userdp.recommend.encoders.ItemEncoder). Got {value!r} instead, without "
+            f"userdp.recommend.public.encoders.ItemEncoder). Got {value!r} instead, without "
             f"{missing[0]!r}."
         )
 

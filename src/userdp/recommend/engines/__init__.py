@@ -13,17 +13,17 @@ import numpy as np
 from userdp._engines import ENGINES, resolve_engine
 from userdp.multitask.kernels import segment_statistics
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend.items import ItemSet
-from userdp.recommend.runner import LocalRunner, Preamble, UserSolve
-from userdp.recommend.spec import Allocation, ItemUpdateSpec, RunSpec
+from userdp.recommend.core.items import ItemSet
+from userdp.recommend.core.spec import Allocation, ItemUpdateSpec, RunSpec
+from userdp.recommend.engines.local import LocalRunner, Preamble, UserSolve
 
 __all__ = ["ENGINES", "Runner", "make_runner", "resolve_engine"]
 
 
 class Runner(Protocol):
-    """The calls of :mod:`userdp.recommend.runner`'s table (exact statistics, never released),
-    as :class:`~userdp.recommend.runner.LocalRunner` and
-    :class:`~userdp.recommend.spark.SparkRunner` implement them."""
+    """The calls of :mod:`userdp.recommend.engines.local`'s table (exact statistics, never
+    released), as :class:`~userdp.recommend.engines.local.LocalRunner` and
+    :class:`~userdp.recommend.engines.spark.SparkRunner` implement them."""
 
     n_users: int
 
@@ -67,7 +67,7 @@ def make_runner(ratings: Any, engine: str, kernel: Any = segment_statistics) -> 
     """The runner of a resolved ``engine`` (PySpark imported only for ``"spark"``);
     ``kernel``: the local runner's statistics kernel (see :class:`LocalRunner`)."""
     if engine == "spark":
-        from userdp.recommend.spark import SparkRunner
+        from userdp.recommend.engines.spark import SparkRunner
 
         return SparkRunner(ratings)
     return LocalRunner(ratings, kernel)

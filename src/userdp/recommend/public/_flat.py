@@ -1,6 +1,6 @@
 """The parameter layout both item encoders share: named blocks in ONE flat float64 vector (so
 optimisers and clipping act on a single array), the checks of ``forward``/``vjp`` arguments,
-and the caches ``forward`` hands to ``vjp`` (see :mod:`userdp.recommend.encoders`)."""
+and the caches ``forward`` hands to ``vjp`` (see :mod:`userdp.recommend.public.encoders`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""Vectorized NumPy port of Spark's ``xxhash64`` SQL function, bit for bit.
+"""The library's one keyed hash: a vectorized NumPy port of Spark's ``xxhash64``, bit for bit.
+
+Every keyed hash of userdp derives from :func:`salted_hash` (a label's hash keyed by a secret
+salt) and :func:`pair_key` (two hashes chained): partition selection's pair keys and user
+order, aggregation's row keys, the recommenders' and multi-task row keys
+(:func:`userdp.multitask.allocation.row_keys`) and the estimators' record keys. It sits in the
+data layer, below every capability.
 
 The local engine and the Spark engine must derive the same 64-bit keys from the same data (the
 pair key, salted item hashes), so this module reproduces ``pyspark.sql.functions.xxhash64``:

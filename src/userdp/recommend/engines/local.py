@@ -21,7 +21,7 @@ runner call                what it computes (exact, noise-free)
 ========================== ================================================================
 
 :class:`LocalRunner` computes them with NumPy on a :class:`~userdp.data.Ratings`;
-:class:`userdp.recommend.spark.SparkRunner` with a Spark DataFrame (executors per bucket of
+:class:`userdp.recommend.engines.spark.SparkRunner` with a Spark DataFrame (executors per bucket of
 users). Both return arrays over the fixed item set only, so every shape is public.
 """
 
@@ -37,11 +37,11 @@ from userdp.exceptions import InvalidParameterError
 from userdp.multitask.kernels import segment_offsets, segment_statistics
 from userdp.multitask.ssp import clip_rows
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend._base import prepare_ratings
-from userdp.recommend.als_steps import GradientOperator, gd_update, user_weights
-from userdp.recommend.items import ItemSet
-from userdp.recommend.model import solve_users
-from userdp.recommend.spec import Allocation, ItemUpdateSpec, RunSpec
+from userdp.recommend.core.base import prepare_ratings
+from userdp.recommend.core.items import ItemSet
+from userdp.recommend.core.model import solve_users
+from userdp.recommend.core.spec import Allocation, ItemUpdateSpec, RunSpec
+from userdp.recommend.core.steps import GradientOperator, gd_update, user_weights
 
 __all__ = [
     "LocalRunner",
@@ -123,7 +123,7 @@ class LocalRunner:
         count_noise: float | None,
         center_noise: float | None,
     ) -> Preamble:
-        """The shared preamble (:func:`~userdp.recommend._base.prepare_ratings`), noise draws
+        """The shared preamble (:func:`~userdp.recommend.core.base.prepare_ratings`), noise draws
         in its order."""
         prep = prepare_ratings(
             spec,
@@ -251,7 +251,7 @@ class LocalRunner:
         gravity: np.ndarray | None,
         labels: Any,
     ) -> np.ndarray:
-        """The DPSGD family's item update (:func:`~userdp.recommend.als_steps.gd_update`)."""
+        """The DPSGD family's item update (:func:`~userdp.recommend.core.steps.gd_update`)."""
         if self._gd is None:
             assert self.weights is not None  # DPSGD trains privately: weights are allocated
             self._gd = GradientOperator(

@@ -23,7 +23,7 @@ class Allocation:
 
 @dataclass(frozen=True)
 class ItemUpdateSpec:
-    """What :mod:`userdp.recommend.als_steps` reads of a ``MatrixFactorization`` fit: the
+    """What :mod:`userdp.recommend.als.steps` reads of a ``MatrixFactorization`` fit: the
     declared hyper-parameters, resolved (``allocation``, ``biased``)."""
 
     method: str
@@ -59,7 +59,7 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class ConvexSpec:
-    """What :func:`userdp.recommend.public_convex.train_convex` reads of a
+    """What :func:`userdp.recommend.public.convex.train_convex` reads of a
     ``PublicFeatureRecommender`` fit with a loss other than squared: the declared
     hyper-parameters, resolved (``loss`` a ``ConvexLoss``; ``clips`` its ``(Gamma_H, Gamma_g)``,
     ``(None, None)`` without privacy)."""

@@ -29,7 +29,7 @@ import numpy as np
 from userdp._validation import check_choice, check_fractions, check_int, check_real
 from userdp.data.ratings import Ratings
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.recommend.metrics import (
+from userdp.recommend.core.metrics import (
     frequency_buckets,
     popularity_scores,
     ranking_metrics_at_k,

@@ -1,6 +1,6 @@
 """The id-only item encoder (one free embedding per item, as in DP-ALS): the special case of
-:class:`~userdp.recommend.encoders.PublicFeatureEncoder` with the identity as the only feature
-family (Krichene et al. 2023b, the id-only baseline)."""
+:class:`~userdp.recommend.public.encoders.PublicFeatureEncoder` with the identity as the only
+feature family (Krichene et al. 2023b, the id-only baseline)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from scipy import sparse
 
 from userdp._validation import check_int, check_real
-from userdp.recommend._flat import FlatParameters, IdCache
+from userdp.recommend.public._flat import FlatParameters, IdCache
 
 __all__ = ["IdEncoder"]
 

@@ -2,9 +2,9 @@
 with Public Features", arXiv:2310.15454).
 
 The model predicts ``u_k . v_theta(x_j)``: a user embedding (exact, never released, as in
-:mod:`userdp.recommend.als`) times an item encoder applied to the item's *public* features.
-Only which items a user rated, and how, is private. The item encoder is trained by sufficient
-statistics perturbation: for every item the weighted statistics
+:mod:`userdp.recommend.als.estimator`) times an item encoder applied to the item's *public*
+features. Only which items a user rated, and how, is private. The item encoder is trained by
+sufficient statistics perturbation: for every item the weighted statistics
 
     A_j = sum_{i in Omega_j} w_i u_i u_i^T,        b_j = sum_{i in Omega_j} w_i y_i u_i
 
@@ -33,19 +33,27 @@ from userdp.multitask.kernels import segment_statistics
 from userdp.multitask.ssp import perturb_statistics, project_psd
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend._base import SHARED_CONSTRAINTS, RecommenderBase, check_biases, diagnostics
+from userdp.recommend.core.base import (
+    SHARED_CONSTRAINTS,
+    RecommenderBase,
+    check_biases,
+    diagnostics,
+)
+from userdp.recommend.core.model import RecommenderModel, solve_users
+from userdp.recommend.core.plans import SSPPlan, plan_noise, plan_ssp_noise
+from userdp.recommend.core.prior import bias_prior, count_noise_sd, item_covariates
+from userdp.recommend.core.spec import Allocation, ConvexSpec
+from userdp.recommend.core.steps import user_side_norm
 from userdp.recommend.engines import make_runner, resolve_engine
-from userdp.recommend.model import RecommenderModel, solve_users
-from userdp.recommend.plans import SSPPlan, plan_noise, plan_ssp_noise
-from userdp.recommend.prior import bias_prior, count_noise_sd, item_covariates
-from userdp.recommend.public_convex import (
+from userdp.recommend.engines.local import UserSolve, spark_supported
+from userdp.recommend.public.convex import (
     CONVEX_CONSTRAINTS,
     check_convex_variant,
     clip_norms,
     resolve_loss,
     train_convex,
 )
-from userdp.recommend.public_steps import (
+from userdp.recommend.public.steps import (
     METHOD_NAMES,
     Adam,
     BiasedEncoder,
@@ -59,11 +67,8 @@ from userdp.recommend.public_steps import (
     ssp_noise_ridge,
     user_feature_matrix,
     user_prior_statistics,
-    user_side_norm,
     user_solve_inputs,
 )
-from userdp.recommend.runner import UserSolve, spark_supported
-from userdp.recommend.spec import Allocation, ConvexSpec
 
 __all__ = [
     "SSP_VARIANTS",
@@ -153,7 +158,7 @@ class PublicFeatureRecommender(RecommenderBase):
     loss : {"squared", "logistic"} or ConvexLoss, default="squared"
         The training loss. "squared" is AM-SSP (this class's own path, above). Any other loss
         is trained by SSP for convex losses (Appendix D, Algorithm 7; see
-        :mod:`userdp.recommend.public_convex`): the released statistics are the clipped
+        :mod:`userdp.recommend.public.convex`): the released statistics are the clipped
         Hessian and gradient sums ``(H_j, g_j)`` around the current item embeddings, of l2
         sensitivity ``hessian_clip`` and ``gradient_clip``; "logistic" is for implicit
         feedback (use :data:`~userdp.recommend.ML20M_MODEL_DEFAULTS`: rating range (0, 1),
@@ -174,7 +179,7 @@ class PublicFeatureRecommender(RecommenderBase):
         As in :class:`~userdp.recommend.MatrixFactorization` (``"auto"``: on, the ratings
         being explicit). With True the model is ``r ~ center + c_k + b_j + u_k . v_j``. The
         item biases ``b_j = beta z_j`` (``beta = max_norm``) come from one more encoder
-        output ``z_j`` (:class:`~userdp.recommend.public_steps.BiasedEncoder`: for a
+        output ``z_j`` (:class:`~userdp.recommend.public.steps.BiasedEncoder`: for a
         ``PublicFeatureEncoder`` a linear model of the item's public features, so unrated
         items get the bias their features predict; otherwise one free bias per item) and are
         trained in the same releases as the factors: the item statistics use the user
@@ -195,7 +200,7 @@ class PublicFeatureRecommender(RecommenderBase):
     bias_prior : bool, default=True
         As in :class:`~userdp.recommend.MatrixFactorization`: the SSP variants with biases
         solve the bias coordinate with a ridge toward an empirical-Bayes prior fitted from
-        each release (:mod:`userdp.recommend.prior`), with the encoder's public item features
+        each release (:mod:`userdp.recommend.core.prior`), with the encoder's public item features
         (row-normalised feature families of at most 200 values each, so not an id family) as
         covariates when it has them (up to ``MAX_COVARIATES`` columns in all).
         Post-processing: the releases and event are unchanged.
@@ -223,7 +228,7 @@ class PublicFeatureRecommender(RecommenderBase):
     With a loss other than "squared" each outer step releases the clipped ``(H_j)`` and
     ``(g_j)`` instead of ``(A_j)`` and ``(b_j)``, of l2 sensitivity ``hessian_clip`` and
     ``gradient_clip`` (Algorithm 7, lines 4-5; see
-    :func:`~userdp.recommend.public_convex.convex_statistics`), through the same plan.
+    :func:`~userdp.recommend.public.convex.convex_statistics`), through the same plan.
     """
 
     _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = {
@@ -371,7 +376,7 @@ class PublicFeatureRecommender(RecommenderBase):
         ``engine`` ({"auto", "local", "spark"}) is where the statistics are computed, as in
         :meth:`MatrixFactorization.fit <userdp.recommend.MatrixFactorization.fit>` ("auto":
         "spark" for a Spark DataFrame). The Spark engine
-        (:class:`userdp.recommend.spark.SparkRunner`) runs the squared loss's variants ssp2,
+        (:class:`userdp.recommend.engines.spark.SparkRunner`) runs the squared loss's variants ssp2,
         ssp1 and minibatch, with or without biases, and for a given seed releases the local
         engine's model (to float round-off); AM-DPSGD, ``user_features`` and other losses are
         refused there before anything is charged.
@@ -501,8 +506,8 @@ class PublicFeatureRecommender(RecommenderBase):
         self, ratings: Any, user_features: Any, accountant: PrivacyAccountant | None, caller: str
     ) -> PublicFeatureRecommender:
         """:meth:`fit` for a loss other than ``"squared"`` (Appendix D): the preamble and the
-        release here, the alternating steps in :func:`~userdp.recommend.public_convex.
-        train_convex` from the resolved :class:`~userdp.recommend.spec.ConvexSpec`."""
+        release here, the alternating steps in :func:`~userdp.recommend.public.convex.
+        train_convex` from the resolved :class:`~userdp.recommend.core.spec.ConvexSpec`."""
         started = time.perf_counter()
         budget = self._validate()
         self._check_accountant(accountant, "accountant", caller)
@@ -608,7 +613,7 @@ class PublicFeatureRecommender(RecommenderBase):
         self.budget_ = model.budget
 
     def _train(self, runner, prep, plan, noise, rng, user_features):
-        """The alternating steps over ``runner`` (:mod:`userdp.recommend.runner`): the exact
+        """The alternating steps over ``runner`` (:mod:`userdp.recommend.engines.local`): the exact
         user solves and item statistics there, releases and encoder steps here. AM-DPSGD and
         the user-feature prior read the local runner's rows (local engine only). Returns the
         encoder's parameters, the encoder, beta (None without biases) and the prior table."""
@@ -728,13 +733,14 @@ class PublicFeatureRecommender(RecommenderBase):
         return X, target, prior, counts
 
     def _release_prior(self, phi, n_families, U, counts, plan, noise):
-        """The user-feature prior's release (:func:`public_steps.release_prior`)."""
+        """The user-feature prior's release
+        (:func:`~userdp.recommend.public.steps.release_prior`)."""
         return release_prior(phi, n_families, U, counts, plan, noise, self.max_norm)
 
     def _with_prior(self, stats, ridge, beta, counts, plan, half):
         """``(A, b, ridge)`` for the encoder's steps: with ``bias_prior`` (private, biases),
         the bias coordinate's ridge pulls toward the empirical-Bayes prior mean fitted from
-        this release (:mod:`userdp.recommend.prior`, public item features as covariates):
+        this release (:mod:`userdp.recommend.core.prior`, public item features as covariates):
         ``b_j[k] += rho_j m_j / beta`` and ridge ``rho_j`` there. Post-processing of the
         release and the released counts."""
         gram, moment, raw_kk = stats

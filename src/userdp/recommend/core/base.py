@@ -23,10 +23,10 @@ from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.checks import check_accountant
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend.centring import CENTRES, centre_all
-from userdp.recommend.items import ItemSet, as_item_set
-from userdp.recommend.model import RecommenderModel
-from userdp.recommend.spec import RunSpec
+from userdp.recommend.core.centring import CENTRES, centre_all
+from userdp.recommend.core.items import ItemSet, as_item_set
+from userdp.recommend.core.model import RecommenderModel
+from userdp.recommend.core.spec import RunSpec
 
 __all__ = [
     "SHARED_CONSTRAINTS",
@@ -380,7 +380,7 @@ def prepare_ratings(
     Ratings of items outside the item set are dropped (counted in ``diagnostics_``); the
     private counts take at most ``count_sample`` items per user
     (:func:`~userdp.multitask.private_counts`) and the centre uses every rating, those
-    outside the item set too (:func:`~userdp.recommend.centring.centre_all`); the private
+    outside the item set too (:func:`~userdp.recommend.core.centring.centre_all`); the private
     mean's per-user cap is chosen from the released counts (post-processing).
     ``count_noise`` None: not private (exact counts, exact centre).
     """

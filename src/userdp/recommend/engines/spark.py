@@ -2,7 +2,7 @@
 of the AM-SSP statistics of :class:`~userdp.recommend.PublicFeatureRecommender`.
 
 The training algorithm is :meth:`MatrixFactorization.fit`'s, written once over a runner
-(:mod:`userdp.recommend.runner`); this module computes its exact statistics from a Spark
+(:mod:`userdp.recommend.engines.local`); this module computes its exact statistics from a Spark
 DataFrame of ``(user, item, rating)`` rows, for every method: ``als``, the DPALS family (uniform,
 tail and adaptive allocation; item statistics ``A_i``, ``b_i``) and the DPSGD family (clipped
 per-user gradient sums, one pass per gradient step), with or without biases, the implicit term,
@@ -13,15 +13,15 @@ item vectors, then the adaptive-weight ``A_j``, ``b_j`` with the targets clipped
 (``UserSolve(clip_target=True)``, or ``y - c_k`` clipped with biases); the encoder's steps run
 on the driver. Tested equal to the local engine (``tests/spark/test_recommend_spark_public.py``).
 
-Layout. The rows are shuffled once by user into ``buckets`` partitions (hash of the user id),
-so every partition holds whole users; every per-user computation then runs in a ``mapInPandas``
-UDF over a whole partition with the local NumPy kernels (the same functions the local runner
-calls: :func:`~userdp.multitask.allocation.row_keys`, the sampling and adaptive rules, the
-per-user solves of :class:`~userdp.recommend.runner.LocalRunner`). Per user, these depend only
-on the user's own rows and on released values (counts, item factors), so a partition computes
-exactly what the local runner computes for those users. The prepared rows and the training rows
-(with their allocation weights) are cached and their lineage cut (``localCheckpoint``, which
-keeps the partitions), so no later pass shuffles the ratings or re-runs the preamble.
+Layout. The rows are shuffled once by user into ``buckets`` partitions (hash of the user id), so
+every partition holds whole users; every per-user computation then runs in a ``mapInPandas`` UDF
+over a whole partition with the local NumPy kernels (the same functions the local runner calls:
+:func:`~userdp.multitask.allocation.row_keys`, the sampling and adaptive rules, the per-user solves
+of :class:`~userdp.recommend.engines.local.LocalRunner`). Per user, these depend only on the user's
+own rows and on released values (counts, item factors), so a partition computes exactly what the
+local runner computes for those users. The prepared rows and the training rows (with their
+allocation weights) are cached and their lineage cut (``localCheckpoint``, which keeps the
+partitions), so no later pass shuffles the ratings or re-runs the preamble.
 
 One step (Algorithm 3, lines 4-5) is one pass: each partition solves its users against the
 released item factors (in the UDF's closure), then emits, per bucket of items (item code mod
@@ -53,10 +53,10 @@ import pyarrow as pa
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.multitask.allocation import release_counts, row_keys, sample_per_user
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend.centring import centre_cap, release_mean
-from userdp.recommend.items import ItemSet
-from userdp.recommend.runner import LocalRunner, Preamble, UserSolve
-from userdp.recommend.spec import Allocation, ItemUpdateSpec, RunSpec
+from userdp.recommend.core.centring import centre_cap, release_mean
+from userdp.recommend.core.items import ItemSet
+from userdp.recommend.core.spec import Allocation, ItemUpdateSpec, RunSpec
+from userdp.recommend.engines.local import LocalRunner, Preamble, UserSolve
 from userdp.spark import require_pyspark
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -157,7 +157,7 @@ def _training_bucket(
     trained: np.ndarray, rule: Any, counts: np.ndarray | None, pdf: pd.DataFrame
 ) -> pd.DataFrame:
     """One partition's rows of trained items with their allocation weights (Table 2)."""
-    from userdp.recommend.als_steps import user_weights
+    from userdp.recommend.core.steps import user_weights
 
     items = pdf[_I].to_numpy(dtype=np.int64)
     pdf = pdf[(items >= 0) & trained[np.maximum(items, 0)]]
@@ -222,7 +222,7 @@ def _gradient_bucket(
     """One partition: its users solved against the step's ``U0``, then their item gradient
     at ``U``, each user's whole gradient clipped to ``clip`` (Algorithm 2; the rows of a user
     are all in this partition, so the clipping is the local runner's)."""
-    from userdp.recommend.als_steps import GradientOperator
+    from userdp.recommend.core.steps import GradientOperator
 
     local, items = _solved_partition(U0, how, reg, lo, hi, center, True, zz, pdf)
     op = GradientOperator(
@@ -273,7 +273,7 @@ def _sum_partials(pdf: pd.DataFrame) -> pd.DataFrame:
 
 
 class _SparkGradient:
-    """``gradient(U, V, clip)`` as :class:`~userdp.recommend.als_steps.GradientOperator`
+    """``gradient(U, V, clip)`` as :class:`~userdp.recommend.core.steps.GradientOperator`
     offers it, computed by a Spark pass (``V`` lives on the executors and is ignored)."""
 
     def __init__(self, runner: SparkRunner) -> None:
@@ -554,10 +554,10 @@ class SparkRunner:
         gravity: np.ndarray | None,
         labels: Any,
     ) -> np.ndarray:
-        """The DPSGD family's item update (:func:`~userdp.recommend.als_steps.gd_update`):
+        """The DPSGD family's item update (:func:`~userdp.recommend.core.steps.gd_update`):
         every gradient is one pass (user solves against the step's factors, then clipped
         per-user gradients summed per item); the noise is added on the driver."""
-        from userdp.recommend.als_steps import gd_update
+        from userdp.recommend.core.steps import gd_update
 
         k = U.shape[1]
         return gd_update(

@@ -82,14 +82,15 @@ def user_weights(
     deg = ideg.astype(np.float64)
     with np.errstate(divide="ignore"):  # users left with no pair are never indexed
         inv_sqrt = 1.0 / np.sqrt(deg)
-    sq = inv_sqrt.take(users)
     if biases is None:
-        return sq
-    b = biases.take(items)
-    biased = b < 1.0
-    w = np.where(biased, np.maximum(b_min, b) * sq, 0.0)  # line 4
-    sum_biased_sq = np.bincount(users, weights=w * w, minlength=n_users)
-    n_unbiased = deg - np.bincount(users, weights=biased, minlength=n_users)
+        return inv_sqrt.take(users)
+    # line 4 on the biased pairs only: the others' zeros add nothing to the per-user sums
+    # (x + 0.0 == x), so these are the same floats as sums over every pair
+    biased = np.flatnonzero((biases < 1.0).take(items))
+    b_users = users.take(biased)
+    w_biased = np.maximum(b_min, biases.take(items.take(biased))) * inv_sqrt.take(b_users)
+    sum_biased_sq = np.bincount(b_users, weights=w_biased * w_biased, minlength=n_users)
+    n_unbiased = deg - np.bincount(b_users, minlength=n_users)
     share = np.divide(
         np.maximum(1.0 - sum_biased_sq, 0.0),
         n_unbiased,
@@ -97,7 +98,8 @@ def user_weights(
         where=n_unbiased > 0,
     )
     unbiased_value = np.minimum(b_max * inv_sqrt, np.sqrt(share))  # line 5
-    w = np.where(biased, w, unbiased_value.take(users))
+    w = unbiased_value.take(users)
+    w[biased] = w_biased
 
     total = np.bincount(users, weights=w * w, minlength=n_users)
     active = (total < 1.0 - tol) & (deg > 0)  # users left with no pair have nothing to scale
@@ -113,18 +115,19 @@ def user_weights(
         starts = np.zeros(seg_users.size, dtype=np.intp)
         np.cumsum(seg_deg[:-1], out=starts[1:])
         rank = np.repeat(np.arange(seg_users.size, dtype=np.intp), seg_deg)
-        ww, ss = w.take(idx), sq.take(idx)
+        seg_inv_sqrt = inv_sqrt.take(seg_users)
+        ww, ss = w.take(idx), seg_inv_sqrt.take(rank)
         small = ww < ss * (1.0 - tol)  # line 7: S_small = {w < 1/sqrt(|S_u|)}
         max_small = np.maximum.reduceat(np.where(small, ww, -np.inf), starts)
         ss_u = np.bincount(rank, weights=np.where(small, ww * ww, 0.0), minlength=seg_users.size)
         # line 8: C = min(b_max/sqrt(d) / max_small w, sqrt(1 + (1 - sum w^2)/sum_small w^2))
         with np.errstate(divide="ignore", invalid="ignore"):
             c = np.minimum(
-                b_max * inv_sqrt.take(seg_users) / max_small,
+                b_max * seg_inv_sqrt / max_small,
                 np.sqrt(1.0 + (1.0 - total.take(seg_users)) / ss_u),
             )
         c = np.where((ss_u > 0) & np.isfinite(c), np.maximum(c, 1.0), 1.0)
-        ww = np.where(small, ww * np.repeat(c, seg_deg), ww)  # line 9
+        ww = np.where(small, ww * c.take(rank), ww)  # line 9
         w[idx] = ww
         total[seg_users] = np.bincount(rank, weights=ww * ww, minlength=seg_users.size)
         progressed = np.zeros(n_users, dtype=bool)
@@ -225,16 +228,30 @@ def _mad_weights(
     inv_adaptive = np.where(adaptive, inv, 0.0)
     init_pair = inv_adaptive.take(users)  # 1/|S_u| for adaptive users' pairs, else 0
     w_init = np.bincount(items, weights=init_pair, minlength=n_items)  # line 5
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(w_init > tau, (w_init - tau) / w_init, 0.0)  # line 6 (erratum: max)
     w_trunc = np.minimum(w_init, tau)  # line 8
-    # line 10: e_u = (1/|S_u|) sum_{i in S_u} r(i), adaptive users only (the others' finite
-    # sums of r >= 0 are multiplied by 0)
-    excess = np.bincount(users, weights=r.take(items), minlength=n_users) * inv_adaptive
     alpha = b_min - 1.0 / (2.0 * math.sqrt(d_max))  # line 2
-    wb = user_weights(users, items, n_users, biases, b_min, b_max, degrees=ideg)  # line 13
-    # line 11 (rerouted alpha/d_max e_u) and lines 14-17 (adaptive users add w_b - 1/|S_u|,
-    # the others add w_b) in one pass over the pairs
-    wb += (alpha / d_max * excess).take(users)
-    wb -= init_pair
+    over = w_init > tau
+    extra = None  # line 11's rerouted alpha/d_max e_u per user; None when no item is cut
+    if over.any():  # else every r(i) = 0 and e_u = 0: adding 0.0 changes no weight's bits
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(over, (w_init - tau) / w_init, 0.0)  # line 6 (erratum: max)
+        # line 10: e_u = (1/|S_u|) sum_{i in S_u} r(i), adaptive users only (the others'
+        # finite sums of r >= 0 are multiplied by 0)
+        excess = np.bincount(users, weights=r.take(items), minlength=n_users) * inv_adaptive
+        extra = alpha / d_max * excess
+    # line 11 (rerouted alpha/d_max e_u) and lines 14-17 (adaptive users add w_b - 1/|S_u|, the
+    # others add w_b) in one pass over the pairs; unbiased, w_b = 1/sqrt(|S_u|) is one value per
+    # user, so the whole per-pair term is (the same float operations, once per user)
+    if biases is None:
+        with np.errstate(divide="ignore"):  # users without pairs are never indexed
+            per_user = 1.0 / np.sqrt(deg)
+        if extra is not None:
+            per_user += extra
+        per_user -= inv_adaptive
+        wb = per_user.take(users)
+    else:
+        wb = user_weights(users, items, n_users, biases, b_min, b_max, degrees=ideg)  # line 13
+        if extra is not None:
+            wb += extra.take(users)
+        wb -= init_pair
     return w_trunc + np.bincount(items, weights=wb, minlength=n_items)

@@ -3,10 +3,13 @@
 Degree capping keeps each user's ``cap`` pairs with the smallest keyed hash of (salt, user,
 item) (:func:`~userdp.partition._hashing.pair_key`, bit-identical to Spark's ``xxhash64``), so
 the local and Spark engines cap identically for the same salt. Only pairs of users above the
-cap are hashed and sorted.
+cap are hashed and sorted, and the salted hashes may be given as functions of the codes, so a
+run hashes only the labels of those users and of their items.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -14,21 +17,29 @@ from userdp.partition._hashing import SPARK_SEED, xxhash64_long
 
 __all__ = ["cap_degrees", "filter_pairs"]
 
+#: Salted hashes of codes: an array over every code, or a function ``codes -> hashes``.
+Hashes = np.ndarray | Callable[[np.ndarray], np.ndarray]
+
+
+def _take(hashes: Hashes, codes: np.ndarray) -> np.ndarray:
+    return hashes(codes) if callable(hashes) else hashes.take(codes)
+
 
 def cap_degrees(
     users: np.ndarray,
     items: np.ndarray,
     n_users: int,
     cap: int,
-    user_hash: np.ndarray,
-    item_hash: np.ndarray,
+    user_hash: Hashes,
+    item_hash: Hashes,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Keep each user's ``cap`` items of smallest keyed hash (paper Alg. 1 lines 3-5).
 
     ``users`` must be sorted; ``user_hash``/``item_hash`` hold the salted hash of every user /
-    item code. A pair's key is ``xxhash64(user_hash, item_hash)`` (signed order, ties broken by
-    the item hash), exactly the Spark engine's window order. Returns the capped ``(users,
-    items)`` (still sorted by user) and the number of pairs dropped.
+    item code (or map codes to them). A pair's key is ``xxhash64(user_hash, item_hash)``
+    (signed order, ties broken by the item hash), exactly the Spark engine's window order.
+    Returns the capped ``(users, items)`` (still sorted by user) and the number of pairs
+    dropped.
 
     Privacy: each user's kept subset depends only on that user's items and the secret salt,
     so for every salt neighbouring inputs stay neighbouring with every degree <= ``cap``; a
@@ -43,10 +54,10 @@ def cap_degrees(
     starts = np.zeros(hdeg.size, dtype=np.int64)
     np.cumsum(hdeg[:-1], out=starts[1:])
     rank = np.repeat(np.arange(hdeg.size, dtype=np.int64), hdeg)
-    hi = item_hash.take(items.take(pos))
+    hi = _take(item_hash, items.take(pos))
     # pair_key(h_user, h_item) = xxhash64(h_item, seed=xxhash64(h_user, 42)): the inner hash
     # once per heavy user, repeated over its pairs (the same int64 keys, half the hashing)
-    user_seed = xxhash64_long(user_hash.take(np.flatnonzero(heavy)), SPARK_SEED)
+    user_seed = xxhash64_long(_take(user_hash, np.flatnonzero(heavy)), SPARK_SEED)
     key = xxhash64_long(hi, np.repeat(user_seed, hdeg))
     # Fast path: one np.sort of (user rank | top bits of the order-preserving key) packed in
     # uint64; each user keeps the pairs at or below its cap-th smallest packed value.

@@ -74,6 +74,32 @@ def _budget(epsilon: float, delta: float, caller: str) -> PrivacyBudget:
     return PrivacyBudget(epsilon, delta)
 
 
+class _SaltedHashes:
+    """``codes -> salted_hash(labels[codes], salt)``, each label hashed once, when first asked.
+
+    The hash is element-wise, so hashing a subset gives the same values as hashing every label.
+    """
+
+    def __init__(self, labels: pa.Array, salt: int) -> None:
+        self.labels, self.salt = labels, salt
+        self.values = np.empty(len(labels), dtype=np.int64)
+        self.done = np.zeros(len(labels), dtype=bool)
+
+    def __call__(self, codes: np.ndarray) -> np.ndarray:
+        new = np.zeros(self.done.size, dtype=bool)
+        new[codes] = True
+        new &= ~self.done
+        todo = np.flatnonzero(new)
+        if todo.size:
+            whole = 2 * todo.size > self.done.size  # most of them: hash the whole code book
+            if whole:
+                todo = np.flatnonzero(~self.done)
+            labels = self.labels if todo.size == self.done.size else self.labels.take(todo)
+            self.values[todo] = salted_hash(labels, self.salt)
+            self.done[todo] = True
+        return self.values.take(codes)
+
+
 class _Run:
     """Book-keeping common to every local run: input, noise, accountant, diagnostics."""
 
@@ -97,11 +123,16 @@ class _Run:
         self.dropped: list[int] = []
         self.round_sizes: list[int] = []
         self._hashes: tuple[np.ndarray, np.ndarray] | None = None
+        self._lazy: tuple[_SaltedHashes, _SaltedHashes] | None = None
         self._tap = _tap
 
     def capped(self, users: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cap every user's set with the run's secret salt (the same salt in every round)."""
-        u, i, dropped = cap_degrees(users, items, self.data.n_users, self.cap, *self.hashes())
+        if self._lazy is None:  # capping hashes only heavy users and their items
+            salt = self.noise.salt
+            d = self.data
+            self._lazy = (_SaltedHashes(d.user_labels, salt), _SaltedHashes(d.item_labels, salt))
+        u, i, dropped = cap_degrees(users, items, self.data.n_users, self.cap, *self._lazy)
         self.dropped.append(dropped)
         return u, i
 
@@ -236,6 +267,7 @@ class LocalRunner:
         self.users: np.ndarray = d.users
         self.items: np.ndarray = d.items
         self._degrees: np.ndarray | None = None
+        self._present: np.ndarray | None = None
 
     @property
     def data(self) -> Contributions:
@@ -263,13 +295,25 @@ class LocalRunner:
     def cap(self, *, recap: bool = True) -> None:
         if recap or not self.run.dropped:  # (re-)cap what is left of every user's set
             d = self.run.data
-            u, i = self.run.capped(*filter_pairs(d.users, d.items, self.removed))
+            pairs = (d.users, d.items)
+            if self.removed.any():
+                pairs = filter_pairs(*pairs, self.removed)
+            u, i = self.run.capped(*pairs)
             # The capped codes as np.intp once per cap: the weights' bincount and take calls
             # would otherwise convert them in every call (the input stays in its narrow type).
             self.users, self.items = u.astype(np.intp), i.astype(np.intp)
+            self._present = None
         else:  # Alg. 4 line 13: only remove items from the capped sets
             self.users, self.items = filter_pairs(self.users, self.items, self.removed)
+            if self._present is not None:  # the capped sets lose exactly the removed items
+                self._present = self._present & ~self.removed
         self._degrees = None
+
+    def present(self) -> np.ndarray:
+        """Mask of the item codes in the current round's input (computed once per cap)."""
+        if self._present is None:
+            self._present = present_mask(self.items, self.run.data.n_items)
+        return self._present
 
     def degrees(self) -> np.ndarray:
         """Every user's number of pairs in the current round (computed once per round)."""
@@ -300,7 +344,7 @@ class LocalRunner:
         self, weights: np.ndarray, rnd: Round, *, every_item: bool = False
     ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
         # Locally every code gets noise anyway (w_ext), so ``every_item`` changes nothing.
-        present = present_mask(self.items, weights.size)
+        present = self.present()
         noisy, selected = self.run.release(rnd, weights, self.items, present=present)
         return (noisy, present), selected
 
@@ -314,7 +358,7 @@ class LocalRunner:
         """The last round of a pooled run: its noisy weights (on every item code, like every
         round's) and the items of its input that pass ``test`` on all rounds' noisy weights."""
         earlier = [noisy for noisy, _ in history]
-        present = present_mask(self.items, weights.size)
+        present = self.present()
         codes = np.flatnonzero(present)
 
         def passes(x: np.ndarray) -> np.ndarray:

@@ -21,6 +21,10 @@ from userdp._validation import check_int, check_real
 __all__ = ["basic_weights", "mad_weights", "user_weights"]
 
 
+#: Round-off allowance of UserWeights' "< 1" test (:func:`user_weights`' ``tol``).
+_TOL = 1e-12
+
+
 def _index(codes: np.ndarray) -> np.ndarray:
     """Codes as ``np.intp``, the type bincount and take index with (no copy if already)."""
     return np.asarray(codes).astype(np.intp, copy=False)
@@ -59,7 +63,7 @@ def user_weights(
     b_min: float = 1.0,
     b_max: float = 1.0,
     *,
-    tol: float = 1e-12,
+    tol: float = _TOL,
     degrees: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per-pair weights of UserWeights (paper Alg. 2), for all users at once.
@@ -84,6 +88,23 @@ def user_weights(
         inv_sqrt = 1.0 / np.sqrt(deg)
     if biases is None:
         return inv_sqrt.take(users)
+    return _biased_user_weights(users, items, biases, b_min, b_max, tol, ideg, deg, inv_sqrt)
+
+
+def _biased_user_weights(
+    users: np.ndarray,
+    items: np.ndarray,
+    biases: np.ndarray,
+    b_min: float,
+    b_max: float,
+    tol: float,
+    ideg: np.ndarray,
+    deg: np.ndarray,
+    inv_sqrt: np.ndarray,
+) -> np.ndarray:
+    """:func:`user_weights` with biases, on ``np.intp`` codes, with the users' degrees (as
+    integers and floats) and ``1/sqrt(degree)``."""
+    n_users = ideg.size
     # line 4 on the biased pairs only: the others' zeros add nothing to the per-user sums
     # (x + 0.0 == x), so these are the same floats as sums over every pair
     biased = np.flatnonzero((biases < 1.0).take(items))
@@ -106,15 +127,19 @@ def user_weights(
     # Pairs are sorted by user: each pass works on the contiguous segments of its active users,
     # summing per segment with bincount over segment ranks (the same additions, in the same
     # order, as a bincount over user codes).
+    first = np.zeros(n_users, dtype=np.intp)  # each user's first pair
+    np.cumsum(ideg[:-1], out=first[1:])
     for _ in range(int(deg.max(initial=0)) + 2):  # lines 6-9; terminates (see docstring)
         if not active.any():
             break
-        idx = np.flatnonzero(active.take(users))  # pairs of active users, still sorted by user
         seg_users = np.flatnonzero(active)
         seg_deg = ideg.take(seg_users)
         starts = np.zeros(seg_users.size, dtype=np.intp)
         np.cumsum(seg_deg[:-1], out=starts[1:])
         rank = np.repeat(np.arange(seg_users.size, dtype=np.intp), seg_deg)
+        # the pairs of active users, still sorted by user
+        idx = np.arange(rank.size, dtype=np.intp)
+        idx += (first.take(seg_users) - starts).take(rank)
         seg_inv_sqrt = inv_sqrt.take(seg_users)
         ww, ss = w.take(idx), seg_inv_sqrt.take(rank)
         small = ww < ss * (1.0 - tol)  # line 7: S_small = {w < 1/sqrt(|S_u|)}
@@ -242,15 +267,16 @@ def _mad_weights(
     # line 11 (rerouted alpha/d_max e_u) and lines 14-17 (adaptive users add w_b - 1/|S_u|, the
     # others add w_b) in one pass over the pairs; unbiased, w_b = 1/sqrt(|S_u|) is one value per
     # user, so the whole per-pair term is (the same float operations, once per user)
+    with np.errstate(divide="ignore"):  # users without pairs are never indexed
+        inv_sqrt = 1.0 / np.sqrt(deg)
     if biases is None:
-        with np.errstate(divide="ignore"):  # users without pairs are never indexed
-            per_user = 1.0 / np.sqrt(deg)
+        per_user = inv_sqrt
         if extra is not None:
             per_user += extra
         per_user -= inv_adaptive
         wb = per_user.take(users)
-    else:
-        wb = user_weights(users, items, n_users, biases, b_min, b_max, degrees=ideg)  # line 13
+    else:  # line 13 (UserWeights)
+        wb = _biased_user_weights(users, items, biases, b_min, b_max, _TOL, ideg, deg, inv_sqrt)
         if extra is not None:
             wb += extra.take(users)
         wb -= init_pair

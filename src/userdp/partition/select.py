@@ -86,15 +86,18 @@ class _SaltedHashes:
         self.done = np.zeros(len(labels), dtype=bool)
 
     def __call__(self, codes: np.ndarray) -> np.ndarray:
-        new = np.zeros(self.done.size, dtype=bool)
-        new[codes] = True
-        new &= ~self.done
-        todo = np.flatnonzero(new)
-        if todo.size:
-            whole = 2 * todo.size > self.done.size  # most of them: hash the whole code book
-            if whole:
+        n = self.done.size
+        if codes.size >= n:  # likely most of the code book: hash what is left of it
+            todo = np.flatnonzero(~self.done)
+        else:
+            new = np.zeros(n, dtype=bool)
+            new[codes] = True
+            new &= ~self.done
+            todo = np.flatnonzero(new)
+            if 2 * todo.size > n:  # most of them: hash the rest of the code book
                 todo = np.flatnonzero(~self.done)
-            labels = self.labels if todo.size == self.done.size else self.labels.take(todo)
+        if todo.size:
+            labels = self.labels if todo.size == n else self.labels.take(todo)
             self.values[todo] = salted_hash(labels, self.salt)
             self.done[todo] = True
         return self.values.take(codes)

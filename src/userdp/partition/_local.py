@@ -15,7 +15,7 @@ import numpy as np
 
 from userdp.partition._hashing import SPARK_SEED, xxhash64_long
 
-__all__ = ["cap_degrees", "filter_pairs"]
+__all__ = ["cap_degrees", "cap_pairs", "filter_pairs"]
 
 #: Salted hashes of codes: an array over every code, or a function ``codes -> hashes``.
 Hashes = np.ndarray | Callable[[np.ndarray], np.ndarray]
@@ -46,9 +46,56 @@ def cap_degrees(
     fresh secret salt per run makes the subset a pseudo-random one.
     """
     deg = np.bincount(users, minlength=n_users)
+    kept = _kept_heavy_pairs(users, items, deg, cap, user_hash, item_hash)
+    if kept is None:
+        return users, items, 0
+    pos, keep_heavy = kept
+    keep = np.ones(users.size, dtype=bool)
+    keep[pos] = keep_heavy
+    dropped = int(pos.size - np.count_nonzero(deg > cap) * cap)
+    return np.compress(keep, users), np.compress(keep, items), dropped
+
+
+def cap_pairs(
+    users: np.ndarray,
+    items: np.ndarray,
+    n_users: int,
+    cap: int,
+    user_hash: Hashes,
+    item_hash: Hashes,
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """:func:`cap_degrees` for the local runner: the capped codes as ``np.intp`` and every
+    user's capped degree ``min(degree, cap)`` (each user keeps exactly that many pairs).
+
+    The capped user codes are rebuilt from the degrees (``users`` is sorted) instead of being
+    compressed and converted; the same pairs as :func:`cap_degrees`.
+    """
+    deg = np.bincount(users, minlength=n_users)
+    kept = _kept_heavy_pairs(users, items, deg, cap, user_hash, item_hash)
+    if kept is None:
+        return users.astype(np.intp), items.astype(np.intp), 0, deg
+    pos, keep_heavy = kept
+    keep = np.ones(users.size, dtype=bool)
+    keep[pos] = keep_heavy
+    capped = np.minimum(deg, cap)
+    dropped = int(pos.size - np.count_nonzero(deg > cap) * cap)
+    new_users = np.repeat(np.arange(n_users, dtype=np.intp), capped)
+    return new_users, np.compress(keep, items).astype(np.intp), dropped, capped
+
+
+def _kept_heavy_pairs(
+    users: np.ndarray,
+    items: np.ndarray,
+    deg: np.ndarray,
+    cap: int,
+    user_hash: Hashes,
+    item_hash: Hashes,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Positions of the pairs of users above the cap and which of them each user keeps (its
+    ``cap`` pairs of smallest key), or None when no user is above the cap."""
     heavy = deg > cap
     if not heavy.any():
-        return users, items, 0
+        return None
     pos = np.flatnonzero(heavy.take(users))  # pairs of users above the cap, sorted by user
     hdeg = deg[heavy]
     starts = np.zeros(hdeg.size, dtype=np.int64)
@@ -77,9 +124,7 @@ def cap_degrees(
         np.cumsum(tdeg[:-1], out=tstarts[1:])
         keep_heavy[idx] = False
         keep_heavy[order[(tstarts[:, None] + np.arange(cap)).ravel()]] = True
-    keep = np.ones(users.size, dtype=bool)
-    keep[pos] = keep_heavy
-    return np.compress(keep, users), np.compress(keep, items), int(pos.size - hdeg.size * cap)
+    return pos, keep_heavy
 
 
 def filter_pairs(

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from userdp._validation import check_int, check_real
 from userdp.data import Contributions, as_contributions
 from userdp.partition._hashing import salted_hash
-from userdp.partition._local import cap_degrees, filter_pairs
+from userdp.partition._local import cap_degrees, cap_pairs, filter_pairs
 from userdp.partition.cap import HISTOGRAM_STREAM, degree_counts
 from userdp.partition.result import SelectionDiagnostics, SelectionResult
 from userdp.partition.rounds import (
@@ -131,13 +131,28 @@ class _Run:
 
     def capped(self, users: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cap every user's set with the run's secret salt (the same salt in every round)."""
-        if self._lazy is None:  # capping hashes only heavy users and their items
+        u, i, dropped = cap_degrees(users, items, self.data.n_users, self.cap, *self._salted())
+        self.dropped.append(dropped)
+        return u, i
+
+    def capped_codes(
+        self, users: np.ndarray, items: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`capped`, as ``np.intp`` codes, with every user's capped degree."""
+        u, i, dropped, degrees = cap_pairs(
+            users, items, self.data.n_users, self.cap, *self._salted()
+        )
+        self.dropped.append(dropped)
+        return u, i, degrees
+
+    def _salted(self) -> tuple[_SaltedHashes, _SaltedHashes]:
+        """Salted hashes of the user and item labels, each hashed when capping first needs it
+        (capping hashes only the users above the cap and their items)."""
+        if self._lazy is None:
             salt = self.noise.salt
             d = self.data
             self._lazy = (_SaltedHashes(d.user_labels, salt), _SaltedHashes(d.item_labels, salt))
-        u, i, dropped = cap_degrees(users, items, self.data.n_users, self.cap, *self._lazy)
-        self.dropped.append(dropped)
-        return u, i
+        return self._lazy
 
     def release(
         self,
@@ -301,16 +316,15 @@ class LocalRunner:
             pairs = (d.users, d.items)
             if self.removed.any():
                 pairs = filter_pairs(*pairs, self.removed)
-            u, i = self.run.capped(*pairs)
             # The capped codes as np.intp once per cap: the weights' bincount and take calls
             # would otherwise convert them in every call (the input stays in its narrow type).
-            self.users, self.items = u.astype(np.intp), i.astype(np.intp)
+            self.users, self.items, self._degrees = self.run.capped_codes(*pairs)
             self._present = None
         else:  # Alg. 4 line 13: only remove items from the capped sets
             self.users, self.items = filter_pairs(self.users, self.items, self.removed)
             if self._present is not None:  # the capped sets lose exactly the removed items
                 self._present = self._present & ~self.removed
-        self._degrees = None
+            self._degrees = None
 
     def present(self) -> np.ndarray:
         """Mask of the item codes in the current round's input (computed once per cap)."""

@@ -24,6 +24,7 @@ from userdp.partition import (
 )
 from userdp.partition._hashing import pair_key, salted_hash
 from userdp.partition._local import cap_degrees, cap_pairs
+from userdp.partition.select import _SaltedHashes
 from userdp.privacy import (
     NoiseSource,
     PrivacyAccountant,
@@ -213,6 +214,22 @@ def test_cap_pairs_is_cap_degrees_as_intp_codes_with_the_capped_degrees(cap):
         np.testing.assert_array_equal(u2, u)
         np.testing.assert_array_equal(i2, i)
         np.testing.assert_array_equal(degrees, np.bincount(u, minlength=n_users))
+
+
+@pytest.mark.parametrize(
+    "labels", [pa.array(np.arange(500) * 7919), pa.array([f"w{k}" for k in range(500)])]
+)
+def test_lazy_salted_hashes_equal_hashing_every_label(labels):
+    """The runner hashes labels when capping first asks for them: the same values as hashing
+    the whole code book, whichever codes are asked for and in whichever order."""
+    salt = NoiseSource(3).salt
+    every = salted_hash(labels, salt)
+    lazy = _SaltedHashes(labels, salt)
+    rng = np.random.default_rng(0)
+    for size in (0, 5, 40, 5, 600, 30):  # few codes, repeats, more codes than labels
+        codes = rng.integers(0, 500, size)
+        np.testing.assert_array_equal(lazy(codes), every[codes])
+    assert lazy.done.all()
 
 
 def test_cap_degrees_returns_the_input_when_nobody_is_over_the_cap():

@@ -6,7 +6,8 @@ Run from the repository root::
     nice python benchmarks/partition_time_per_run.py --before-src /tmp/before/src --repeats 2
 
 On the shared Zipf set, the npm summaries as words and as words + bigrams (built as
-``benchmarks/partition_selection.py`` builds them; each skipped when its file is absent), every
+``benchmarks/partition_selection.py`` builds them; each skipped when its file is absent;
+``--quick``: a generated Zipf set of 20,000 users and 2 seeds instead, < 1 minute), every
 seed runs ``select_partitions(data, epsilon=1, delta=1e-5, seed=s)`` then the same with
 ``pooled=False``, alternated in one process after one warm-up run of each. Each run is timed
 in CPU seconds (``time.process_time``, less sensitive to the other processes on a shared
@@ -19,8 +20,10 @@ ratio default / ``pooled=False`` of the medians, and the load average; writes
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -28,17 +31,47 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
-from _harness import RESULTS, finish, log
+from _harness import RESULTS, SHARED_DATA, finish, log
 
 HERE = Path(__file__).resolve().parent
 SETTINGS = (("default", {}), ("pooled=False", {"pooled": False}))
+DEFAULT_ZIPF = SHARED_DATA / "partition/synth_zipf_200k.user_item.tsv.gz"
+DEFAULT_NPM = Path("/work/.library/env/packages/npm.tsv")
 
 
-def datasets(zipf_path: Path, npm_path: Path) -> dict[str, Any]:
-    from partition_selection import npm_contributions
-    from userdp.data import read
+def npm_contributions(path: Path, bigrams: bool) -> Any:
+    """One package summary = one user; distinct lower-cased words (and word bigrams) = items
+    (the corpus of ``benchmarks/partition_selection.py``, built the same way)."""
+    from userdp.data import Contributions
 
+    token = re.compile(r"[a-z0-9]+")
+    users: list[int] = []
+    items: list[str] = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        header = f.readline().rstrip("\n").split("\t")
+        col = next(k for k, name in enumerate(header) if name.split(" ")[0] == "summary")
+        for row, line in enumerate(f):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) <= col:
+                continue
+            words = token.findall(parts[col].lower())
+            toks = set(words)
+            if bigrams:
+                toks.update(f"{a} {b}" for a, b in itertools.pairwise(words))
+            users.extend([row] * len(toks))
+            items.extend(toks)
+    return Contributions.from_columns(
+        pa.array(np.asarray(users, dtype=np.int64)), pa.array(items, type=pa.string())
+    )
+
+
+def datasets(zipf_path: Path, npm_path: Path, quick: bool) -> dict[str, Any]:
+    from userdp.data import read, zipf_contributions
+
+    if quick:
+        return {"generated Zipf, 20k users": zipf_contributions(20_000, seed=1)}
     out: dict[str, Any] = {}
     if zipf_path.exists():
         out["shared Zipf"] = read(
@@ -56,7 +89,7 @@ def worker(args: argparse.Namespace) -> None:
     from userdp.partition import select_partitions
 
     out: dict[str, Any] = {"src": str(Path(userdp.__file__).parent.parent), "runs": {}}
-    for name, data in datasets(args.zipf_path, args.npm_path).items():
+    for name, data in datasets(args.zipf_path, args.npm_path, args.quick).items():
         for _, options in SETTINGS:  # warm-up: first-call imports and caches
             select_partitions(data, epsilon=1.0, delta=1e-5, seed=10_000, **options)
         runs: dict[str, dict[str, list[float]]] = {s: {"cpu": [], "wall": []} for s, _ in SETTINGS}
@@ -74,6 +107,7 @@ def run_worker(src: str, args: argparse.Namespace) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
     cmd = [sys.executable, __file__, "--_worker", "--seeds", str(args.seeds)]
     cmd += ["--zipf-path", str(args.zipf_path), "--npm-path", str(args.npm_path)]
+    cmd += ["--quick"] if args.quick else []
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=HERE.parent)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode != 0 or not lines:
@@ -95,17 +129,18 @@ def summary(results: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    from partition_selection import DEFAULT_NPM, DEFAULT_ZIPF
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--zipf-path", type=Path, default=DEFAULT_ZIPF)
     ap.add_argument("--npm-path", type=Path, default=DEFAULT_NPM)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=1, help="fresh processes per version")
     ap.add_argument("--before-src", help="also time this src, alternating processes")
+    ap.add_argument("--quick", action="store_true", help="generated data, 2 seeds: smoke run")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     ap.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.quick:
+        args.seeds = min(args.seeds, 2)
     if args._worker:
         worker(args)
         return

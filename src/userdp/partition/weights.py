@@ -123,21 +123,22 @@ def _biased_user_weights(
     w[biased] = w_biased
 
     total = np.bincount(users, weights=w * w, minlength=n_users)
-    active = (total < 1.0 - tol) & (deg > 0)  # users left with no pair have nothing to scale
-    # Pairs are sorted by user: each pass works on the contiguous segments of its active users,
-    # summing per segment with bincount over segment ranks (the same additions, in the same
-    # order, as a bincount over user codes).
+    # The users still to scale (sorted; users left with no pair have nothing to scale) and
+    # their sums of squares. Pairs are sorted by user: each pass works on the contiguous
+    # segments of these users, summing per segment with bincount over segment ranks (the same
+    # additions, in the same order, as a bincount over user codes).
+    seg_users = np.flatnonzero((total < 1.0 - tol) & (deg > 0))
+    seg_total = total.take(seg_users)
     first = np.zeros(n_users, dtype=np.intp)  # each user's first pair
     np.cumsum(ideg[:-1], out=first[1:])
     for _ in range(int(deg.max(initial=0)) + 2):  # lines 6-9; terminates (see docstring)
-        if not active.any():
+        if not seg_users.size:
             break
-        seg_users = np.flatnonzero(active)
         seg_deg = ideg.take(seg_users)
         starts = np.zeros(seg_users.size, dtype=np.intp)
         np.cumsum(seg_deg[:-1], out=starts[1:])
         rank = np.repeat(np.arange(seg_users.size, dtype=np.intp), seg_deg)
-        # the pairs of active users, still sorted by user
+        # the pairs of these users, still sorted by user
         idx = np.arange(rank.size, dtype=np.intp)
         idx += (first.take(seg_users) - starts).take(rank)
         seg_inv_sqrt = inv_sqrt.take(seg_users)
@@ -149,15 +150,14 @@ def _biased_user_weights(
         with np.errstate(divide="ignore", invalid="ignore"):
             c = np.minimum(
                 b_max * seg_inv_sqrt / max_small,
-                np.sqrt(1.0 + (1.0 - total.take(seg_users)) / ss_u),
+                np.sqrt(1.0 + (1.0 - seg_total) / ss_u),
             )
         c = np.where((ss_u > 0) & np.isfinite(c), np.maximum(c, 1.0), 1.0)
         ww = np.where(small, ww * c.take(rank), ww)  # line 9
         w[idx] = ww
-        total[seg_users] = np.bincount(rank, weights=ww * ww, minlength=seg_users.size)
-        progressed = np.zeros(n_users, dtype=bool)
-        progressed[seg_users] = c > 1.0
-        active &= (total < 1.0 - tol) & progressed
+        seg_total = np.bincount(rank, weights=ww * ww, minlength=seg_users.size)
+        go_on = (seg_total < 1.0 - tol) & (c > 1.0)  # below budget and still progressing
+        seg_users, seg_total = seg_users.compress(go_on), seg_total.compress(go_on)
     return w
 
 

@@ -23,7 +23,8 @@ from userdp.partition import (
     select_partitions,
     user_weights,
 )
-from userdp.partition._local import cap_degrees
+from userdp.partition._local import cap_degrees, cap_pairs
+from userdp.partition.select import _SaltedHashes
 from userdp.privacy import (
     NoiseSource,
     PrivacyAccountant,
@@ -196,6 +197,39 @@ def test_cap_degrees_resolves_ties_in_the_packed_sort_exactly():
         keys = pair_key(np.repeat(uh[u], len(mine)), ih[mine])
         ranked = sorted(zip(keys.tolist(), ih[mine].tolist(), mine, strict=True))
         assert sorted(out_sets[u]) == sorted(i for *_, i in ranked[:4])
+
+
+@pytest.mark.parametrize("cap", [1, 4, 40])
+def test_cap_pairs_is_cap_degrees_as_intp_codes_with_the_capped_degrees(cap):
+    """The local runner's variant keeps the same pairs, as np.intp, and counts them per user."""
+    for seed in range(3):
+        users, items, n_users, n_items = random_sets(seed, n_users=60, n_items=30, max_deg=20)
+        salt = NoiseSource(seed).salt
+        uh = salted_hash(np.arange(n_users, dtype=np.int64), salt)
+        ih = salted_hash(np.arange(n_items, dtype=np.int64), salt)
+        u, i, dropped = cap_degrees(users, items, n_users, cap, uh, ih)
+        # the hashes as functions of the codes, as the runner passes them
+        u2, i2, dropped2, degrees = cap_pairs(users, items, n_users, cap, uh.take, ih.take)
+        assert u2.dtype == i2.dtype == np.intp and dropped2 == dropped
+        np.testing.assert_array_equal(u2, u)
+        np.testing.assert_array_equal(i2, i)
+        np.testing.assert_array_equal(degrees, np.bincount(u, minlength=n_users))
+
+
+@pytest.mark.parametrize(
+    "labels", [pa.array(np.arange(500) * 7919), pa.array([f"w{k}" for k in range(500)])]
+)
+def test_lazy_salted_hashes_equal_hashing_every_label(labels):
+    """The runner hashes labels when capping first asks for them: the same values as hashing
+    the whole code book, whichever codes are asked for and in whichever order."""
+    salt = NoiseSource(3).salt
+    every = salted_hash(labels, salt)
+    lazy = _SaltedHashes(labels, salt)
+    rng = np.random.default_rng(0)
+    for size in (0, 5, 40, 5, 600, 30):  # few codes, repeats, more codes than labels
+        codes = rng.integers(0, 500, size)
+        np.testing.assert_array_equal(lazy(codes), every[codes])
+    assert lazy.done.all()
 
 
 def test_cap_degrees_returns_the_input_when_nobody_is_over_the_cap():

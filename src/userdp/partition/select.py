@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from userdp._validation import check_int, check_real
 from userdp.data import Contributions, as_contributions
 from userdp.data.hashing import salted_hash
-from userdp.partition._local import cap_degrees, filter_pairs
+from userdp.partition._local import cap_degrees, cap_pairs, filter_pairs
 from userdp.partition.cap import HISTOGRAM_STREAM, degree_counts
 from userdp.partition.result import SelectionDiagnostics, SelectionResult
 from userdp.partition.rounds import (
@@ -74,6 +74,35 @@ def _budget(epsilon: float, delta: float, caller: str) -> PrivacyBudget:
     return PrivacyBudget(epsilon, delta)
 
 
+class _SaltedHashes:
+    """``codes -> salted_hash(labels[codes], salt)``, each label hashed once, when first asked.
+
+    The hash is element-wise, so hashing a subset gives the same values as hashing every label.
+    """
+
+    def __init__(self, labels: pa.Array, salt: int) -> None:
+        self.labels, self.salt = labels, salt
+        self.values = np.empty(len(labels), dtype=np.int64)
+        self.done = np.zeros(len(labels), dtype=bool)
+
+    def __call__(self, codes: np.ndarray) -> np.ndarray:
+        n = self.done.size
+        if codes.size >= n:  # likely most of the code book: hash what is left of it
+            todo = np.flatnonzero(~self.done)
+        else:
+            new = np.zeros(n, dtype=bool)
+            new[codes] = True
+            new &= ~self.done
+            todo = np.flatnonzero(new)
+            if 2 * todo.size > n:  # most of them: hash the rest of the code book
+                todo = np.flatnonzero(~self.done)
+        if todo.size:
+            labels = self.labels if todo.size == n else self.labels.take(todo)
+            self.values[todo] = salted_hash(labels, self.salt)
+            self.done[todo] = True
+        return self.values.take(codes)
+
+
 class _Run:
     """Book-keeping common to every local run: input, noise, accountant, diagnostics."""
 
@@ -97,13 +126,33 @@ class _Run:
         self.dropped: list[int] = []
         self.round_sizes: list[int] = []
         self._hashes: tuple[np.ndarray, np.ndarray] | None = None
+        self._lazy: tuple[_SaltedHashes, _SaltedHashes] | None = None
         self._tap = _tap
 
     def capped(self, users: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cap every user's set with the run's secret salt (the same salt in every round)."""
-        u, i, dropped = cap_degrees(users, items, self.data.n_users, self.cap, *self.hashes())
+        u, i, dropped = cap_degrees(users, items, self.data.n_users, self.cap, *self._salted())
         self.dropped.append(dropped)
         return u, i
+
+    def capped_codes(
+        self, users: np.ndarray, items: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`capped`, as ``np.intp`` codes, with every user's capped degree."""
+        u, i, dropped, degrees = cap_pairs(
+            users, items, self.data.n_users, self.cap, *self._salted()
+        )
+        self.dropped.append(dropped)
+        return u, i, degrees
+
+    def _salted(self) -> tuple[_SaltedHashes, _SaltedHashes]:
+        """Salted hashes of the user and item labels, each hashed when capping first needs it
+        (capping hashes only the users above the cap and their items)."""
+        if self._lazy is None:
+            salt = self.noise.salt
+            d = self.data
+            self._lazy = (_SaltedHashes(d.user_labels, salt), _SaltedHashes(d.item_labels, salt))
+        return self._lazy
 
     def release(
         self,
@@ -236,6 +285,7 @@ class LocalRunner:
         self.users: np.ndarray = d.users
         self.items: np.ndarray = d.items
         self._degrees: np.ndarray | None = None
+        self._present: np.ndarray | None = None
 
     @property
     def data(self) -> Contributions:
@@ -263,13 +313,24 @@ class LocalRunner:
     def cap(self, *, recap: bool = True) -> None:
         if recap or not self.run.dropped:  # (re-)cap what is left of every user's set
             d = self.run.data
-            u, i = self.run.capped(*filter_pairs(d.users, d.items, self.removed))
+            pairs = (d.users, d.items)
+            if self.removed.any():
+                pairs = filter_pairs(*pairs, self.removed)
             # The capped codes as np.intp once per cap: the weights' bincount and take calls
             # would otherwise convert them in every call (the input stays in its narrow type).
-            self.users, self.items = u.astype(np.intp), i.astype(np.intp)
+            self.users, self.items, self._degrees = self.run.capped_codes(*pairs)
+            self._present = None
         else:  # Alg. 4 line 13: only remove items from the capped sets
             self.users, self.items = filter_pairs(self.users, self.items, self.removed)
-        self._degrees = None
+            if self._present is not None:  # the capped sets lose exactly the removed items
+                self._present = self._present & ~self.removed
+            self._degrees = None
+
+    def present(self) -> np.ndarray:
+        """Mask of the item codes in the current round's input (computed once per cap)."""
+        if self._present is None:
+            self._present = present_mask(self.items, self.run.data.n_items)
+        return self._present
 
     def degrees(self) -> np.ndarray:
         """Every user's number of pairs in the current round (computed once per round)."""
@@ -300,7 +361,7 @@ class LocalRunner:
         self, weights: np.ndarray, rnd: Round, *, every_item: bool = False
     ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
         # Locally every code gets noise anyway (w_ext), so ``every_item`` changes nothing.
-        present = present_mask(self.items, weights.size)
+        present = self.present()
         noisy, selected = self.run.release(rnd, weights, self.items, present=present)
         return (noisy, present), selected
 
@@ -314,7 +375,7 @@ class LocalRunner:
         """The last round of a pooled run: its noisy weights (on every item code, like every
         round's) and the items of its input that pass ``test`` on all rounds' noisy weights."""
         earlier = [noisy for noisy, _ in history]
-        present = present_mask(self.items, weights.size)
+        present = self.present()
         codes = np.flatnonzero(present)
 
         def passes(x: np.ndarray) -> np.ndarray:

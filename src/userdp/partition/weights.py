@@ -21,6 +21,10 @@ from userdp._validation import check_int, check_real
 __all__ = ["basic_weights", "mad_weights", "user_weights"]
 
 
+#: Round-off allowance of UserWeights' "< 1" test (:func:`user_weights`' ``tol``).
+_TOL = 1e-12
+
+
 def _index(codes: np.ndarray) -> np.ndarray:
     """Codes as ``np.intp``, the type bincount and take index with (no copy if already)."""
     return np.asarray(codes).astype(np.intp, copy=False)
@@ -59,7 +63,7 @@ def user_weights(
     b_min: float = 1.0,
     b_max: float = 1.0,
     *,
-    tol: float = 1e-12,
+    tol: float = _TOL,
     degrees: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per-pair weights of UserWeights (paper Alg. 2), for all users at once.
@@ -82,14 +86,32 @@ def user_weights(
     deg = ideg.astype(np.float64)
     with np.errstate(divide="ignore"):  # users left with no pair are never indexed
         inv_sqrt = 1.0 / np.sqrt(deg)
-    sq = inv_sqrt.take(users)
     if biases is None:
-        return sq
-    b = biases.take(items)
-    biased = b < 1.0
-    w = np.where(biased, np.maximum(b_min, b) * sq, 0.0)  # line 4
-    sum_biased_sq = np.bincount(users, weights=w * w, minlength=n_users)
-    n_unbiased = deg - np.bincount(users, weights=biased, minlength=n_users)
+        return inv_sqrt.take(users)
+    return _biased_user_weights(users, items, biases, b_min, b_max, tol, ideg, deg, inv_sqrt)
+
+
+def _biased_user_weights(
+    users: np.ndarray,
+    items: np.ndarray,
+    biases: np.ndarray,
+    b_min: float,
+    b_max: float,
+    tol: float,
+    ideg: np.ndarray,
+    deg: np.ndarray,
+    inv_sqrt: np.ndarray,
+) -> np.ndarray:
+    """:func:`user_weights` with biases, on ``np.intp`` codes, with the users' degrees (as
+    integers and floats) and ``1/sqrt(degree)``."""
+    n_users = ideg.size
+    # line 4 on the biased pairs only: the others' zeros add nothing to the per-user sums
+    # (x + 0.0 == x), so these are the same floats as sums over every pair
+    biased = np.flatnonzero((biases < 1.0).take(items))
+    b_users = users.take(biased)
+    w_biased = np.maximum(b_min, biases.take(items.take(biased))) * inv_sqrt.take(b_users)
+    sum_biased_sq = np.bincount(b_users, weights=w_biased * w_biased, minlength=n_users)
+    n_unbiased = deg - np.bincount(b_users, minlength=n_users)
     share = np.divide(
         np.maximum(1.0 - sum_biased_sq, 0.0),
         n_unbiased,
@@ -97,39 +119,45 @@ def user_weights(
         where=n_unbiased > 0,
     )
     unbiased_value = np.minimum(b_max * inv_sqrt, np.sqrt(share))  # line 5
-    w = np.where(biased, w, unbiased_value.take(users))
+    w = unbiased_value.take(users)
+    w[biased] = w_biased
 
     total = np.bincount(users, weights=w * w, minlength=n_users)
-    active = (total < 1.0 - tol) & (deg > 0)  # users left with no pair have nothing to scale
-    # Pairs are sorted by user: each pass works on the contiguous segments of its active users,
-    # summing per segment with bincount over segment ranks (the same additions, in the same
-    # order, as a bincount over user codes).
+    # The users still to scale (sorted; users left with no pair have nothing to scale) and
+    # their sums of squares. Pairs are sorted by user: each pass works on the contiguous
+    # segments of these users, summing per segment with bincount over segment ranks (the same
+    # additions, in the same order, as a bincount over user codes).
+    seg_users = np.flatnonzero((total < 1.0 - tol) & (deg > 0))
+    seg_total = total.take(seg_users)
+    first = np.zeros(n_users, dtype=np.intp)  # each user's first pair
+    np.cumsum(ideg[:-1], out=first[1:])
     for _ in range(int(deg.max(initial=0)) + 2):  # lines 6-9; terminates (see docstring)
-        if not active.any():
+        if not seg_users.size:
             break
-        idx = np.flatnonzero(active.take(users))  # pairs of active users, still sorted by user
-        seg_users = np.flatnonzero(active)
         seg_deg = ideg.take(seg_users)
         starts = np.zeros(seg_users.size, dtype=np.intp)
         np.cumsum(seg_deg[:-1], out=starts[1:])
         rank = np.repeat(np.arange(seg_users.size, dtype=np.intp), seg_deg)
-        ww, ss = w.take(idx), sq.take(idx)
+        # the pairs of these users, still sorted by user
+        idx = np.arange(rank.size, dtype=np.intp)
+        idx += (first.take(seg_users) - starts).take(rank)
+        seg_inv_sqrt = inv_sqrt.take(seg_users)
+        ww, ss = w.take(idx), seg_inv_sqrt.take(rank)
         small = ww < ss * (1.0 - tol)  # line 7: S_small = {w < 1/sqrt(|S_u|)}
         max_small = np.maximum.reduceat(np.where(small, ww, -np.inf), starts)
         ss_u = np.bincount(rank, weights=np.where(small, ww * ww, 0.0), minlength=seg_users.size)
         # line 8: C = min(b_max/sqrt(d) / max_small w, sqrt(1 + (1 - sum w^2)/sum_small w^2))
         with np.errstate(divide="ignore", invalid="ignore"):
             c = np.minimum(
-                b_max * inv_sqrt.take(seg_users) / max_small,
-                np.sqrt(1.0 + (1.0 - total.take(seg_users)) / ss_u),
+                b_max * seg_inv_sqrt / max_small,
+                np.sqrt(1.0 + (1.0 - seg_total) / ss_u),
             )
         c = np.where((ss_u > 0) & np.isfinite(c), np.maximum(c, 1.0), 1.0)
-        ww = np.where(small, ww * np.repeat(c, seg_deg), ww)  # line 9
+        ww = np.where(small, ww * c.take(rank), ww)  # line 9
         w[idx] = ww
-        total[seg_users] = np.bincount(rank, weights=ww * ww, minlength=seg_users.size)
-        progressed = np.zeros(n_users, dtype=bool)
-        progressed[seg_users] = c > 1.0
-        active &= (total < 1.0 - tol) & progressed
+        seg_total = np.bincount(rank, weights=ww * ww, minlength=seg_users.size)
+        go_on = (seg_total < 1.0 - tol) & (c > 1.0)  # below budget and still progressing
+        seg_users, seg_total = seg_users.compress(go_on), seg_total.compress(go_on)
     return w
 
 
@@ -225,16 +253,31 @@ def _mad_weights(
     inv_adaptive = np.where(adaptive, inv, 0.0)
     init_pair = inv_adaptive.take(users)  # 1/|S_u| for adaptive users' pairs, else 0
     w_init = np.bincount(items, weights=init_pair, minlength=n_items)  # line 5
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(w_init > tau, (w_init - tau) / w_init, 0.0)  # line 6 (erratum: max)
     w_trunc = np.minimum(w_init, tau)  # line 8
-    # line 10: e_u = (1/|S_u|) sum_{i in S_u} r(i), adaptive users only (the others' finite
-    # sums of r >= 0 are multiplied by 0)
-    excess = np.bincount(users, weights=r.take(items), minlength=n_users) * inv_adaptive
     alpha = b_min - 1.0 / (2.0 * math.sqrt(d_max))  # line 2
-    wb = user_weights(users, items, n_users, biases, b_min, b_max, degrees=ideg)  # line 13
-    # line 11 (rerouted alpha/d_max e_u) and lines 14-17 (adaptive users add w_b - 1/|S_u|,
-    # the others add w_b) in one pass over the pairs
-    wb += (alpha / d_max * excess).take(users)
-    wb -= init_pair
+    over = w_init > tau
+    extra = None  # line 11's rerouted alpha/d_max e_u per user; None when no item is cut
+    if over.any():  # else every r(i) = 0 and e_u = 0: adding 0.0 changes no weight's bits
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(over, (w_init - tau) / w_init, 0.0)  # line 6 (erratum: max)
+        # line 10: e_u = (1/|S_u|) sum_{i in S_u} r(i), adaptive users only (the others'
+        # finite sums of r >= 0 are multiplied by 0)
+        excess = np.bincount(users, weights=r.take(items), minlength=n_users) * inv_adaptive
+        extra = alpha / d_max * excess
+    # line 11 (rerouted alpha/d_max e_u) and lines 14-17 (adaptive users add w_b - 1/|S_u|, the
+    # others add w_b) in one pass over the pairs; unbiased, w_b = 1/sqrt(|S_u|) is one value per
+    # user, so the whole per-pair term is (the same float operations, once per user)
+    with np.errstate(divide="ignore"):  # users without pairs are never indexed
+        inv_sqrt = 1.0 / np.sqrt(deg)
+    if biases is None:
+        per_user = inv_sqrt
+        if extra is not None:
+            per_user += extra
+        per_user -= inv_adaptive
+        wb = per_user.take(users)
+    else:  # line 13 (UserWeights)
+        wb = _biased_user_weights(users, items, biases, b_min, b_max, _TOL, ideg, deg, inv_sqrt)
+        if extra is not None:
+            wb += extra.take(users)
+        wb -= init_pair
     return w_trunc + np.bincount(items, weights=wb, minlength=n_items)

@@ -14,7 +14,12 @@ items and a seeded run gives the same release on any cluster (safe noise on the 
 weight grid, :class:`_ExecutorNoise`). The driver collects counts
 only; item sets that filters make small (MAD's heavy items, MAD2R's removed or biased items,
 DP-SIPS's released items) are broadcast to the tasks holding the pairs when they have at most
-:data:`BROADCAST_ROWS` rows, and joined by a shuffle otherwise.
+:data:`BROADCAST_ROWS` rows, and joined by a shuffle otherwise (counted only when the input's
+estimated number of distinct items does not already bound them well below that).
+
+Actions: one de-duplicates, hashes and ranks the pairs (each user's capping order, whatever
+the cap), caches them and counts what the checks and diagnostics need; each round then runs
+one for its weights, noise and release and one that cuts the lineage of its item frame.
 
 Lineage: rounds meet only in the item frame of removed and biased items, cut (checkpointed)
 after each round, and (without re-capping) in the first round's capped pairs. Otherwise each
@@ -161,6 +166,7 @@ class _SparkRun:
                 "engine."
             )
         self.item_column = item_column
+        self._degrees: tuple[np.ndarray, np.ndarray] | None = None  # (degree, users), exact
         self.pairs, self.n_rows = self._prepare(data, user_column, item_column)
 
     # -- input ----------------------------------------------------------------------------------
@@ -253,7 +259,7 @@ class _SparkRun:
         degree histogram's, or a job of its own)."""
         F = _functions()
         if cap not in self._dropped_at:
-            if getattr(self, "_degrees", None) is not None:
+            if self._degrees is not None:
                 degree, users = self._degrees
                 n = int((np.maximum(degree - cap, 0) * users).sum())
             else:

@@ -14,7 +14,12 @@ items and a seeded run gives the same release on any cluster (safe noise on the 
 weight grid, :class:`_ExecutorNoise`). The driver collects counts
 only; item sets that filters make small (MAD's heavy items, MAD2R's removed or biased items,
 DP-SIPS's released items) are broadcast to the tasks holding the pairs when they have at most
-:data:`BROADCAST_ROWS` rows, and joined by a shuffle otherwise.
+:data:`BROADCAST_ROWS` rows, and joined by a shuffle otherwise (counted only when the input's
+estimated number of distinct items does not already bound them well below that).
+
+Actions: one de-duplicates, hashes and ranks the pairs (each user's capping order, whatever
+the cap), caches them and counts what the checks and diagnostics need; each round then runs
+one for its weights, noise and release and one that cuts the lineage of its item frame.
 
 Lineage: rounds meet only in the item frame of removed and biased items, cut (checkpointed)
 after each round, and (without re-capping) in the first round's capped pairs. Otherwise each
@@ -58,7 +63,7 @@ from userdp.partition._spark_weights import (
     _functions,
     _mad_weights,
 )
-from userdp.partition.cap import HISTOGRAM_STREAM, degree_counts
+from userdp.partition.cap import DEGREE_EDGES, HISTOGRAM_STREAM
 from userdp.partition.result import SelectionDiagnostics, SparkSelectionResult
 from userdp.partition.rounds import (
     WEIGHT_GRID,
@@ -161,12 +166,24 @@ class _SparkRun:
                 "engine."
             )
         self.item_column = item_column
+        self._degrees: tuple[np.ndarray, np.ndarray] | None = None  # (degree, users), exact
         self.pairs, self.n_rows = self._prepare(data, user_column, item_column)
 
     # -- input ----------------------------------------------------------------------------------
     def _prepare(self, df: DataFrame, user_column: str, item_column: str) -> tuple[DataFrame, int]:
-        """Distinct (user, item) pairs with salted hashes, partitioned by user (one shuffle)."""
+        """Distinct (user, item) pairs with salted hashes, partitioned by user (one shuffle),
+        each user's pairs ranked in the capping order (``_rn``, see :meth:`capped`) with the
+        user's degree ``_n``: cached, and checked and counted by one job.
+
+        The ranking does not depend on the cap, so round 1's capped sets are a filter of this
+        frame (no second copy of the pairs is cached), and the degree histogram reads ``_n``.
+        The same job counts the input's rows (``_c``: copies of each pair), its null or NaN
+        users and items, its users and pairs, the pairs a cap of :attr:`cap` drops, and
+        estimates its distinct items (HyperLogLog; :meth:`join_items` decides on it whether
+        item frames are small enough to broadcast).
+        """
         F = _functions()
+        from pyspark.sql import Window
         from pyspark.sql.types import DoubleType, FloatType
 
         for col in (user_column, item_column):
@@ -178,15 +195,40 @@ class _SparkRun:
         if user_column == item_column:
             raise DataError(f"The user and item columns are the same column ({user_column!r}).")
         types = {f.name: f.dataType for f in df.schema.fields}
-        checks = [F.count(F.lit(1)).alias("rows")]
-        for name, col in (("user", user_column), ("item", item_column)):
-            c = F.col(f"`{col}`")
+        salt = F.lit(self.salt).cast("long")
+        pairs = (
+            df.select(F.col(f"`{user_column}`").alias(_U), F.col(f"`{item_column}`").alias(_I))
+            .repartition(_U)
+            .groupBy(_U, _I)  # distinct pairs, keeping each one's number of copies
+            .agg(F.count(F.lit(1)).alias("_c"))
+            .withColumn(_HU, F.xxhash64(salt, canonical_column(F.col(_U), types[user_column])))
+            .withColumn(_HI, F.xxhash64(salt, canonical_column(F.col(_I), types[item_column])))
+            .withColumn(_IB, F.pmod(F.col(_HI), F.lit(BUCKETS)))
+        )
+        user = Window.partitionBy(_U)
+        order = user.orderBy(F.xxhash64(F.col(_HU), F.col(_HI)), F.col(_HI))
+        ranked = self.cache(
+            pairs.withColumn("_rn", F.row_number().over(order)).withColumn(
+                "_n", F.count(F.lit(1)).over(user)
+            )
+        )
+        first = F.col("_rn") == 1
+        checks = [
+            F.sum("_c").alias("rows"),
+            F.sum(F.when(first, 1).otherwise(0)).alias("users"),
+            F.count(F.lit(1)).alias("pairs"),
+            F.sum(F.when(first, F.greatest(F.col("_n") - self.cap, F.lit(0))).otherwise(0)).alias(
+                "dropped"
+            ),
+            F.approx_count_distinct(_I).alias("items"),
+        ]
+        for name, col, c in (("user", user_column, F.col(_U)), ("item", item_column, F.col(_I))):
             bad = c.isNull()
             if isinstance(types[col], (FloatType, DoubleType)):
                 bad = bad | F.isnan(c)
-            checks.append(F.sum(F.when(bad, 1).otherwise(0)).alias(name))
-        with self.timed("check input"):
-            stats = df.agg(*checks).collect()[0]
+            checks.append(F.sum(F.when(bad, F.col("_c")).otherwise(0)).alias(name))
+        with self.timed("prepare, rank and check the pairs"):
+            stats = ranked.agg(*checks).collect()[0]
         if not stats["rows"]:
             raise DataError("The input has no (user, item) pairs; nothing to select from.")
         for name, col in (("user", user_column), ("item", item_column)):
@@ -195,16 +237,39 @@ class _SparkRun:
                     f"Column {col!r} has {stats[name]} null or NaN value(s); drop or fill them "
                     "before selecting."
                 )
-        salt = F.lit(self.salt).cast("long")
-        pairs = (
-            df.select(F.col(f"`{user_column}`").alias(_U), F.col(f"`{item_column}`").alias(_I))
-            .repartition(_U)
-            .dropDuplicates([_U, _I])
-            .withColumn(_HU, F.xxhash64(salt, canonical_column(F.col(_U), types[user_column])))
-            .withColumn(_HI, F.xxhash64(salt, canonical_column(F.col(_I), types[item_column])))
-            .withColumn(_IB, F.pmod(F.col(_HI), F.lit(BUCKETS)))
-        )
-        return self.cache(pairs), int(stats["rows"])
+        self.n_users = int(stats["users"])
+        self.n_pairs = int(stats["pairs"])
+        self.items_estimate = int(stats["items"])
+        self._dropped_at = {self.cap: int(stats["dropped"] or 0)}  # cap -> pairs it drops
+        return ranked, int(stats["rows"])
+
+    def degree_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(degree, number of users) of every degree present (at most sqrt(2 pairs) rows;
+        exact, for the driver's noisy histogram); records the pairs every cap drops."""
+        F = _functions()
+        with self.timed("degree histogram"):
+            rows = self.pairs.where(F.col("_rn") == 1).groupBy("_n").count().collect()
+        degree = np.array([r["_n"] for r in rows], dtype=np.int64)
+        users = np.array([r["count"] for r in rows], dtype=np.int64)
+        self._degrees = (degree, users)
+        return degree, users
+
+    def dropped_by(self, cap: int) -> int:
+        """Pairs a cap of ``cap`` drops from the input (a count of the prepare job, or the
+        degree histogram's, or a job of its own)."""
+        F = _functions()
+        if cap not in self._dropped_at:
+            if self._degrees is not None:
+                degree, users = self._degrees
+                n = int((np.maximum(degree - cap, 0) * users).sum())
+            else:
+                first = F.col("_rn") == 1
+                with self.timed("count the pairs capping drops"):
+                    n = self.pairs.agg(
+                        F.sum(F.when(first, F.greatest(F.col("_n") - cap, F.lit(0))).otherwise(0))
+                    ).collect()[0][0]
+            self._dropped_at[cap] = int(n or 0)
+        return self._dropped_at[cap]
 
     @contextlib.contextmanager
     def timed(self, what: str) -> Iterator[None]:
@@ -214,14 +279,19 @@ class _SparkRun:
         logger.info("%s: %s took %.1f s", self.caller, what, time.perf_counter() - start)
 
     def join_items(self, pairs: DataFrame, items: DataFrame, how: str) -> DataFrame:
-        """Join an item-level frame to the pairs on the item, broadcasting it when small.
+        """Join an item-level frame (a subset of the input's items) to the pairs on the item,
+        broadcasting it when small.
 
         Broadcasting keeps the pairs where they are (partitioned by user, so the per-user
         windows that follow need no shuffle); a larger frame is joined by shuffling. The size
-        is counted, not estimated: adaptive execution cannot see through the filters that
-        make these frames small.
+        is known, not estimated from the plan (adaptive execution cannot see through the
+        filters that make these frames small): at most the input's distinct items, which the
+        prepare job estimates; only when that estimate is not well below
+        :data:`BROADCAST_ROWS` is the frame itself counted (a job of its own).
         """
         F = _functions()
+        if self.items_estimate <= BROADCAST_ROWS // 2:  # HyperLogLog errs by a few percent
+            return pairs.join(F.broadcast(items), _I, how)
         items = self.cache(items)
         with self.timed("count a small item set"):
             n = items.count()
@@ -254,7 +324,8 @@ class _SparkRun:
         """Each user's ``cap`` pairs of smallest key ``xxhash64(hu, hi)``, with degree ``_deg``.
 
         The order (signed key, then item hash) is the local engine's (:func:`cap_degrees`).
-        ``rank=False`` keeps every pair and only recomputes degrees (no re-capping).
+        ``rank=False`` keeps every pair and only recomputes degrees (no re-capping). The input
+        itself (:attr:`pairs`) is ranked already: its capped sets are a filter of it.
         """
         F = _functions()
         from pyspark.sql import Window
@@ -263,6 +334,11 @@ class _SparkRun:
         n = F.count(F.lit(1)).over(user)
         if not rank:  # no capping: the local engine records nothing either
             return self.cache(pairs.withColumn("_deg", n.cast("double")))
+        if pairs is self.pairs:
+            self.dropped.append(self.dropped_by(self.cap))
+            return pairs.where(F.col("_rn") <= self.cap).select(
+                *_BASE, F.least(F.col("_n"), F.lit(self.cap)).cast("double").alias("_deg")
+            )
         order = user.orderBy(F.xxhash64(F.col(_HU), F.col(_HI)), F.col(_HI))
         ranked = pairs.withColumn("_rn", F.row_number().over(order)).withColumn("_n", n)
         kept = self.cache(
@@ -273,15 +349,10 @@ class _SparkRun:
         first = F.col("_rn") == 1
         with self.timed(f"cap round {len(self.dropped) + 1}"):
             row = kept.agg(
-                F.sum(F.when(first, 1).otherwise(0)).alias("users"),
-                F.count(F.lit(1)).alias("kept"),
                 F.sum(
                     F.when(first, F.greatest(F.col("_n") - self.cap, F.lit(0))).otherwise(0)
                 ).alias("dropped"),
             ).collect()[0]
-        if not self.dropped:
-            self.n_users = int(row["users"])
-            self.n_pairs = int(row["kept"]) + int(row["dropped"] or 0)
         self.dropped.append(int(row["dropped"] or 0))
         view = kept.drop("_rn", "_n")
         self._views.append((view, kept))
@@ -446,19 +517,10 @@ class SparkRunner:
 
     def release_degree_histogram(self, sigma: float) -> np.ndarray:
         """As the local runner's: the driver collects (degree, number of users) only."""
-        F = _functions()
-        with self.run.timed("degree histogram"):
-            rows = (
-                self.run.pairs.groupBy(_U)
-                .count()
-                .groupBy("count")
-                .agg(F.count(F.lit(1)).alias("n"))
-            ).collect()
-        degrees = np.repeat(
-            np.array([r["count"] for r in rows], dtype=np.int64),
-            np.array([r["n"] for r in rows], dtype=np.int64),
-        )
-        exact = degree_counts(degrees)
+        degree, users = self.run.degree_counts()
+        # degree_counts over the users, from (degree, users) without one entry per user
+        bins = np.searchsorted(DEGREE_EDGES, degree, side="right") - 1
+        exact = np.bincount(bins, weights=users, minlength=DEGREE_EDGES.size)
         rng = spawn_generator(self.run.entropy, HISTOGRAM_STREAM)
         self.run.accountant.compose(dp_accounting.GaussianDpEvent(sigma))
         return gaussian_on_grid(rng, exact, sigma, l2=1.0)
@@ -475,7 +537,7 @@ class SparkRunner:
         # keeps them all), as the previous round's sets minus the new removals would be, with a
         # plan that does not nest every earlier round's (see the module docstring).
         assert self._first_capped is not None  # set with capped_pairs by the first call
-        base = run.pairs if recap else self._first_capped.select(*_BASE)
+        base = (run.pairs if recap else self._first_capped).select(*_BASE)
         left = base
         if self.info is not None:
             left = (
@@ -512,7 +574,8 @@ class SparkRunner:
         all_items = None
         if every_item:
             if self._all_items is None:
-                self._all_items = self.run.pairs.select(*_ITEM).distinct()
+                # cached: every round but the last noises every item
+                self._all_items = self.run.cache(self.run.pairs.select(*_ITEM).distinct())
             all_items = self._all_items
         return self.run.release(rnd, weights, all_items)
 

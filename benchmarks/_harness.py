@@ -35,6 +35,9 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 #: The team's benchmark datasets (never committed; every benchmark skips what is absent).
 SHARED_DATA = HERE.parent.parent / "shared" / "data"
+#: The npm package listing (a real text corpus) where the team's machines keep it; every
+#: benchmark takes ``--npm-path`` and skips the corpus when the file is absent.
+DEFAULT_NPM = Path("/work/.library/env/packages/npm.tsv")
 
 _PACKAGES = ("userdp", "numpy", "scipy", "pyarrow", "dp-accounting", "pyspark", "matplotlib")
 

@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from _harness import RESULTS, SHARED_DATA, finish, log, machine, pyplot, versions
+from _harness import DEFAULT_NPM, RESULTS, SHARED_DATA, finish, log, machine, pyplot, versions
 
 EPSILONS = (0.5, 1.0, 4.0)
 DELTA = 1e-5
@@ -63,7 +63,6 @@ L0_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 300)
 LARGE_GRID = (1, 4, 16, 64, 300)  # the large sets: one replica draw per value
 QUICK_GRID = (1, 8, 64)
 DEFAULT_ZIPF = SHARED_DATA / "partition/synth_zipf_200k.user_item.tsv.gz"
-DEFAULT_NPM = Path("/work/.library/env/packages/npm.tsv")
 DEFAULT_MOVIELENS = SHARED_DATA / "movielens"
 ZIPF_VALUE_SEED = 20251126
 

@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from _harness import (
+    DEFAULT_NPM,
     RESULTS,
     SHARED_DATA,
     log,
@@ -63,7 +64,6 @@ from userdp.partition import select_partitions
 EPS, DELTA, CAP = 1.0, 1e-5, 100
 PIPELINEDP_RUNS = 3  # PipelineDP's LocalBackend is pure Python: at most 3 runs per dataset
 DEFAULT_ZIPF = SHARED_DATA / "partition/synth_zipf_200k.user_item.tsv.gz"
-DEFAULT_NPM = Path("/work/.library/env/packages/npm.tsv")
 PARALLEL = ("basic", "dp-sips", "mad", "mad2r")
 BUCKETS = [(1, 1), (2, 4), (5, 9), (10, 19), (20, 49), (50, 99), (100, 199), (200, 499)]
 BUCKETS.append((500, None))

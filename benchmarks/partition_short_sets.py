@@ -27,12 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from _harness import RESULTS, log, npm_contributions, pyplot, versions
+from _harness import DEFAULT_NPM, RESULTS, log, npm_contributions, pyplot, versions
 from userdp.data import section62_instance, zipf_contributions
 from userdp.partition import select_partitions
 
 EPS, DELTA = 1.0, 1e-5
-DEFAULT_NPM = Path("/work/.library/env/packages/npm.tsv")
 VARIANTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("mad2r (default, cap 100)", "mad2r", {"max_items_per_user": 100}),
     ("mad2r auto cap", "mad2r", {"max_items_per_user": "auto"}),

@@ -30,12 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from _harness import RESULTS, SHARED_DATA, finish, log, npm_contributions
+from _harness import DEFAULT_NPM, RESULTS, SHARED_DATA, finish, log, npm_contributions
 
 HERE = Path(__file__).resolve().parent
 SETTINGS = (("default", {}), ("pooled=False", {"pooled": False}))
 DEFAULT_ZIPF = SHARED_DATA / "partition/synth_zipf_200k.user_item.tsv.gz"
-DEFAULT_NPM = Path("/work/.library/env/packages/npm.tsv")
 
 
 def datasets(zipf_path: Path, npm_path: Path, quick: bool) -> dict[str, Any]:

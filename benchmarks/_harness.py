@@ -179,3 +179,40 @@ def npm_contributions(path: Path, bigrams: bool = True) -> Any:
     return Contributions.from_columns(
         pa.array(np.asarray(users, dtype=np.int64)), pa.array(items, type=pa.string())
     )
+
+
+def zipf_pairs(
+    n_pairs: int, seed: int = 0, *, shuffle: bool = False, dtype: Any = "int64"
+) -> tuple[Any, Any, int]:
+    """``n_pairs`` Zipf-shaped integer (user, item) pairs and the number of users.
+
+    Set sizes ~ s^-1.4 on 1..300 (mean ~17.5); items ~ Zipf(1.1) over 1M ranks by the inverse
+    CDF of the continuous power law, drawn in chunks to keep the generator's peak small. A user
+    may repeat an item (about a fifth of the pairs at 26M). Sorted by user, or in random order
+    with ``shuffle`` (the floor benchmarks); the same ``seed`` gives the same pairs either way.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n_items, a = 1_000_000, 1.1
+    s = np.arange(1, 301, dtype=np.float64)
+    p = s**-1.4
+    cdf = np.cumsum(p) / p.sum()
+    n_users = int(n_pairs / float((s * p).sum() / p.sum()) * 1.05) + 10
+    sizes = (np.searchsorted(cdf, rng.random(n_users), side="right") + 1).astype(np.int64)
+    csum = np.cumsum(sizes)
+    n_users = int(np.searchsorted(csum, n_pairs)) + 1
+    sizes = sizes[:n_users]
+    sizes[-1] -= int(csum[n_users - 1] - n_pairs)
+    users = np.repeat(np.arange(n_users, dtype=dtype), sizes)
+    items = np.empty(n_pairs, dtype=dtype)
+    hi = float(n_items + 1) ** (1 - a)
+    chunk = 1 << 23
+    for start in range(0, n_pairs, chunk):
+        u = rng.random(min(chunk, n_pairs - start))
+        x = (1.0 - u * (1.0 - hi)) ** (1.0 / (1 - a))  # density ~ x^-a on [1, n_items + 1)
+        items[start : start + u.size] = np.minimum(x.astype(np.int64) - 1, n_items - 1)
+    if shuffle:
+        perm = rng.permutation(n_pairs)
+        users, items = users[perm], items[perm]
+    return users, items, n_users

@@ -57,6 +57,7 @@ from _harness import (
     pyplot,
     reset_peak,
     versions,
+    zipf_pairs,
 )
 from userdp.data import Contributions, read, section62_instance, zipf_contributions
 from userdp.partition import select_partitions
@@ -232,35 +233,10 @@ RAW_PER_DISTINCT = 1 / 0.790
 
 
 def generate_codes(n_pairs: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """Zipf-shaped integer pairs, generated in chunks to keep the generator's peak small.
-
-    Set sizes ~ s^-1.4 on 1..300 (mean ~17.5); items ~ Zipf(1.1) over 1M ranks by the inverse
-    CDF of the continuous power law (fast, no search). Duplicates within a user are possible and
-    dropped by ``from_codes`` (the distinct count is reported).
-    """
-    rng = np.random.default_rng(seed)
-    n_items, a, smax = 1_000_000, 1.1, 300
-    s = np.arange(1, smax + 1, dtype=np.float64)
-    p = s**-1.4
-    mean = float((s * p).sum() / p.sum())
-    n_users = int(n_pairs / mean * 1.05) + 10
-    cdf = np.cumsum(p) / p.sum()
-    sizes = (np.searchsorted(cdf, rng.random(n_users), side="right") + 1).astype(np.int64)
-    csum = np.cumsum(sizes)
-    n_users = int(np.searchsorted(csum, n_pairs)) + 1
-    sizes = sizes[:n_users]
-    sizes[-1] -= int(csum[n_users - 1] - n_pairs)
-    users = np.repeat(np.arange(n_users, dtype=np.int32), sizes)
-    del sizes, csum
-    items = np.empty(n_pairs, dtype=np.int32)
-    hi = float(n_items + 1) ** (1 - a)
-    chunk = 1 << 23
-    for start in range(0, n_pairs, chunk):
-        u = rng.random(min(chunk, n_pairs - start))
-        # inverse CDF of density ~ x^-a on [1, n_items + 1)
-        x = (1.0 - u * (1.0 - hi)) ** (1.0 / (1 - a))
-        items[start : start + u.size] = np.minimum(x.astype(np.int64) - 1, n_items - 1)
-    return users, items, n_users, n_items
+    """Zipf-shaped int32 pairs sorted by user (:func:`_harness.zipf_pairs`: set sizes
+    ~ s^-1.4, items ~ Zipf(1.1) over 1M ranks); ``from_codes`` drops repeated pairs."""
+    users, items, n_users = zipf_pairs(n_pairs, seed, dtype=np.int32)
+    return users, items, n_users, 1_000_000
 
 
 def timing_worker(kind: str, n_pairs: int, algo: str) -> dict[str, Any]:

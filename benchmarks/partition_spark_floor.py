@@ -38,30 +38,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from _harness import RESULTS, finish, log, pyplot
+from _harness import RESULTS, finish, log, pyplot, zipf_pairs
 
 EPSILON, DELTA, SEED = 1.0, 1e-5, 0
 
 
 def generate(n_pairs: int, seed: int = 0) -> pa.Table:
-    """``n_pairs`` int64 (user, item) rows in random order: set sizes ~ s^-1.4 on 1..300,
-    items ~ Zipf(1.1) over 1M ranks (about a fifth of the rows repeat a pair)."""
-    rng = np.random.default_rng(seed)
-    s = np.arange(1, 301, dtype=np.float64)
-    p = s**-1.4
-    cdf = np.cumsum(p) / p.sum()
-    n_users = int(n_pairs / float((s * p).sum() / p.sum()) * 1.05) + 10
-    sizes = np.searchsorted(cdf, rng.random(n_users), side="right") + 1
-    csum = np.cumsum(sizes)
-    n_users = int(np.searchsorted(csum, n_pairs)) + 1
-    sizes = sizes[:n_users]
-    sizes[-1] -= int(csum[n_users - 1] - n_pairs)
-    users = np.repeat(np.arange(n_users, dtype=np.int64), sizes)
-    hi = float(1_000_001) ** -0.1
-    items = np.minimum((1.0 - rng.random(n_pairs) * (1.0 - hi)) ** -10.0, 1e6).astype(np.int64)
-    items -= 1
-    perm = rng.permutation(n_pairs)
-    return pa.table({"user": users[perm], "item": items[perm]})
+    """``n_pairs`` int64 (user, item) rows in random order (:func:`_harness.zipf_pairs`)."""
+    users, items, _ = zipf_pairs(n_pairs, seed, shuffle=True)
+    return pa.table({"user": users, "item": items})
 
 
 class _Collect(logging.Handler):

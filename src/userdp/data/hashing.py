@@ -49,6 +49,7 @@ __all__ = [
     "canonical_column",
     "pair_key",
     "salted_hash",
+    "signed_salt",
     "spark_xxhash64",
     "xxhash64_bytes",
     "xxhash64_long",
@@ -447,6 +448,12 @@ def canonical_column(col: Column | str, data_type: DataType) -> Column:
     if isinstance(data_type, T.StringType | T.BinaryType):
         return col
     return col.cast("string")
+
+
+def signed_salt(salt: int) -> int:
+    """``salt`` modulo 2**64 as a signed 64-bit integer, the range :func:`salted_hash` takes
+    (a :class:`~userdp.privacy.noise.NoiseSource` salt is any 64-bit value)."""
+    return ((int(salt) + (1 << 63)) % (1 << 64)) - (1 << 63)
 
 
 def salted_hash(values: pa.Array | pa.ChunkedArray | np.ndarray, salt: int) -> np.ndarray:

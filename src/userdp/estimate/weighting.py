@@ -31,7 +31,7 @@ import dp_accounting
 import numpy as np
 
 from userdp._validation import MAX_ABS_BOUND, MIN_BOUND_WIDTH, check_real, first_non_float
-from userdp.data.hashing import pair_key, salted_hash
+from userdp.data.hashing import pair_key, salted_hash, signed_salt
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.calibrate import laplace_scale
@@ -185,12 +185,10 @@ def record_keys(users: object, codes: np.ndarray, salt: int) -> np.ndarray:
     u = np.asarray(users).ravel()
     codes = np.asarray(codes, dtype=np.int64)
     labels = np.unique(u)  # code c is labels[c] (factorize_users sorts the ids)
-    salt = ((int(salt) + (1 << 63)) % (1 << 64)) - (1 << 63)  # as a signed 64-bit key
-    per_user = salted_hash(labels, salt)
+    per_user = salted_hash(labels, signed_salt(salt))
     order = np.argsort(codes, kind="stable")
-    starts = np.cumsum(np.bincount(codes, minlength=labels.size)) - np.bincount(
-        codes, minlength=labels.size
-    )
+    counts = np.bincount(codes, minlength=labels.size)
+    starts = np.cumsum(counts) - counts
     occurrence = np.empty(codes.size, dtype=np.int64)
     occurrence[order] = np.arange(codes.size) - starts[codes[order]]
     x = pair_key(per_user[codes], occurrence).view(np.uint64)

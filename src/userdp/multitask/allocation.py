@@ -32,7 +32,7 @@ import pyarrow as pa
 from scipy import special
 
 from userdp._validation import check_choice, check_int, check_real
-from userdp.data.hashing import pair_key, salted_hash
+from userdp.data.hashing import pair_key, salted_hash, signed_salt
 from userdp.exceptions import DataError
 from userdp.privacy.noise import NoiseSource
 
@@ -151,11 +151,6 @@ _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 _TASK_SALT = 0x7A5C
 
 
-def _signed64(salt: int) -> int:
-    """``salt`` modulo 2**64 as a signed 64-bit integer (what :func:`salted_hash` takes)."""
-    return ((int(salt) + (1 << 63)) % (1 << 64)) - (1 << 63)
-
-
 def _hashable(labels: object) -> pa.Array | pa.ChunkedArray | np.ndarray:
     """Labels as :func:`salted_hash` reads them: Arrow and NumPy as they are, else via Arrow."""
     if isinstance(labels, pa.Array | pa.ChunkedArray | np.ndarray):
@@ -177,7 +172,7 @@ def row_keys(
     partition holding the same labels derive the same keys. Returns uint64 of shape
     (n_rows,); pass it as ``keys=`` to the sampling rules.
     """
-    salt = _signed64(salt)
+    salt = signed_salt(salt)
     uk = salted_hash(_hashable(user_labels), salt)
     tk = salted_hash(_hashable(task_labels), salt ^ _TASK_SALT)
     return pair_key(uk[np.asarray(users)], tk[np.asarray(tasks)]).view(np.uint64)

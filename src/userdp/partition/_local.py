@@ -45,14 +45,9 @@ def cap_degrees(
     so for every salt neighbouring inputs stay neighbouring with every degree <= ``cap``; a
     fresh secret salt per run makes the subset a pseudo-random one.
     """
-    deg = np.bincount(users, minlength=n_users)
-    kept = _kept_heavy_pairs(users, items, deg, cap, user_hash, item_hash)
-    if kept is None:
+    keep, dropped, _ = _capping(users, items, n_users, cap, user_hash, item_hash)
+    if keep is None:
         return users, items, 0
-    pos, keep_heavy = kept
-    keep = np.ones(users.size, dtype=bool)
-    keep[pos] = keep_heavy
-    dropped = int(pos.size - np.count_nonzero(deg > cap) * cap)
     return np.compress(keep, users), np.compress(keep, items), dropped
 
 
@@ -70,17 +65,31 @@ def cap_pairs(
     The capped user codes are rebuilt from the degrees (``users`` is sorted) instead of being
     compressed and converted; the same pairs as :func:`cap_degrees`.
     """
+    keep, dropped, deg = _capping(users, items, n_users, cap, user_hash, item_hash)
+    if keep is None:
+        return users.astype(np.intp), items.astype(np.intp), 0, deg
+    capped = np.minimum(deg, cap)
+    new_users = np.repeat(np.arange(n_users, dtype=np.intp), capped)
+    return new_users, np.compress(keep, items).astype(np.intp), dropped, capped
+
+
+def _capping(
+    users: np.ndarray,
+    items: np.ndarray,
+    n_users: int,
+    cap: int,
+    user_hash: Hashes,
+    item_hash: Hashes,
+) -> tuple[np.ndarray | None, int, np.ndarray]:
+    """(mask of the pairs kept, or None when no user is above ``cap``; pairs dropped; degrees)."""
     deg = np.bincount(users, minlength=n_users)
     kept = _kept_heavy_pairs(users, items, deg, cap, user_hash, item_hash)
     if kept is None:
-        return users.astype(np.intp), items.astype(np.intp), 0, deg
+        return None, 0, deg
     pos, keep_heavy = kept
     keep = np.ones(users.size, dtype=bool)
     keep[pos] = keep_heavy
-    capped = np.minimum(deg, cap)
-    dropped = int(pos.size - np.count_nonzero(deg > cap) * cap)
-    new_users = np.repeat(np.arange(n_users, dtype=np.intp), capped)
-    return new_users, np.compress(keep, items).astype(np.intp), dropped, capped
+    return keep, int(pos.size - np.count_nonzero(deg > cap) * cap), deg
 
 
 def _kept_heavy_pairs(

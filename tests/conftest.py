@@ -31,22 +31,49 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.spark)
 
 
+#: Settings of the suite's session on ``local[N]``, for frames of tens to thousands of rows, where
+#: a Spark job's fixed costs are the whole cost: one shuffle partition (no task per empty
+#: partition), no adaptive re-planning between stages, and interpreted expressions instead of
+#: compiling Java for every new plan (the interpreted path Spark keeps and tests beside the
+#: compiled one). Together they halve
+#: the Spark parity tests (measured on two cores: ``tests/spark/test_engine.py`` 268 s -> 118 s).
+#: Production settings are still tested: by ``test_seeded_run_is_reproducible_across_partitionings``
+#: and the tests that take the ``spark_defaults`` fixture, and by CI's ``local-cluster`` run,
+#: which uses :data:`PRODUCTION` throughout.
+TINY_FRAMES = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+#: What a user's session has (``userdp.spark.spark_session``'s choices and Spark's defaults),
+#: with a few shuffle partitions so that tiny frames still spread over them. All settable on a
+#: running session (the ``spark_defaults`` fixture sets them for one test).
+PRODUCTION = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.codegen.wholeStage": "true",
+    "spark.sql.codegen.factoryMode": "FALLBACK",
+}
+
+
 @pytest.fixture(scope="session")
 def spark():
     """A SparkSession (master ``USERDP_SPARK_MASTER``, default ``local[2]``) shared by every
     Spark test; skips when PySpark is missing.
 
-    Small shuffle partition counts keep the tiny test jobs fast; the suite stops the session
-    at the end.
+    On ``local[N]`` it runs with :data:`TINY_FRAMES`, on any other master with
+    :data:`PRODUCTION`; the suite stops the session at the end.
     """
     if os.environ.get("CI"):  # CI installs the spark extra: a missing engine is a failure
         import pyspark  # noqa: F401
     pytest.importorskip("pyspark")
     from userdp.spark import SparkUnavailableError, spark_session
 
+    local = SPARK_MASTER.startswith("local[")
     config = {
-        "spark.sql.shuffle.partitions": "4",
-        "spark.default.parallelism": "2",
+        **(TINY_FRAMES if local else PRODUCTION),
+        "spark.default.parallelism": "1" if local else "2",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": "3g",
     }
@@ -66,3 +93,19 @@ def spark():
     assert session.sparkContext.master == SPARK_MASTER, session.sparkContext.master
     yield session
     session.stop()
+
+
+@pytest.fixture
+def spark_defaults(spark):
+    """The shared session with :data:`PRODUCTION` settings for one test (a frame large enough
+    for compiled code and parallel partitions to pay, or a test of what users run), restored
+    after it."""
+    before = {key: spark.conf.get(key, None) for key in PRODUCTION}
+    for key, value in PRODUCTION.items():
+        spark.conf.set(key, value)
+    yield spark
+    for key, value in before.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)

@@ -63,7 +63,7 @@ def test_readme_cli_block_runs(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "items.parquet").exists()
 
 
-def test_readme_spark_cli_block_runs(spark, tmp_path, monkeypatch, capsys):
+def test_readme_spark_cli_block_runs(spark_defaults, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _run_cli_block(next(b for b in _blocks("bash") if "--engine spark" in b), capsys)
     assert (tmp_path / "released.parquet" / "_SUCCESS").exists()

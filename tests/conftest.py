@@ -19,16 +19,19 @@ def pytest_report_header(config):
     return f"userdp Spark master: {SPARK_MASTER}"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Every test that starts Spark (one under ``tests/spark`` or one that uses the ``spark``
     fixture) is ``slow`` and ``spark``: a JVM takes tens of seconds to start on a loaded
-    two-core machine."""
+    two-core machine. With pytest-xdist (``-n 2``) they form one group, run by one worker in
+    one JVM while the other workers run everything else."""
     spark_dir = os.path.join(os.path.dirname(__file__), "spark") + os.sep
     for item in items:
         in_spark_dir = str(item.path).startswith(spark_dir)
         if in_spark_dir or "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 #: Settings of the suite's session on ``local[N]``, for frames of tens to thousands of rows, where

@@ -109,8 +109,12 @@ CASES = {
     "mad2r-unpooled": ("mad2r", {"d_max": 4, "pooled": False}),
     "mad2r-basic": ("mad2r", {"d_max": 4, "composition": "basic"}),
     "mad2r-3-rounds": ("mad2r", {"d_max": 4, "rounds": 3}),
-    "mad2r-no-recap": ("mad2r", {"d_max": 5, "recap": False}),
-    "mad2r-3-rounds-no-recap": ("mad2r", {"d_max": 5, "recap": False, "rounds": 3}),
+    # unpooled rounds re-cap by default: these keep the first capped sets instead
+    "mad2r-no-recap": ("mad2r", {"d_max": 5, "pooled": False, "recap": False}),
+    "mad2r-3-rounds-no-recap": (
+        "mad2r",
+        {"d_max": 5, "pooled": False, "recap": False, "rounds": 3},
+    ),
     "mad2r-auto-cap": ("mad2r", {"max_items_per_user": "auto"}),
 }
 

@@ -16,8 +16,15 @@ read once and cached (materialized before any timing), then, alternating in the 
   seed; it materializes its result),
 
 each ``--repeats`` times. Reports medians, seconds per pair and the ratio (target <= 3x), with
-the engine's own step timings (``userdp.spark`` log) of the last run. Writes
-``partition_spark_floor.json`` and a PNG to ``--out-dir`` (default ``benchmarks/results/``).
+the engine's own step timings (``userdp.spark`` log) of the last run.
+
+A third timing, the *skeleton*, bounds what any k-round selection costs on Spark from below: it
+does only what every round-based scheme must (group the pairs by user, drop repeated pairs and
+count each user's pairs, once and cached; then, per round, one pass over the cached pairs that
+sums a per-user weight per item), with no capping order, noise, biasing or removal. If the
+skeleton alone is more than 3x the floor, the 3x target is out of reach for ``--rounds`` rounds.
+
+Writes ``partition_spark_floor.json`` and a PNG to ``--out-dir`` (default ``benchmarks/results/``).
 """
 
 from __future__ import annotations
@@ -72,7 +79,7 @@ def engine_log() -> Iterator[list[str]]:
         logger.setLevel(level)
 
 
-def one_size(spark: Any, n_pairs: int, repeats: int, work: Path) -> dict[str, Any]:
+def one_size(spark: Any, n_pairs: int, repeats: int, work: Path, rounds: int = 4) -> dict[str, Any]:
     from userdp.partition import select_partitions
 
     path = work / f"pairs_{n_pairs}.parquet"
@@ -91,13 +98,31 @@ def one_size(spark: Any, n_pairs: int, repeats: int, work: Path) -> dict[str, An
             .save()
         )
 
-    runs: dict[str, list[float]] = {"floor": [], "select": []}
+    def skeleton() -> None:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        pairs = (
+            df.repartition("user")
+            .dropDuplicates(["user", "item"])
+            .withColumn("w", 1.0 / F.sqrt(F.count(F.lit(1)).over(Window.partitionBy("user"))))
+            .persist()
+        )
+        pairs.count()
+        for _ in range(rounds):
+            pairs.groupBy("item").agg(F.sum("w")).write.format("noop").mode("overwrite").save()
+        pairs.unpersist()
+
+    runs: dict[str, list[float]] = {"floor": [], "select": [], "skeleton": []}
     steps: list[str] = []
     out: dict[str, Any] = {"n_rows": n_rows}
     for rep in range(repeats):
         t = time.perf_counter()
         floor()
         runs["floor"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        skeleton()
+        runs["skeleton"].append(time.perf_counter() - t)
         with engine_log() as messages:
             t = time.perf_counter()
             r = select_partitions(df, epsilon=EPSILON, delta=DELTA, engine="spark", seed=SEED)
@@ -106,8 +131,8 @@ def one_size(spark: Any, n_pairs: int, repeats: int, work: Path) -> dict[str, An
         out["n_pairs_distinct"] = r.diagnostics.n_pairs
         out["items_released"] = r.diagnostics.round_sizes
         r.dataframe.unpersist()
-        f, t = runs["floor"][-1], runs["select"][-1]
-        log(f"  repeat {rep + 1}: floor {f:.1f} s, select {t:.1f} s")
+        f, t, k = runs["floor"][-1], runs["select"][-1], runs["skeleton"][-1]
+        log(f"  repeat {rep + 1}: floor {f:.1f} s, skeleton {k:.1f} s, select {t:.1f} s")
     df.unpersist()
     path.unlink()
     med = {k: float(np.median(v)) for k, v in runs.items()}
@@ -115,6 +140,8 @@ def one_size(spark: Any, n_pairs: int, repeats: int, work: Path) -> dict[str, An
         seconds=runs,
         median=med,
         ratio=med["select"] / med["floor"],
+        skeleton_ratio=med["skeleton"] / med["floor"],
+        rounds=rounds,
         us_per_row={k: v / n_rows * 1e6 for k, v in med.items()},
         engine_steps=steps,
     )
@@ -128,15 +155,16 @@ def plots(results: dict[str, Any], out_dir: Path) -> list[str]:
     fig, ax = plt.subplots(figsize=(7, 3.2))
     labels = list(results["sizes"])
     x = np.arange(len(labels))
-    for k, (name, color) in enumerate((("floor", "tab:gray"), ("select", "tab:blue"))):
+    bars = (("floor", "tab:gray"), ("skeleton", "tab:olive"), ("select", "tab:blue"))
+    for k, (name, color) in enumerate(bars):
         ax.bar(
-            x + 0.4 * k,
+            x + 0.27 * k,
             [results["sizes"][s]["median"][name] for s in labels],
-            0.4,
+            0.27,
             label=name,
             color=color,
         )
-    ax.set_xticks(x + 0.2, [f"{int(s) / 1e6:.0f}M rows" for s in labels])
+    ax.set_xticks(x + 0.27, [f"{int(s) / 1e6:.0f}M rows" for s in labels])
     ax.set_ylabel("seconds (median)")
     ax.set_title(f"Spark selection vs one plain pass ({results['master']})")
     ax.legend()
@@ -156,6 +184,10 @@ def summary(results: dict[str, Any]) -> None:
             f"select {m['select']:.1f} s ({us['select']:.2f} us/row) = {r['ratio']:.1f}x "
             "(target <= 3x)"
         )
+        print(
+            f"      skeleton of {r['rounds']} rounds {m['skeleton']:.1f} s = "
+            f"{r['skeleton_ratio']:.1f}x the floor (no {r['rounds']}-round scheme does less)"
+        )
         for step in r["engine_steps"]:
             print(f"      {step}")
     print(f"  load average before / after: {results['load_before']} / {results['load_after']}")
@@ -165,6 +197,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10e6,50e6", help="comma-separated row counts")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=4, help="rounds of the skeleton (default's: 4)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--driver-memory", default="6g")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
@@ -191,10 +224,10 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="userdp-spark-floor-"))
     try:
         # warm-up: JVM code paths and Python workers, untimed
-        one_size(spark, 20_000, 1, work)
+        one_size(spark, 20_000, 1, work, args.rounds)
         for n in (int(float(s)) for s in args.sizes.split(",")):
             log(f"{n:,} rows ...")
-            results["sizes"][str(n)] = one_size(spark, n, args.repeats, work)
+            results["sizes"][str(n)] = one_size(spark, n, args.repeats, work, args.rounds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     results["load_after"] = os.getloadavg()

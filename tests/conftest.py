@@ -40,9 +40,10 @@ def pytest_collection_modifyitems(config, items):
 #: compiling Java for every new plan (the interpreted path Spark keeps and tests beside the
 #: compiled one). Together they halve
 #: the Spark parity tests (measured on two cores: ``tests/spark/test_engine.py`` 268 s -> 118 s).
-#: Production settings are still tested: by ``test_seeded_run_is_reproducible_across_partitionings``
-#: and the tests that take the ``spark_defaults`` fixture, and by CI's ``local-cluster`` run,
-#: which uses :data:`PRODUCTION` throughout.
+#: Production settings are still tested: by the tests that take the ``spark_defaults`` fixture
+#: (the default selection's parity case among them) and by CI's ``local-cluster`` run, which
+#: uses :data:`PRODUCTION` throughout; ``test_seeded_run_is_reproducible_across_partitionings``
+#: sets other partition counts.
 TINY_FRAMES = {
     "spark.sql.shuffle.partitions": "1",
     "spark.sql.adaptive.enabled": "false",

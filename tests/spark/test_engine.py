@@ -137,7 +137,22 @@ def _both(spark, pairs, name, seed, noise_scale=3.0):
 )
 @given(pairs=datasets(), seed=st.integers(0, 2**32))
 def test_weights_and_selection_match_local(spark, name, pairs, seed):
-    local, lp, remote, sp = _both(spark, pairs, name, seed)
+    _assert_same_run(*_both(spark, pairs, name, seed))
+
+
+def test_default_selection_matches_local_under_production_settings(spark_defaults):
+    """The suite's session uses settings for tiny frames (tests/conftest.py); the default
+    selection is compared once more under what users run: adaptive execution, compiled
+    expressions, several shuffle partitions."""
+    rng = np.random.default_rng(11)
+    pairs = [
+        (f"u{u}", int(i)) for u in range(60) for i in rng.zipf(1.5, size=int(rng.integers(1, 12)))
+    ]
+    _assert_same_run(*_both(spark_defaults, pairs, "mad2r", seed=4))
+
+
+def _assert_same_run(local, lp, remote, sp):
+    """Equal weights every round (1e-9), equal releases, budgets and diagnostics."""
     assert len(lp.weights) == len(sp.weights) == len(local.diagnostics.round_sizes)
     for lw, sw in zip(lp.weights, sp.weights, strict=True):
         _same_weights(lw, _collect(sw))

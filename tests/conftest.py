@@ -23,8 +23,8 @@ def pytest_report_header(config):
 def pytest_collection_modifyitems(config, items):
     """Every test that starts Spark (one under ``tests/spark`` or one that uses the ``spark``
     fixture) is ``slow`` and ``spark``: a JVM takes tens of seconds to start on a loaded
-    two-core machine. With pytest-xdist (``-n 2``) they form one group, run by one worker in
-    one JVM while the other workers run everything else."""
+    two-core machine. With pytest-xdist (``-n auto``) they form one group, run by one worker
+    in one JVM, while the other workers run everything else."""
     spark_dir = os.path.join(os.path.dirname(__file__), "spark") + os.sep
     for item in items:
         in_spark_dir = str(item.path).startswith(spark_dir)
@@ -38,8 +38,8 @@ def pytest_collection_modifyitems(config, items):
 #: a Spark job's fixed costs are the whole cost: one shuffle partition (no task per empty
 #: partition), no adaptive re-planning between stages, and interpreted expressions instead of
 #: compiling Java for every new plan (the interpreted path Spark keeps and tests beside the
-#: compiled one). Together they halve
-#: the Spark parity tests (measured on two cores: ``tests/spark/test_engine.py`` 268 s -> 118 s).
+#: compiled one). Together they halve the Spark parity tests (two cores:
+#: ``tests/spark/test_engine.py`` 268 s -> 118 s).
 #: Production settings are still tested: by the tests that take the ``spark_defaults`` fixture
 #: (the default selection's parity case among them) and by CI's ``local-cluster`` run, which
 #: uses :data:`PRODUCTION` throughout; ``test_seeded_run_is_reproducible_across_partitionings``

@@ -32,6 +32,7 @@ from userdp.exceptions import InvalidParameterError
 from userdp.multitask.kernels import segment_statistics
 from userdp.multitask.ssp import perturb_statistics, project_psd
 from userdp.privacy.accountant import PrivacyAccountant
+from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend.core.base import (
     SHARED_CONSTRAINTS,
@@ -40,7 +41,7 @@ from userdp.recommend.core.base import (
     diagnostics,
 )
 from userdp.recommend.core.model import RecommenderModel, solve_users
-from userdp.recommend.core.plans import SSPPlan, plan_noise, plan_ssp_noise
+from userdp.recommend.core.plans import NoisePlan, SSPPlan, plan_noise, plan_ssp_noise
 from userdp.recommend.core.prior import bias_prior, count_noise_sd, item_covariates
 from userdp.recommend.core.spec import Allocation, ConvexSpec
 from userdp.recommend.core.steps import user_side_norm
@@ -440,22 +441,8 @@ class PublicFeatureRecommender(RecommenderBase):
         runner = make_runner(ratings, engine, segment_statistics)
         run_spec = self._run_spec(self.encoder.dim, self._biased)
         runner.check(run_spec, item_set)
-        dpsgd = self.variant == "dpsgd"
         per_step = self.inner_steps if self.variant in ("ssp1", "dpsgd") else 1
-        plan = None
-        if private:
-            plan = plan_noise(
-                budget,
-                steps=self.steps,
-                solver="gd" if dpsgd else "ssp",
-                releases_per_step=per_step,
-                count_fraction=self.count_fraction,
-                center_fraction=self._center_fraction(),
-                moment_share=self.moment_share,
-                user_fraction=None if user_features is None else self.user_feature_fraction,
-            )
-            if accountant is not None:
-                accountant.compose(plan.event())
+        plan = self._charged_plan(budget, per_step, user_features is not None, accountant)
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x5353)  # mini-batch sampling
         prep = runner.prepare(
@@ -502,6 +489,31 @@ class PublicFeatureRecommender(RecommenderBase):
         self._publish(params, prior)
         return self
 
+    def _charged_plan(
+        self,
+        budget: PrivacyBudget | None,
+        releases_per_step: int,
+        user_features: bool,
+        accountant: PrivacyAccountant | None,
+    ) -> NoisePlan | None:
+        """The training's noise plan (None without a budget), composed in ``accountant``: the
+        one plan of both the squared-loss and the convex paths."""
+        if budget is None:
+            return None
+        plan = plan_noise(
+            budget,
+            steps=self.steps,
+            solver="gd" if self.variant == "dpsgd" else "ssp",
+            releases_per_step=releases_per_step,
+            count_fraction=self.count_fraction,
+            center_fraction=self._center_fraction(),
+            moment_share=self.moment_share,
+            user_fraction=self.user_feature_fraction if user_features else None,
+        )
+        if accountant is not None:
+            accountant.compose(plan.event())
+        return plan
+
     def _fit_convex(
         self, ratings: Any, user_features: Any, accountant: PrivacyAccountant | None, caller: str
     ) -> PublicFeatureRecommender:
@@ -521,20 +533,8 @@ class PublicFeatureRecommender(RecommenderBase):
         if item_set is not None:
             self._check_encoder_size(len(item_set))
         dpsgd = self.variant == "dpsgd"
-        plan = None
-        if private:
-            plan = plan_noise(
-                budget,
-                steps=self.steps,
-                solver="gd" if dpsgd else "ssp",
-                releases_per_step=self.inner_steps if dpsgd else 1,
-                count_fraction=self.count_fraction,
-                center_fraction=self._center_fraction(),
-                moment_share=self.moment_share,
-                user_fraction=None if user_features is None else self.user_feature_fraction,
-            )
-            if accountant is not None:
-                accountant.compose(plan.event())
+        per_step = self.inner_steps if dpsgd else 1
+        plan = self._charged_plan(budget, per_step, user_features is not None, accountant)
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x5353)  # mini-batch sampling, as in the squared-loss path
         prep = self._prepare(

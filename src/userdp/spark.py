@@ -23,7 +23,13 @@ from userdp.exceptions import UserDPError
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["SparkUnavailableError", "is_spark_dataframe", "require_pyspark", "spark_session"]
+__all__ = [
+    "SparkUnavailableError",
+    "is_spark_dataframe",
+    "require_pyspark",
+    "spark_session",
+    "whole_partition",
+]
 
 logger = logging.getLogger("userdp.spark")
 
@@ -191,6 +197,26 @@ def spark_session(
         raise SparkUnavailableError(f"Spark failed to start ({master}): {err}") from err
     session.sparkContext.setLogLevel("ERROR" if quiet else "WARN")
     return session
+
+
+def whole_partition(fn: Any) -> Any:
+    """A ``mapInPandas`` body that runs ``fn`` once on all the rows of its partition.
+
+    For frames whose partitions hold whole groups (every row of a user, or of a hash bucket
+    of items), so that a per-group computation needs neither a shuffle nor one Python call per
+    group: ``fn`` gets the partition as one pandas DataFrame and returns one; an empty partition
+    yields nothing. The caller guarantees the partitioning (a shuffle or a window by the group's
+    key just before, and nothing in between that moves rows).
+    """
+
+    def run(batches: Any) -> Any:
+        import pandas as pd
+
+        frames = [b for b in batches if len(b)]
+        if frames:
+            yield fn(pd.concat(frames, ignore_index=True))
+
+    return run
 
 
 @contextlib.contextmanager

@@ -7,19 +7,21 @@ tests compare the two runners' weights to 1e-9); the privacy statements are ther
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from userdp.partition.weights import user_weights
+from userdp.spark import whole_partition
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from pyspark.sql import DataFrame
 
-#: Hash buckets of items (noise streams) and of users (UserWeights batches). Fixed, so that a
-#: seeded run draws the same noise whatever the number of partitions or executors.
+#: Hash buckets of items (noise streams). Fixed, so that a seeded run draws the same noise
+#: whatever the number of partitions or executors.
 BUCKETS = 256
 #: Item sets up to this many rows are broadcast to the pair-holding tasks instead of shuffling
 #: the pairs by item (heavy items of MAD, items removed or biased in MAD2R's round 2).
@@ -37,8 +39,9 @@ def _functions() -> Any:
     return functions
 
 
-def _bucket_user_weights(b_min: float, b_max: float, pdf: pd.DataFrame) -> pd.DataFrame:
-    """Grouped-map UDF body: UserWeights (Alg. 2) for every user of one hash bucket at once."""
+def _partition_user_weights(b_min: float, b_max: float, pdf: pd.DataFrame) -> pd.DataFrame:
+    """``mapInPandas`` body (via :func:`~userdp.spark.whole_partition`): UserWeights (Alg. 2)
+    for every user of one partition at once (the partition holds whole users)."""
     import pandas as pd
 
     codes, uniques = pd.factorize(pdf[_U])
@@ -68,30 +71,20 @@ def _user_weights(pairs: DataFrame, b_min: float, b_max: float) -> DataFrame:
     """Add UserWeights ``_wb`` (Alg. 2) to every pair, given per-pair biases ``_b``.
 
     Users with no biased item get 1/sqrt(|S_u|) by a column expression (what Alg. 2 gives them);
-    the others go through a grouped pandas UDF, one hash bucket of users per call, that runs the
-    local engine's vectorized :func:`user_weights`.
+    the others go through a ``mapInPandas`` UDF that runs the local engine's vectorized
+    :func:`user_weights` once per partition. No shuffle: the window over users that flags them
+    leaves every user's pairs in one partition, and only a filter stands between the two.
     """
     F = _functions()
     from pyspark.sql import Window
-    from pyspark.sql.types import DoubleType, LongType, StructField, StructType
+    from pyspark.sql.types import DoubleType, StructField, StructType
 
     flagged = pairs.withColumn("_minb", F.min(F.col("_b")).over(Window.partitionBy(_U)))
     plain = flagged.where(F.col("_minb") >= 1.0).withColumn("_wb", 1.0 / F.sqrt(F.col("_deg")))
-    biased = flagged.where(F.col("_minb") < 1.0).withColumn(
-        "_ub", F.pmod(F.col(_HU), F.lit(BUCKETS))
-    )
-    schema = StructType(
-        [
-            *biased.schema.fields[:-1],
-            StructField("_ub", LongType(), False),
-            StructField("_wb", DoubleType(), False),
-        ]
-    )
-
-    def body(pdf):  # no annotations: PySpark reads them to pick the UDF type
-        return _bucket_user_weights(b_min, b_max, pdf)
-
-    biased = biased.groupBy("_ub").applyInPandas(body, schema).drop("_ub")
+    biased = flagged.where(F.col("_minb") < 1.0)
+    schema = StructType([*biased.schema.fields, StructField("_wb", DoubleType(), False)])
+    body = functools.partial(_partition_user_weights, b_min, b_max)
+    biased = biased.mapInPandas(whole_partition(body), schema)
     return plain.unionByName(biased).drop("_minb")
 
 

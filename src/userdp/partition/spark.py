@@ -76,7 +76,7 @@ from userdp.partition.rounds import (
 from userdp.partition.runner import Basic, Decide, Mad, Tap
 from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
 from userdp.privacy.noise import add_on_grid, gaussian_on_grid, spawn_generator
-from userdp.spark import require_pyspark
+from userdp.spark import require_pyspark, whole_partition
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -121,13 +121,21 @@ class _TapNoise:
         return add_on_grid(weights, noise, WEIGHT_GRID)
 
 
-def _add_noise(
-    noise: Any, round_index: int, sigma: float, key: tuple[Any, ...], pdf: pd.DataFrame
-) -> pd.DataFrame:
-    """Grouped-map UDF body: noisy weight of every item of one bucket (Alg. 1 line 7)."""
-    pdf = pdf.sort_values(_HI, kind="stable", ignore_index=True)  # fixed order within the bucket
+def _add_noise(noise: Any, round_index: int, sigma: float, pdf: pd.DataFrame) -> pd.DataFrame:
+    """``mapInPandas`` body (via :func:`~userdp.spark.whole_partition`): noisy weight of every
+    item of the partition (Alg. 1 line 7), whose buckets are whole (a shuffle by bucket just
+    before). Each bucket draws from its own stream over its items in ``_hi`` order, so an item's
+    noise does not depend on which buckets share its partition."""
+    order = np.lexsort((pdf[_HI].to_numpy(), pdf[_IB].to_numpy()))  # by bucket, then item hash
+    pdf = pdf.iloc[order].reset_index(drop=True)
+    buckets = pdf[_IB].to_numpy()
     weights = pdf["_w"].to_numpy(dtype=float)
-    return pdf.assign(_noisy=noise(round_index, int(key[0]), pdf[_I], weights, sigma))
+    noisy = np.empty(len(pdf))
+    starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
+    for a, b in zip(starts, [*starts[1:], len(pdf)], strict=True):
+        items = pdf[_I].iloc[a:b]
+        noisy[a:b] = noise(round_index, int(buckets[a]), items, weights[a:b], sigma)
+    return pdf.assign(_noisy=noisy)
 
 
 class _SparkRun:
@@ -401,12 +409,8 @@ class _SparkRun:
                 StructField("_noisy", DoubleType(), False),
             ]
         )
-        sigma = rnd.sigma
-
-        def body(key, pdf):  # no annotations: PySpark reads them to pick the UDF type
-            return _add_noise(noise, round_index, sigma, key, pdf)
-
-        noisy = self.cache(frame.groupBy(_IB).applyInPandas(body, schema))
+        body = functools.partial(_add_noise, noise, round_index, rnd.sigma)
+        noisy = self.cache(frame.repartition(_IB).mapInPandas(whole_partition(body), schema))
         if pooled is None:
             passed = F.col("_noisy") >= rnd.rho
             tested = noisy

@@ -57,7 +57,7 @@ from userdp.recommend.core.centring import centre_cap, release_mean
 from userdp.recommend.core.items import ItemSet
 from userdp.recommend.core.spec import Allocation, ItemUpdateSpec, RunSpec
 from userdp.recommend.engines.local import LocalRunner, Preamble, UserSolve
-from userdp.spark import require_pyspark
+from userdp.spark import require_pyspark, whole_partition
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -134,23 +134,6 @@ def _user_codes(pdf: pd.DataFrame) -> np.ndarray:
     """Codes 0..n-1 of the users of a partition (unique by (partition, code within it))."""
     key = (pdf[_B].to_numpy(dtype=np.int64) << 32) | pdf[_J].to_numpy(dtype=np.int64)
     return np.unique(key, return_inverse=True)[1].astype(np.int64).reshape(-1)
-
-
-def _whole_partition(fn: Any) -> Any:
-    """A ``mapInPandas`` body that runs ``fn`` once on all the rows of its partition.
-
-    The prepared frame's partitions hold whole users (the rows were shuffled by user, and
-    checkpointing keeps the partitions), so later passes need no shuffle.
-    """
-
-    def run(batches: Any) -> Any:
-        import pandas as pd
-
-        frames = [b for b in batches if len(b)]
-        if frames:
-            yield fn(pd.concat(frames, ignore_index=True))
-
-    return run
 
 
 def _training_bucket(
@@ -392,7 +375,7 @@ class SparkRunner:
         def prep(pdf: pd.DataFrame) -> pd.DataFrame:
             return _prepare_bucket(vocab, salt, cs, pdf)
 
-        self.prepared = self._keep(df.mapInPandas(_whole_partition(prep), _PREPARED))
+        self.prepared = self._keep(df.mapInPandas(whole_partition(prep), _PREPARED))
         inside = F.col(_I) >= 0
         row = self.prepared.agg(
             F.sum(F.when(~inside, 1).otherwise(0)).alias("dropped"),
@@ -486,7 +469,7 @@ class SparkRunner:
             def rows(pdf: pd.DataFrame) -> pd.DataFrame:
                 return _training_bucket(trained, rule, counts, pdf)
 
-            frame = self.prepared.mapInPandas(_whole_partition(rows), _TRAINING)
+            frame = self.prepared.mapInPandas(whole_partition(rows), _TRAINING)
             self.training = self._keep(frame)
         return self.training
 
@@ -512,7 +495,7 @@ class SparkRunner:
 
         # col : (item bucket, item codes, upper(A_i) and b_i of those items), partial per
         # partition of users, then summed per item bucket.
-        partial = self._training().mapInPandas(_whole_partition(step), _PARTIAL)
+        partial = self._training().mapInPandas(whole_partition(step), _PARTIAL)
         rows = partial.groupBy("_g").applyInPandas(_sum_partials, _PARTIAL).collect()
         m = self.trained.size
         tri, moment = np.zeros((m, n_tri)), np.zeros((m, k))
@@ -573,7 +556,7 @@ class SparkRunner:
         def grad(pdf: pd.DataFrame) -> pd.DataFrame:
             return _gradient_bucket(U0, how, reg, lo, hi, center, zz, U, clip, n_groups, pdf)
 
-        partial = self._training().mapInPandas(_whole_partition(grad), _PARTIAL)
+        partial = self._training().mapInPandas(whole_partition(grad), _PARTIAL)
         out = np.zeros_like(U)
         for r in partial.groupBy("_g").applyInPandas(_sum_partials, _PARTIAL).collect():
             codes = np.frombuffer(r["_c"], dtype=np.int64)

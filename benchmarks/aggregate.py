@@ -455,10 +455,39 @@ def bench_spark(sizes: list[int], seeds: int) -> list[dict[str, Any]]:
                     runs.append(r)
                 row[engine] = summarise_runs(runs, ds.metrics)
                 log(f"  spark part {ds.rows:,} rows {engine:5s} {_line(row[engine], ds.metrics)}")
+            row["selection_seconds"] = _selection_alone(spark, path, seeds)
             row["ratio"] = row["spark"]["seconds"]["mean"] / row["local"]["seconds"]["mean"]
+            log(
+                f"  spark part {ds.rows:,} rows: the key selection alone (its default, same "
+                f"frame) {row['selection_seconds']:.1f} s of the GROUP BY's "
+                f"{row['spark']['seconds']['mean']:.1f} s"
+            )
             out.append(row)
     _ = userdp
     return out
+
+
+def _selection_alone(spark: Any, path: Path, seeds: int) -> float:
+    """Mean seconds of the Spark key selection by itself (``select_partitions`` with its
+    default algorithm on the same file, the budget share the GROUP BY gives it by default does
+    not change its work): how much of the GROUP BY's Spark time is the selection."""
+    from userdp.partition import select_partitions
+
+    secs = []
+    for s in range(seeds):
+        t0 = time.perf_counter()
+        r = select_partitions(
+            spark.read.parquet(str(path)),
+            epsilon=0.5,
+            delta=DELTA / 2,
+            engine="spark",
+            user_column="user",
+            item_column="key",
+            seed=s,
+        )
+        secs.append(time.perf_counter() - t0)  # the result is materialized by the call
+        r.dataframe.unpersist()
+    return float(np.mean(secs))
 
 
 # -- report --------------------------------------------------------------------------------------
@@ -553,7 +582,8 @@ def print_summary(results: dict[str, Any]) -> None:
     for r in results.get("spark") or []:
         print(
             f"Spark {r['rows']:,} rows: local {r['local']['seconds']['mean']:.1f} s,"
-            f" spark {r['spark']['seconds']['mean']:.1f} s (x{r['ratio']:.1f})"
+            f" spark {r['spark']['seconds']['mean']:.1f} s (x{r['ratio']:.1f}; the key selection"
+            f" alone {r.get('selection_seconds', float('nan')):.1f} s)"
         )
     print("\nTargets")
     for t in results["targets"]:

@@ -305,11 +305,11 @@ class _SparkRun:
             n = items.count()
         return pairs.join(F.broadcast(items) if n <= BROADCAST_ROWS else items, _I, how)
 
-    def cut(self, df: DataFrame) -> DataFrame:
+    def cut(self, df: DataFrame, what: str = "cut the lineage of an item set") -> DataFrame:
         """``df`` materialized with its lineage cut (an eager local checkpoint, kept in the
-        executors' block stores; Spark frees it when the driver drops the frame). For small
-        item frames only: a checkpoint forgets the pairs' partitioning by user."""
-        with self.timed("cut the lineage of an item set"):
+        executors' block stores; Spark frees it when the driver drops the frame). For item
+        frames only: a checkpoint forgets the pairs' partitioning by user."""
+        with self.timed(what):
             return df.localCheckpoint(eager=True)
 
     def uncache(self, df: DataFrame) -> None:
@@ -372,16 +372,22 @@ class _SparkRun:
         rnd: Round,
         weights: DataFrame,
         all_items: DataFrame | None = None,
-        pooled: tuple[PooledTest, Sequence[DataFrame]] | None = None,
+        pooled: PooledTest | None = None,
     ) -> tuple[DataFrame, DataFrame]:
         """Noisy weights (``_noisy``) and the released items of one round.
 
         ``weights`` has one row per item present in the round (``_i, _hi, _ib, _w``). With
         ``all_items``, every item of the input gets noisy weight (pure noise when absent: the
-        w_ext of line 9, queried by MAD2R's round 2); only present items can be released.
-        ``pooled = (test, earlier noisy frames)``: release the present items that pass the
-        pooled test on the earlier rounds' ``_noisy`` and this round's (the same float
-        operations, in the same order, as the local runner).
+        w_ext of line 9, queried by MAD2R's round 2); only present items can be released, and
+        the other columns of ``all_items`` (the earlier rounds' noisy weights ``_x0, _x1, ...``
+        and ``_gone``, removed so far) are carried into the result. ``pooled``: ``all_items``
+        carries every earlier round's noisy weight, and the present items that pass the pooled
+        test on them and this round's are released (the same float operations, in the same
+        order, as the local runner).
+
+        The noisy frame is checkpointed (its lineage cut) as the round's job computes it: the
+        next round's item frames and removals are filters and projections of it, so no round's
+        plan nests the earlier rounds' plans (see the module docstring).
         """
         F = _functions()
         from pyspark.sql.types import BooleanType, DoubleType, StructField, StructType
@@ -395,37 +401,42 @@ class _SparkRun:
                 noise = _TapNoise(tap.noise)
         if all_items is None:
             frame = weights.select(*_ITEM, "_w", F.lit(True).alias("_present"))
-        else:
+        elif pooled is None:
+            carried = [c for c in all_items.columns if c not in _ITEM]
             frame = all_items.join(weights, _ITEM, "left").select(
                 *_ITEM,
                 F.coalesce(F.col("_w"), F.lit(0.0)).alias("_w"),
                 F.col("_w").isNotNull().alias("_present"),
+                *carried,
             )
+        else:  # only present items are noised and tested, with their earlier noisy weights
+            history = [c for c in all_items.columns if c.startswith("_x")]
+            frame = weights.join(all_items.select(_I, *history), _I, "inner").select(
+                *_ITEM, "_w", F.lit(True).alias("_present"), *history
+            )
+        fields = {f.name: f for f in frame.schema.fields}
         schema = StructType(
             [
                 *frame.schema.fields[:3],
                 StructField("_w", DoubleType(), False),
                 StructField("_present", BooleanType(), False),
+                *(fields[c] for c in frame.columns[5:]),
                 StructField("_noisy", DoubleType(), False),
             ]
         )
         body = functools.partial(_add_noise, noise, round_index, rnd.sigma)
-        noisy = self.cache(frame.repartition(_IB).mapInPandas(whole_partition(body), schema))
+        noisy = frame.repartition(_IB).mapInPandas(whole_partition(body), schema)
+        noisy = self.cut(noisy, f"weights and noise of round {round_index + 1}")
         if pooled is None:
             passed = F.col("_noisy") >= rnd.rho
-            tested = noisy
         else:
-            test, earlier = pooled
-            tested = noisy
-            for r, e in enumerate(earlier):  # every earlier round noised every item
-                tested = tested.join(e.select(_I, F.col("_noisy").alias(f"_x{r}")), _I, "inner")
-            xs = [F.col(f"_x{r}") for r in range(len(earlier))] + [F.col("_noisy")]
-            passed = test.passes(xs, _ColumnOps)
-        released = self.cache(tested.where(F.col("_present") & passed).select(*_ITEM))
+            xs = [F.col(c) for c in sorted(history, key=lambda c: int(c[2:]))] + [F.col("_noisy")]
+            passed = pooled.passes(xs, _ColumnOps)
+        released = self.cache(noisy.where(F.col("_present") & passed).select(*_ITEM))
         if self.n_rows > WEIGHT_GRID_ITEMS:  # only then can the items exceed the grid's bound
             check_item_count(noisy.count())
         self.accountant.compose(rnd.event)
-        with self.timed(f"weights, noise and release of round {round_index + 1}"):
+        with self.timed(f"release of round {round_index + 1}"):
             self.round_sizes.append(released.count())
         return noisy, released
 
@@ -516,8 +527,11 @@ class SparkRunner:
         self.max_items_per_user = self.run.cap
         self.capped_pairs: DataFrame | None = None
         self.info: DataFrame | None = None  # items removed (_removed) or biased (_b < 1)
-        self._all_items: DataFrame | None = None
         self._first_capped: DataFrame | None = None
+        self._items: DataFrame | None = None  # every item of the input, cached, ``_gone`` false
+        # the last every-item round's noisy frame and what ``remove`` removed from it (or None)
+        self._noisy_all: tuple[DataFrame, Any] | None = None
+        self._gone_tracks_all = True  # ``_gone`` holds every removal so far
 
     def release_degree_histogram(self, sigma: float) -> np.ndarray:
         """As the local runner's: the driver collects (degree, number of users) only."""
@@ -572,26 +586,57 @@ class SparkRunner:
             b_max=rule.b_max,
         )
 
+    def _carried(self) -> DataFrame:
+        """Every item of the input with ``_gone`` (removed so far) and the noisy weights of the
+        earlier every-item rounds (``_x0, _x1, ...``): a projection of the last such round's
+        checkpointed noisy frame (cached distinct items before the first)."""
+        F = _functions()
+        if self._noisy_all is None:
+            if self._items is None:
+                self._items = self.run.cache(
+                    self.run.pairs.select(*_ITEM).distinct().withColumn("_gone", F.lit(False))
+                )
+            return self._items
+        noisy, removed = self._noisy_all
+        xs = [c for c in noisy.columns if c.startswith("_x")]
+        gone = F.col("_gone") if removed is None else removed
+        return noisy.select(*_ITEM, gone.alias("_gone"), *xs, F.col("_noisy").alias(f"_x{len(xs)}"))
+
     def release(
         self, weights: DataFrame, rnd: Round, *, every_item: bool = False
     ) -> tuple[DataFrame, DataFrame]:
-        all_items = None
-        if every_item:
-            if self._all_items is None:
-                # cached: every round but the last noises every item
-                self._all_items = self.run.cache(self.run.pairs.select(*_ITEM).distinct())
-            all_items = self._all_items
-        return self.run.release(rnd, weights, all_items)
+        if not every_item:
+            return self.run.release(rnd, weights)
+        noisy, released = self.run.release(rnd, weights, self._carried())
+        self._noisy_all = (noisy, None)
+        return noisy, released
 
     def release_pooled(
         self, weights: DataFrame, rnd: Round, history: Sequence[DataFrame], test: PooledTest
     ) -> tuple[DataFrame, DataFrame]:
-        return self.run.release(rnd, weights, None, (test, list(history)))
+        items = self._carried()
+        if sum(c.startswith("_x") for c in items.columns) != len(history):
+            raise RuntimeError(  # pragma: no cover - a bug, never user input
+                "The pooled test needs every earlier round's noisy weight of every item."
+            )
+        return self.run.release(rnd, weights, items, test)
 
     def remove(self, noisy: DataFrame, decide: Decide) -> None:
         F = _functions()
         removed, bias = decide(F.col("_noisy"), F.col("_present"), _ColumnOps)
         bias = F.lit(1.0) if bias is None else bias
+        if "_gone" in noisy.columns and self._gone_tracks_all:
+            # an every-item round: its (checkpointed) frame knows every earlier removal
+            removed = F.col("_gone") | removed
+            if self._noisy_all is not None and self._noisy_all[0] is noisy:
+                self._noisy_all = (noisy, removed)
+            self.info = (
+                noisy.select(_I, removed.alias("_removed"), bias.alias("_b"))
+                .where(F.col("_removed") | (F.col("_b") < 1.0))
+                .withColumn("_b", F.when(F.col("_removed"), 1.0).otherwise(F.col("_b")))
+            )
+            return
+        self._gone_tracks_all = False
         info = noisy.select(_I, removed.alias("_removed"), bias.alias("_b")).where(
             F.col("_removed") | (F.col("_b") < 1.0)
         )

@@ -382,6 +382,7 @@ class _SparkRun:
         weights: DataFrame,
         all_items: DataFrame | None = None,
         pooled: PooledTest | None = None,
+        carry: bool = False,
     ) -> tuple[DataFrame, DataFrame]:
         """Noisy weights (``_noisy``) and the released items of one round.
 
@@ -392,7 +393,9 @@ class _SparkRun:
         and ``_gone``, removed so far) are carried into the result. ``pooled``: ``all_items``
         carries every earlier round's noisy weight, and the present items that pass the pooled
         test on them and this round's are released (the same float operations, in the same
-        order, as the local runner).
+        order, as the local runner). ``carry`` without ``all_items``: the round's items are every
+        item a later round can hold (rounds that keep the first capped sets), so this frame
+        starts the carried columns (``_gone`` false).
 
         The noisy frame is checkpointed (its lineage cut) as the round's job computes it: the
         next round's item frames and removals are filters and projections of it, so no round's
@@ -410,6 +413,8 @@ class _SparkRun:
                 noise = _TapNoise(tap.noise)
         if all_items is None:
             frame = weights.select(*_ITEM, "_w", F.lit(True).alias("_present"))
+            if carry:
+                frame = frame.withColumn("_gone", F.lit(False))
         elif pooled is None:
             carried = [c for c in all_items.columns if c not in _ITEM]
             frame = all_items.join(weights, _ITEM, "left").select(
@@ -541,6 +546,7 @@ class SparkRunner:
         # the last every-item round's noisy frame and what ``remove`` removed from it (or None)
         self._noisy_all: tuple[DataFrame, Any] | None = None
         self._gone_tracks_all = True  # ``_gone`` holds every removal so far
+        self._recap: bool | None = None  # the first cap's choice, which every round keeps
 
     def release_degree_histogram(self, sigma: float) -> np.ndarray:
         """As the local runner's: the driver collects (degree, number of users) only."""
@@ -558,8 +564,11 @@ class SparkRunner:
     def cap(self, *, recap: bool = True) -> None:
         run, F = self.run, _functions()
         if self.capped_pairs is None:
+            self._recap = recap
             self.capped_pairs = self._first_capped = run.capped(run.pairs)
             return
+        if recap != self._recap:  # pragma: no cover - a bug, never user input
+            raise RuntimeError("A run re-caps in every round after the first, or in none.")
         # Without re-capping: the first capped sets minus every item removed so far (``info``
         # keeps them all), as the previous round's sets minus the new removals would be, with a
         # plan that does not nest every earlier round's (see the module docstring).
@@ -616,7 +625,13 @@ class SparkRunner:
     ) -> tuple[DataFrame, DataFrame]:
         if not every_item:
             return self.run.release(rnd, weights)
-        noisy, released = self.run.release(rnd, weights, self._carried())
+        if self._noisy_all is None and self._recap is False:
+            # Without re-capping, a later round holds only items of the first capped sets, all
+            # present now: the other items' pure noise would never be read (nor released), so
+            # this round noises its own items, with no distinct pass and join over the input.
+            noisy, released = self.run.release(rnd, weights, carry=True)
+        else:
+            noisy, released = self.run.release(rnd, weights, self._carried())
         self._noisy_all = (noisy, None)
         return noisy, released
 

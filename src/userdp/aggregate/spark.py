@@ -28,11 +28,41 @@ from userdp.aggregate.local import (
     user_weights,
 )
 from userdp.exceptions import DataError
-from userdp.spark import require_pyspark
+from userdp.spark import require_pyspark, whole_partition
 
 __all__ = ["SparkEngine"]
 
 _U, _K, _V, _X = "_agg_u", "_agg_k", "_agg_v", "_agg_x"
+_PAIR_SCHEMA = (
+    f"{_X} long, n double, s double, r_users double, r_count double, r_sum double, first boolean"
+)
+
+
+def _pair_stats(pdf: pd.DataFrame, n_keys: int, centre: float) -> pd.DataFrame:
+    """One partition's (user, key) pairs (its users whole): row counts, centred value sums and
+    the user's norms over K, by :class:`~userdp.aggregate.local.LocalEngine`'s arithmetic
+    (pairs ordered by user, then key code)."""
+    user = pd.factorize(pdf[_U])[0].astype(np.int64)
+    key = pdf[_X].to_numpy(np.int64)
+    value = pdf[_V].to_numpy(np.float64)
+    uniq, inv = np.unique(user * n_keys + key, return_inverse=True)
+    n = np.bincount(inv).astype(np.float64)
+    s = np.bincount(inv, weights=value - centre, minlength=uniq.size)
+    pu, pk = uniq // n_keys, uniq % n_keys
+    m = int(pu[-1]) + 1 if pu.size else 0
+    first = np.ones(pu.size, dtype=bool)
+    first[1:] = pu[1:] != pu[:-1]
+    return pd.DataFrame(
+        {
+            _X: pk,
+            "n": n,
+            "s": s,
+            "r_users": np.sqrt(np.bincount(pu, minlength=m).astype(np.float64))[pu],
+            "r_count": np.sqrt(np.bincount(pu, weights=n * n, minlength=m))[pu],
+            "r_sum": np.sqrt(np.bincount(pu, weights=s * s, minlength=m))[pu],
+            "first": first,
+        }
+    )
 
 
 class SparkEngine:
@@ -143,107 +173,90 @@ class SparkEngine:
 
     # -- per-(user, key) aggregates -----------------------------------------------------------
     def _pairs(self, centre: float) -> Any:
-        """Per-(user, key) row counts and centred sums, computed once per run (cached: the
-        norm histograms and the weighted sums both read them)."""
-        from pyspark.sql import functions as F
-
+        """Per-(user, key) row counts ``n`` and centred sums ``s``, each with its user's three
+        norms (``r_users``, ``r_count``, ``r_sum``) and a flag on one pair per user
+        (``first``): one shuffle of the rows by user, then one pandas call per partition (a
+        partition holds its users whole), computed as :class:`LocalEngine` computes them.
+        Cached once per run: the norm histograms and the weighted sums both read it, each with
+        one pass and no further shuffle of pairs."""
         if ("pairs", centre) not in self._memo:
-            self._memo["pairs", centre] = (
-                self._rows.groupBy(_U, _X)
-                .agg(
-                    F.count(F.lit(1)).cast("double").alias("n"),
-                    F.sum(F.col(_V) - F.lit(centre)).alias("s"),
-                )
-                .cache()
-            )
+            n_keys = max(self.n_keys, 1)
+
+            def body(pdf: pd.DataFrame) -> pd.DataFrame:
+                return _pair_stats(pdf, n_keys, centre)
+
+            rows = self._rows.select(_U, _X, _V).repartition(_U)
+            self._memo["pairs", centre] = rows.mapInPandas(
+                whole_partition(body), _PAIR_SCHEMA
+            ).cache()
         return self._memo["pairs", centre]
 
-    def _user_norms(self, centre: float) -> Any:
-        from pyspark.sql import functions as F
-
-        if ("norms", centre) not in self._memo:
-            self._memo["norms", centre] = (
-                self._pairs(centre)
-                .groupBy(_U)
-                .agg(
-                    F.sqrt(F.count(F.lit(1)).cast("double")).alias("users"),
-                    F.sqrt(F.sum(F.col("n") * F.col("n"))).alias("count"),
-                    F.sqrt(F.sum(F.col("s") * F.col("s"))).alias("sum"),
-                )
-                .cache()
-            )
-        return self._memo["norms", centre]
-
     def norm_histograms(self, units: dict[str, float], centre: float) -> dict[str, np.ndarray]:
-        """Exact users per norm bin, bins computed by :func:`bin_of` on the executors."""
-        families = list(units)
-        schema = ", ".join(f"{f} long" for f in families)
-
-        def bins(batches):  # no annotations: PySpark reads them
-            for pdf in batches:
-                yield pd.DataFrame(
-                    {f: bin_of(pdf[f].to_numpy(np.float64), units[f]) for f in families}
-                )
-
+        """Exact users per norm bin, bins computed by :func:`bin_of` on the executors: one
+        histogram per partition (at most families x bins rows), added up by one small job."""
         from pyspark.sql import functions as F
 
-        binned = self._user_norms(centre).mapInPandas(bins, schema)
-        # one job for every family: (family, bin) pairs, at most families x HISTOGRAM_BINS rows
-        stacked = (
-            binned.select(
-                F.explode(
-                    F.array(
-                        *[
-                            F.struct(F.lit(i).alias("f"), F.col(f).alias("b"))
-                            for i, f in enumerate(families)
-                        ]
-                    )
-                ).alias("fb")
-            )
-            .groupBy("fb.f", "fb.b")
-            .count()
+        families = list(units)
+
+        def bins(pdf: pd.DataFrame) -> pd.DataFrame:
+            parts = []
+            for i, f in enumerate(families):
+                c = np.bincount(
+                    bin_of(pdf[f"r_{f}"].to_numpy(np.float64), units[f]),
+                    minlength=HISTOGRAM_BINS,
+                )
+                b = np.flatnonzero(c)
+                parts.append(pd.DataFrame({"f": np.full(b.size, i), "b": b, "c": c[b]}))
+            return pd.concat(parts, ignore_index=True)
+
+        users = self._pairs(centre).where(F.col("first")).select(*[f"r_{f}" for f in families])
+        counts = (
+            users.mapInPandas(whole_partition(bins), "f long, b long, c long")
+            .groupBy("f", "b")
+            .agg(F.sum("c").alias("c"))
         )
         out = {f: np.zeros(HISTOGRAM_BINS) for f in families}
-        for row in stacked.collect():
-            out[families[int(row["f"])]][int(row["b"])] = float(row["count"])
+        for row in counts.collect():
+            out[families[int(row["f"])]][int(row["b"])] = float(row["c"])
         return out
 
     def weighted_sums(
         self, bounds_c: dict[str, float], vectors: dict[str, tuple[str, ...]], centre: float
     ) -> dict[str, np.ndarray]:
-        """Per-key sums of ``w_u x_uk`` (weights by :func:`user_weights` on the executors)."""
+        """Per-key sums of ``w_u x_uk`` (weights by :func:`user_weights` on the executors):
+        per-key partial sums per partition (at most |K| rows each), added up by one small job,
+        with the row count on K in the same job."""
         from pyspark.sql import functions as F
 
         names = list(vectors)
         c = dict(bounds_c)
+        n_keys = max(self.n_keys, 1)
 
-        def weights(batches):  # no annotations: PySpark reads them
-            for pdf in batches:
-                out = {_U: pdf[_U]}
-                for v in names:
-                    w = np.ones(len(pdf))
-                    for f in vectors[v]:
-                        w = np.minimum(w, user_weights(pdf[f].to_numpy(np.float64), c[f]))
-                    out[f"w_{v}"] = w
-                yield pd.DataFrame(out)
+        def sums(pdf: pd.DataFrame) -> pd.DataFrame:
+            k = pdf[_X].to_numpy(np.int64)
+            n = pdf["n"].to_numpy(np.float64)
+            value = {"users": np.ones(n.size), "count": n, "sum": pdf["s"].to_numpy(np.float64)}
+            held = np.flatnonzero(np.bincount(k, minlength=n_keys))
+            out = {_X: held, "_rows": np.bincount(k, weights=n, minlength=n_keys)[held]}
+            for v in names:
+                w = np.ones(n.size)
+                for f in vectors[v]:
+                    w = np.minimum(w, user_weights(pdf[f"r_{f}"].to_numpy(np.float64), c[f]))
+                out[v] = np.bincount(k, weights=w * value[v], minlength=n_keys)[held]
+            return pd.DataFrame(out)
 
-        norms = self._user_norms(centre)
-        u_type = norms.schema[_U].dataType.simpleString()
-        schema = ", ".join([f"{_U} {u_type}"] + [f"w_{v} double" for v in names])
-        w = norms.mapInPandas(weights, schema)
-        pairs = self._pairs(centre).join(w, on=_U)
-        value = {"users": F.lit(1.0), "count": F.col("n"), "sum": F.col("s")}
-        sums = pairs.groupBy(_X).agg(
-            F.sum("n").alias("_rows"),  # the row count on K, in the same job
-            *[F.sum(F.col(f"w_{v}") * value[v]).alias(v) for v in names],
+        schema = ", ".join([f"{_X} long, _rows double"] + [f"{v} double" for v in names])
+        partial = self._pairs(centre).mapInPandas(whole_partition(sums), schema)
+        total = partial.groupBy(_X).agg(
+            F.sum("_rows").alias("_rows"), *[F.sum(v).alias(v) for v in names]
         )
         out = {v: np.zeros(self.n_keys) for v in names}
-        rows = 0
-        for row in sums.collect():  # one row per key
-            rows += int(row["_rows"])
+        rows = 0.0
+        for row in total.collect():  # one row per key
+            rows += row["_rows"]
             for v in names:
                 out[v][int(row[_X])] = row[v]
-        self._n_rows = rows
+        self._n_rows = int(rows)
         return out
 
     def quantile_sizes(self) -> tuple[np.ndarray, np.ndarray]:

@@ -269,6 +269,8 @@ def aggregate(
         sel = _select(eng, plan, selection_options, seed)
         events.append(sel.dp_event)
         key_array = sel.to_arrow()
+        if getattr(sel, "dataframe", None) is not None:
+            sel.dataframe.unpersist()  # the Spark selection's cached keys: collected above
         parameters.update(
             selection_epsilon=plan.selection_epsilon,
             selection_delta=plan.selection_delta,

@@ -91,6 +91,7 @@ class SparkEngine:
         else:
             sel.append(F.lit(0.0).alias(_V))
         self._rows = df.select(*sel).cache()
+        self._cached = [self._rows]  # every frame this run caches, freed by finish()
         stats = self._rows.agg(
             F.count(F.lit(1)).alias("n"),
             F.countDistinct(_U).alias("m"),
@@ -132,17 +133,23 @@ class SparkEngine:
         self._rows = self._rows.join(F.broadcast(frame), on=_K, how="left")
 
     def restrict(self) -> None:
+        """Drop rows outside K: a filter after the broadcast join, over the cached rows (no
+        copy of its own: the per-pair statistics read it once, the quantiles twice per level)."""
         from pyspark.sql import functions as F
 
         self._replace_rows(self._rows.where(F.col(_X).isNotNull()))
 
-    def _replace_rows(self, rows: Any) -> None:
-        """New rows (cached once, materialised by the next job that needs them): every frame
-        derived from the old rows is dropped, and the row count is left to that next job."""
+    def _replace_rows(self, rows: Any, *, cache: bool = False) -> None:
+        """New rows (``cache``: cached once, materialised by the next job that needs them):
+        every frame derived from the old rows is dropped, and the row count is left to that
+        next job."""
         for frame in self._memo.values():
             frame.unpersist()
         self._memo = {}
-        self._rows = rows.cache()
+        if cache:
+            rows = rows.cache()
+            self._cached.append(rows)
+        self._rows = rows
         self._n_rows = None
 
     @property
@@ -169,7 +176,9 @@ class SparkEngine:
         pair_rank = pair_rank.withColumn(
             "_pk", F.row_number().over(Window.partitionBy(_U).orderBy("_pr"))
         ).where(F.col("_pk") <= l0)
-        self._replace_rows(rows.join(pair_rank.select(_U, _X), on=[_U, _X]).select(_U, _K, _V, _X))
+        self._replace_rows(
+            rows.join(pair_rank.select(_U, _X), on=[_U, _X]).select(_U, _K, _V, _X), cache=True
+        )
 
     # -- per-(user, key) aggregates -----------------------------------------------------------
     def _pairs(self, centre: float) -> Any:
@@ -322,5 +331,7 @@ class SparkEngine:
         for frame in self._memo.values():
             frame.unpersist()
         self._memo = {}
-        self._rows.unpersist()
+        for frame in self._cached:
+            frame.unpersist()
+        self._cached = []
         return self.spark.createDataFrame(table.to_pandas())

@@ -1,9 +1,16 @@
 """The Spark engine of :func:`userdp.aggregate`: the local engine's statistics as DataFrames.
 
 Answers the questions of :class:`userdp.aggregate.local.LocalEngine` with the same functions
-where floating point could differ (norm bins by :func:`~userdp.aggregate.local.bin_of`, user
-weights by :func:`~userdp.aggregate.local.user_weights`, both in pandas UDFs on the executors),
-so its pre-noise statistics equal the local ones up to the order of floating-point sums.
+where floating point could differ (per-pair statistics and user norms by the local engine's
+NumPy arithmetic and norm bins by :func:`~userdp.aggregate.local.bin_of`, in pandas UDFs on the
+executors; user weights by the same two IEEE operations as
+:func:`~userdp.aggregate.local.user_weights`, as Spark columns), so its pre-noise statistics
+equal the local ones up to the order of floating-point sums.
+
+Steps: the input's columns are cached once (the selection reads them); the pairs are computed
+by one shuffle of the rows on K by user and one pandas call per partition (a partition holds
+its users whole), and cached; the norm histograms and the weighted per-key sums are each one
+aggregation over that cache, with no further shuffle of rows or pairs.
 
 What reaches the driver: counts (rows, users), the public key set (released keys or the
 public list, broadcast back to the executors), one histogram of at most
@@ -25,7 +32,6 @@ from userdp.aggregate.local import (
     Columns,
     bin_of,
     draw_key_quantile,
-    user_weights,
 )
 from userdp.exceptions import DataError
 from userdp.spark import require_pyspark, whole_partition
@@ -36,6 +42,15 @@ _U, _K, _V, _X = "_agg_u", "_agg_k", "_agg_v", "_agg_x"
 _PAIR_SCHEMA = (
     f"{_X} long, n double, s double, r_users double, r_count double, r_sum double, first boolean"
 )
+
+
+def _weight(norm: Any, c: float) -> Any:
+    """:func:`~userdp.aggregate.local.user_weights` as a Spark column: ``min(C, r) / r`` for a
+    norm ``r > 0``, else 1. The same two IEEE-754 operations (a minimum, a correctly rounded
+    division) as ``smooth_weights``' ``np.minimum(h, s) / s``, so the same double per user."""
+    from pyspark.sql import functions as F
+
+    return F.when(norm > 0, F.least(F.lit(float(c)), norm) / norm).otherwise(F.lit(1.0))
 
 
 def _pair_stats(pdf: pd.DataFrame, n_keys: int, centre: float) -> pd.DataFrame:
@@ -232,33 +247,20 @@ class SparkEngine:
     def weighted_sums(
         self, bounds_c: dict[str, float], vectors: dict[str, tuple[str, ...]], centre: float
     ) -> dict[str, np.ndarray]:
-        """Per-key sums of ``w_u x_uk`` (weights by :func:`user_weights` on the executors):
-        per-key partial sums per partition (at most |K| rows each), added up by one small job,
-        with the row count on K in the same job."""
+        """Per-key sums of ``w_u x_uk``, with the row count on K, by one aggregation over the
+        cached pairs (no Python call: :func:`_weight` is
+        :func:`~userdp.aggregate.local.user_weights`' arithmetic)."""
         from pyspark.sql import functions as F
 
         names = list(vectors)
-        c = dict(bounds_c)
-        n_keys = max(self.n_keys, 1)
-
-        def sums(pdf: pd.DataFrame) -> pd.DataFrame:
-            k = pdf[_X].to_numpy(np.int64)
-            n = pdf["n"].to_numpy(np.float64)
-            value = {"users": np.ones(n.size), "count": n, "sum": pdf["s"].to_numpy(np.float64)}
-            held = np.flatnonzero(np.bincount(k, minlength=n_keys))
-            out = {_X: held, "_rows": np.bincount(k, weights=n, minlength=n_keys)[held]}
-            for v in names:
-                w = np.ones(n.size)
-                for f in vectors[v]:
-                    w = np.minimum(w, user_weights(pdf[f"r_{f}"].to_numpy(np.float64), c[f]))
-                out[v] = np.bincount(k, weights=w * value[v], minlength=n_keys)[held]
-            return pd.DataFrame(out)
-
-        schema = ", ".join([f"{_X} long, _rows double"] + [f"{v} double" for v in names])
-        partial = self._pairs(centre).mapInPandas(whole_partition(sums), schema)
-        total = partial.groupBy(_X).agg(
-            F.sum("_rows").alias("_rows"), *[F.sum(v).alias(v) for v in names]
-        )
+        value = {"users": F.lit(1.0), "count": F.col("n"), "sum": F.col("s")}
+        sums = []
+        for v in names:
+            w = F.lit(1.0)
+            for f in vectors[v]:
+                w = F.least(w, _weight(F.col(f"r_{f}"), bounds_c[f]))
+            sums.append(F.sum(w * value[v]).alias(v))
+        total = self._pairs(centre).groupBy(_X).agg(F.sum("n").alias("_rows"), *sums)
         out = {v: np.zeros(self.n_keys) for v in names}
         rows = 0.0
         for row in total.collect():  # one row per key

@@ -282,6 +282,25 @@ class SparkEngine:
             np.array([r["count"] for r in rows], dtype=np.int64),
         )
 
+    def _key_rows(self) -> Any:
+        """The rows on K as (key code, value, the user's rows on K ``_s``), partitioned by key
+        code and cached for every quantile level: one shuffle by user (a pandas call per
+        partition counts each user's rows), one by key."""
+        if ("key_rows", 0.0) not in self._memo:
+
+            def sizes(pdf: pd.DataFrame) -> pd.DataFrame:
+                user = pd.factorize(pdf[_U])[0]
+                s = np.bincount(user)[user].astype(np.float64)
+                return pd.DataFrame({_X: pdf[_X], _V: pdf[_V], "_s": s})
+
+            rows = self._rows.select(_U, _X, _V).repartition(_U)
+            self._memo["key_rows", 0.0] = (
+                rows.mapInPandas(whole_partition(sizes), f"{_X} long, {_V} double, _s double")
+                .repartition(_X)
+                .cache()
+            )
+        return self._memo["key_rows", 0.0]
+
     def key_quantiles(
         self,
         q: float,
@@ -294,11 +313,8 @@ class SparkEngine:
         bounds: tuple[float, float],
         entropy: int,
     ) -> np.ndarray:
-        """One exponential-mechanism draw per key, on the executors (stream per key)."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
-        rows = self._rows.withColumn("_s", F.count(F.lit(1)).over(Window.partitionBy(_U)))
+        """One exponential-mechanism draw per key, on the executors (stream per key): one
+        pandas call per partition of :meth:`_key_rows`, drawing for each of its keys."""
         lo, hi = bounds
 
         kw: dict[str, Any] = dict(
@@ -311,16 +327,23 @@ class SparkEngine:
             entropy=entropy,
         )
 
-        def draw(pdf):  # no annotations: PySpark reads them
-            k = int(pdf[_X].iloc[0])
-            x = draw_key_quantile(
-                pdf[_V].to_numpy(np.float64), pdf["_s"].to_numpy(np.float64), k, q, **kw
-            )
-            return pd.DataFrame({_X: [k], "x": [x]})
+        def draw(pdf: pd.DataFrame) -> pd.DataFrame:
+            code = pdf[_X].to_numpy(np.int64)
+            order = np.argsort(code, kind="stable")
+            code = code[order]
+            y = pdf[_V].to_numpy(np.float64)[order]
+            s = pdf["_s"].to_numpy(np.float64)[order]
+            starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+            ends = np.r_[starts[1:], code.size]
+            x = [
+                draw_key_quantile(y[a:b], s[a:b], int(code[a]), q, **kw)
+                for a, b in zip(starts, ends, strict=True)
+            ]
+            return pd.DataFrame({_X: code[starts], "x": np.asarray(x, dtype=np.float64)})
 
         out = np.empty(self.n_keys)
         seen = np.zeros(self.n_keys, dtype=bool)
-        res = rows.select(_X, _V, "_s").groupBy(_X).applyInPandas(draw, f"{_X} long, x double")
+        res = self._key_rows().mapInPandas(whole_partition(draw), f"{_X} long, x double")
         for row in res.collect():  # one row per key with rows
             out[int(row[_X])] = row["x"]
             seen[int(row[_X])] = True

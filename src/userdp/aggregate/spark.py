@@ -21,6 +21,7 @@ drawing from its own noise sub-stream, as locally.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,9 @@ from userdp.spark import require_pyspark, whole_partition
 __all__ = ["SparkEngine"]
 
 _U, _K, _V, _X = "_agg_u", "_agg_k", "_agg_v", "_agg_x"
+#: Rows of one pandas call at most (about 100 MB of input columns and as much again while
+#: it computes), when the input's row count sets the number of partitions.
+_TASK_ROWS = 2_000_000
 _PAIR_SCHEMA = (
     f"{_X} long, n double, s double, r_users double, r_count double, r_sum double, first boolean"
 )
@@ -195,6 +199,13 @@ class SparkEngine:
             rows.join(pair_rank.select(_U, _X), on=[_U, _X]).select(_U, _K, _V, _X), cache=True
         )
 
+    def _partitions(self) -> int:
+        """Partitions for a pandas pass over the rows: one per core (each pandas call has a
+        fixed cost, ~0.1 s on a local master), in more waves when a partition would
+        otherwise exceed :data:`_TASK_ROWS` rows (the call holds its partition in memory)."""
+        cores = max(1, int(self.spark.sparkContext.defaultParallelism))
+        return cores * max(1, math.ceil(self.total_rows / (_TASK_ROWS * cores)))
+
     # -- per-(user, key) aggregates -----------------------------------------------------------
     def _pairs(self, centre: float) -> Any:
         """Per-(user, key) row counts ``n`` and centred sums ``s``, each with its user's three
@@ -209,7 +220,7 @@ class SparkEngine:
             def body(pdf: pd.DataFrame) -> pd.DataFrame:
                 return _pair_stats(pdf, n_keys, centre)
 
-            rows = self._rows.select(_U, _X, _V).repartition(_U)
+            rows = self._rows.select(_U, _X, _V).repartition(self._partitions(), _U)
             self._memo["pairs", centre] = rows.mapInPandas(
                 whole_partition(body), _PAIR_SCHEMA
             ).cache()
@@ -233,7 +244,12 @@ class SparkEngine:
                 parts.append(pd.DataFrame({"f": np.full(b.size, i), "b": b, "c": c[b]}))
             return pd.concat(parts, ignore_index=True)
 
-        users = self._pairs(centre).where(F.col("first")).select(*[f"r_{f}" for f in families])
+        users = (
+            self._pairs(centre)
+            .where(F.col("first"))
+            .select(*[f"r_{f}" for f in families])
+            .coalesce(self.spark.sparkContext.defaultParallelism)  # one user a row: few tasks
+        )
         counts = (
             users.mapInPandas(whole_partition(bins), "f long, b long, c long")
             .groupBy("f", "b")
@@ -293,10 +309,11 @@ class SparkEngine:
                 s = np.bincount(user)[user].astype(np.float64)
                 return pd.DataFrame({_X: pdf[_X], _V: pdf[_V], "_s": s})
 
-            rows = self._rows.select(_U, _X, _V).repartition(_U)
+            parts = self._partitions()
+            rows = self._rows.select(_U, _X, _V).repartition(parts, _U)
             self._memo["key_rows", 0.0] = (
                 rows.mapInPandas(whole_partition(sizes), f"{_X} long, {_V} double, _s double")
-                .repartition(_X)
+                .repartition(parts, _X)
                 .cache()
             )
         return self._memo["key_rows", 0.0]

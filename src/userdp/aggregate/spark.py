@@ -113,7 +113,6 @@ class SparkEngine:
         self._cached = [self._rows]  # every frame this run caches, freed by finish()
         stats = self._rows.agg(
             F.count(F.lit(1)).alias("n"),
-            F.countDistinct(_U).alias("m"),
             F.sum(F.when(F.col(_U).isNull(), 1).otherwise(0)).alias("bad"),
         )
         row = stats.collect()[0]
@@ -121,7 +120,7 @@ class SparkEngine:
             raise DataError(f"aggregate: the user column {cols.user!r} has null values.")
         self._n_rows: int | None
         self.total_rows = self._n_rows = int(row["n"])
-        self.n_users = int(row["m"])
+        self._n_users: int | None = None  # a job of its own, only if asked for
         self._memo: dict[tuple[str, float], Any] = {}  # cached frames of the current rows
         self.key_type = dict(df.dtypes).get(cols.key) if cols.key is not None else None
         self.n_keys = 0
@@ -170,6 +169,17 @@ class SparkEngine:
             self._cached.append(rows)
         self._rows = rows
         self._n_rows = None
+
+    @property
+    def n_users(self) -> int:
+        """Distinct users of the input (a diagnostic; the key selection counts them too, so
+        the driver asks for it only when keys are public)."""
+        if self._n_users is None:
+            from pyspark.sql import functions as F
+
+            row = self._cached[0].agg(F.countDistinct(_U).alias("m")).collect()[0]
+            self._n_users = int(row["m"])
+        return self._n_users
 
     @property
     def n_rows(self) -> int:

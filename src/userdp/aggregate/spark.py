@@ -57,10 +57,13 @@ def _weight(norm: Any, c: float) -> Any:
     return F.when(norm > 0, F.least(F.lit(float(c)), norm) / norm).otherwise(F.lit(1.0))
 
 
-def _pair_stats(pdf: pd.DataFrame, n_keys: int, centre: float) -> pd.DataFrame:
+def _pair_stats(
+    pdf: pd.DataFrame, n_keys: int, centre: float, units: dict[str, float]
+) -> pd.DataFrame:
     """One partition's (user, key) pairs (its users whole): row counts, centred value sums and
     the user's norms over K, by :class:`~userdp.aggregate.local.LocalEngine`'s arithmetic
-    (pairs ordered by user, then key code)."""
+    (pairs ordered by user, then key code), and the user's norm bin (:func:`bin_of`) for each
+    family of ``units``."""
     user = pd.factorize(pdf[_U])[0].astype(np.int64)
     key = pdf[_X].to_numpy(np.int64)
     value = pdf[_V].to_numpy(np.float64)
@@ -71,17 +74,15 @@ def _pair_stats(pdf: pd.DataFrame, n_keys: int, centre: float) -> pd.DataFrame:
     m = int(pu[-1]) + 1 if pu.size else 0
     first = np.ones(pu.size, dtype=bool)
     first[1:] = pu[1:] != pu[:-1]
-    return pd.DataFrame(
-        {
-            _X: pk,
-            "n": n,
-            "s": s,
-            "r_users": np.sqrt(np.bincount(pu, minlength=m).astype(np.float64))[pu],
-            "r_count": np.sqrt(np.bincount(pu, weights=n * n, minlength=m))[pu],
-            "r_sum": np.sqrt(np.bincount(pu, weights=s * s, minlength=m))[pu],
-            "first": first,
-        }
-    )
+    norms = {
+        "users": np.sqrt(np.bincount(pu, minlength=m).astype(np.float64)),
+        "count": np.sqrt(np.bincount(pu, weights=n * n, minlength=m)),
+        "sum": np.sqrt(np.bincount(pu, weights=s * s, minlength=m)),
+    }
+    out = {_X: pk, "n": n, "s": s, **{f"r_{f}": r[pu] for f, r in norms.items()}}
+    out["first"] = first
+    out.update({f"b_{f}": bin_of(norms[f], unit)[pu] for f, unit in units.items()})
+    return pd.DataFrame(out)
 
 
 class SparkEngine:
@@ -122,6 +123,7 @@ class SparkEngine:
         self.total_rows = self._n_rows = int(row["n"])
         self._n_users: int | None = None  # a job of its own, only if asked for
         self._memo: dict[tuple[str, float], Any] = {}  # cached frames of the current rows
+        self._pair_units: dict[str, float] = {}  # the norm bins the cached pairs carry
         self.key_type = dict(df.dtypes).get(cols.key) if cols.key is not None else None
         self.n_keys = 0
 
@@ -217,57 +219,52 @@ class SparkEngine:
         return cores * max(1, math.ceil(self.total_rows / (_TASK_ROWS * cores)))
 
     # -- per-(user, key) aggregates -----------------------------------------------------------
-    def _pairs(self, centre: float) -> Any:
+    def _pairs(self, centre: float, units: dict[str, float] | None = None) -> Any:
         """Per-(user, key) row counts ``n`` and centred sums ``s``, each with its user's three
-        norms (``r_users``, ``r_count``, ``r_sum``) and a flag on one pair per user
-        (``first``): one shuffle of the rows by user, then one pandas call per partition (a
-        partition holds its users whole), computed as :class:`LocalEngine` computes them.
-        Cached once per run: the norm histograms and the weighted sums both read it, each with
-        one pass and no further shuffle of pairs."""
-        if ("pairs", centre) not in self._memo:
+        norms (``r_users``, ``r_count``, ``r_sum``), its user's norm bin per family of
+        ``units`` (``b_<family>``) and a flag on one pair per user (``first``): one shuffle of
+        the rows by user, then one pandas call per partition (a partition holds its users
+        whole), computed as :class:`LocalEngine` computes them. Cached once per run: the norm
+        histograms and the weighted sums each read it with one aggregation and no Python."""
+        units = dict(units or {})
+        memo = self._memo.get(("pairs", centre))
+        if memo is None or not units.items() <= self._pair_units.items():
+            if memo is not None:  # bins for other units: computed again (the driver never asks)
+                memo.unpersist()
             n_keys = max(self.n_keys, 1)
 
             def body(pdf: pd.DataFrame) -> pd.DataFrame:
-                return _pair_stats(pdf, n_keys, centre)
+                return _pair_stats(pdf, n_keys, centre, units)
 
+            schema = _PAIR_SCHEMA + "".join(f", b_{f} long" for f in units)
             rows = self._rows.select(_U, _X, _V).repartition(self._partitions(), _U)
-            self._memo["pairs", centre] = rows.mapInPandas(
-                whole_partition(body), _PAIR_SCHEMA
-            ).cache()
+            self._memo["pairs", centre] = rows.mapInPandas(whole_partition(body), schema).cache()
+            self._pair_units = units
         return self._memo["pairs", centre]
 
     def norm_histograms(self, units: dict[str, float], centre: float) -> dict[str, np.ndarray]:
-        """Exact users per norm bin, bins computed by :func:`bin_of` on the executors: one
-        histogram per partition (at most families x bins rows), added up by one small job."""
+        """Exact users per norm bin, bins computed by :func:`bin_of` on the executors with the
+        pairs (:meth:`_pairs`): one aggregation over the users' first pairs, at most families x
+        bins rows to the driver."""
         from pyspark.sql import functions as F
 
         families = list(units)
-
-        def bins(pdf: pd.DataFrame) -> pd.DataFrame:
-            parts = []
-            for i, f in enumerate(families):
-                c = np.bincount(
-                    bin_of(pdf[f"r_{f}"].to_numpy(np.float64), units[f]),
-                    minlength=HISTOGRAM_BINS,
-                )
-                b = np.flatnonzero(c)
-                parts.append(pd.DataFrame({"f": np.full(b.size, i), "b": b, "c": c[b]}))
-            return pd.concat(parts, ignore_index=True)
-
-        users = (
-            self._pairs(centre)
-            .where(F.col("first"))
-            .select(*[f"r_{f}" for f in families])
-            .coalesce(self.spark.sparkContext.defaultParallelism)  # one user a row: few tasks
+        bins = F.array(
+            *[
+                F.struct(F.lit(i).alias("f"), F.col(f"b_{f}").alias("b"))
+                for i, f in enumerate(families)
+            ]
         )
         counts = (
-            users.mapInPandas(whole_partition(bins), "f long, b long, c long")
-            .groupBy("f", "b")
-            .agg(F.sum("c").alias("c"))
+            self._pairs(centre, units)
+            .where(F.col("first"))
+            .select(F.explode(bins).alias("fb"))
+            .groupBy("fb.f", "fb.b")
+            .count()
         )
         out = {f: np.zeros(HISTOGRAM_BINS) for f in families}
         for row in counts.collect():
-            out[families[int(row["f"])]][int(row["b"])] = float(row["c"])
+            out[families[int(row["f"])]][int(row["b"])] = float(row["count"])
         return out
 
     def weighted_sums(

@@ -154,7 +154,7 @@ class SparkEngine:
 
     def restrict(self) -> None:
         """Drop rows outside K: a filter after the broadcast join, over the cached rows (no
-        copy of its own: the per-pair statistics read it once, the quantiles twice per level)."""
+        copy of its own: the pairs read it once, the quantiles' rows and sizes once each)."""
         from pyspark.sql import functions as F
 
         self._replace_rows(self._rows.where(F.col(_X).isNotNull()))

@@ -48,6 +48,9 @@ def test_pre_noise_statistics_and_releases_equal_the_local_engine(spark, seed):
     a, b = local.to_pandas(), remote.to_pandas()
     pd.testing.assert_frame_equal(a, b, rtol=1e-9)
     assert local.contribution_bounds == remote.contribution_bounds
+    for r in (local, remote):
+        assert r.diagnostics.n_users == pdf["user"].nunique()
+        assert r.diagnostics.n_rows == len(pdf)
 
 
 def test_one_key_runs_on_spark_like_the_estimate_layer(spark):
@@ -124,3 +127,5 @@ def test_selected_keys_differ_between_engines_only_by_the_selections_draws(spark
     assert a.to_arrow().num_rows > 0
     pd.testing.assert_frame_equal(a.to_pandas(), b.to_pandas(), rtol=1e-9)
     assert a.contribution_bounds == b.contribution_bounds
+    # the selection's count of users stands in for the engine's own
+    assert a.diagnostics.n_users == b.diagnostics.n_users == pdf["user"].nunique()

@@ -265,10 +265,14 @@ def aggregate(
     # 1. keys
     events: list[Any] = []
     parameters: dict[str, Any] = {"bounding": bounding, "shares": shares}
+    n_users: int | None = None
     if select:
         sel = _select(eng, plan, selection_options, seed)
+        n_users = int(sel.diagnostics.n_users)  # the selection counted the input's users
         events.append(sel.dp_event)
         key_array = sel.to_arrow()
+        if getattr(sel, "dataframe", None) is not None:
+            sel.dataframe.unpersist()  # the Spark selection's cached keys: collected above
         parameters.update(
             selection_epsilon=plan.selection_epsilon,
             selection_delta=plan.selection_delta,
@@ -387,7 +391,10 @@ def aggregate(
         histogram_noise_multipliers=dict(plan.histogram_z),
     )
     diag = AggregateDiagnostics(
-        eng.total_rows, eng.n_users, eng.n_rows, time.perf_counter() - started
+        eng.total_rows,
+        eng.n_users if n_users is None else n_users,
+        eng.n_rows,
+        time.perf_counter() - started,
     )
     return AggregateResult(
         table=eng.finish(table),

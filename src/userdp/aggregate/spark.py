@@ -1,9 +1,16 @@
 """The Spark engine of :func:`userdp.aggregate`: the local engine's statistics as DataFrames.
 
 Answers the questions of :class:`userdp.aggregate.local.LocalEngine` with the same functions
-where floating point could differ (norm bins by :func:`~userdp.aggregate.local.bin_of`, user
-weights by :func:`~userdp.aggregate.local.user_weights`, both in pandas UDFs on the executors),
-so its pre-noise statistics equal the local ones up to the order of floating-point sums.
+where floating point could differ (per-pair statistics and user norms by the local engine's
+NumPy arithmetic and norm bins by :func:`~userdp.aggregate.local.bin_of`, in pandas UDFs on the
+executors; user weights by the same two IEEE operations as
+:func:`~userdp.aggregate.local.user_weights`, as Spark columns), so its pre-noise statistics
+equal the local ones up to the order of floating-point sums.
+
+Steps: the input's columns are cached once (the selection reads them); the pairs are computed
+by one shuffle of the rows on K by user and one pandas call per partition (a partition holds
+its users whole), and cached; the norm histograms and the weighted per-key sums are each one
+aggregation over that cache, with no further shuffle of rows or pairs.
 
 What reaches the driver: counts (rows, users), the public key set (released keys or the
 public list, broadcast back to the executors), one histogram of at most
@@ -14,6 +21,7 @@ drawing from its own noise sub-stream, as locally.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -25,14 +33,56 @@ from userdp.aggregate.local import (
     Columns,
     bin_of,
     draw_key_quantile,
-    user_weights,
 )
 from userdp.exceptions import DataError
-from userdp.spark import require_pyspark
+from userdp.spark import require_pyspark, whole_partition
 
 __all__ = ["SparkEngine"]
 
 _U, _K, _V, _X = "_agg_u", "_agg_k", "_agg_v", "_agg_x"
+#: Rows of one pandas call at most (about 100 MB of input columns and as much again while
+#: it computes), when the input's row count sets the number of partitions.
+_TASK_ROWS = 2_000_000
+_PAIR_SCHEMA = (
+    f"{_X} long, n double, s double, r_users double, r_count double, r_sum double, first boolean"
+)
+
+
+def _weight(norm: Any, c: float) -> Any:
+    """:func:`~userdp.aggregate.local.user_weights` as a Spark column: ``min(C, r) / r`` for a
+    norm ``r > 0``, else 1. The same two IEEE-754 operations (a minimum, a correctly rounded
+    division) as ``smooth_weights``' ``np.minimum(h, s) / s``, so the same double per user."""
+    from pyspark.sql import functions as F
+
+    return F.when(norm > 0, F.least(F.lit(float(c)), norm) / norm).otherwise(F.lit(1.0))
+
+
+def _pair_stats(
+    pdf: pd.DataFrame, n_keys: int, centre: float, units: dict[str, float]
+) -> pd.DataFrame:
+    """One partition's (user, key) pairs (its users whole): row counts, centred value sums and
+    the user's norms over K, by :class:`~userdp.aggregate.local.LocalEngine`'s arithmetic
+    (pairs ordered by user, then key code), and the user's norm bin (:func:`bin_of`) for each
+    family of ``units``."""
+    user = pd.factorize(pdf[_U])[0].astype(np.int64)
+    key = pdf[_X].to_numpy(np.int64)
+    value = pdf[_V].to_numpy(np.float64)
+    uniq, inv = np.unique(user * n_keys + key, return_inverse=True)
+    n = np.bincount(inv).astype(np.float64)
+    s = np.bincount(inv, weights=value - centre, minlength=uniq.size)
+    pu, pk = uniq // n_keys, uniq % n_keys
+    m = int(pu[-1]) + 1 if pu.size else 0
+    first = np.ones(pu.size, dtype=bool)
+    first[1:] = pu[1:] != pu[:-1]
+    norms = {
+        "users": np.sqrt(np.bincount(pu, minlength=m).astype(np.float64)),
+        "count": np.sqrt(np.bincount(pu, weights=n * n, minlength=m)),
+        "sum": np.sqrt(np.bincount(pu, weights=s * s, minlength=m)),
+    }
+    out = {_X: pk, "n": n, "s": s, **{f"r_{f}": r[pu] for f, r in norms.items()}}
+    out["first"] = first
+    out.update({f"b_{f}": bin_of(norms[f], unit)[pu] for f, unit in units.items()})
+    return pd.DataFrame(out)
 
 
 class SparkEngine:
@@ -61,9 +111,9 @@ class SparkEngine:
         else:
             sel.append(F.lit(0.0).alias(_V))
         self._rows = df.select(*sel).cache()
+        self._cached = [self._rows]  # every frame this run caches, freed by finish()
         stats = self._rows.agg(
             F.count(F.lit(1)).alias("n"),
-            F.countDistinct(_U).alias("m"),
             F.sum(F.when(F.col(_U).isNull(), 1).otherwise(0)).alias("bad"),
         )
         row = stats.collect()[0]
@@ -71,8 +121,9 @@ class SparkEngine:
             raise DataError(f"aggregate: the user column {cols.user!r} has null values.")
         self._n_rows: int | None
         self.total_rows = self._n_rows = int(row["n"])
-        self.n_users = int(row["m"])
+        self._n_users: int | None = None  # a job of its own, only if asked for
         self._memo: dict[tuple[str, float], Any] = {}  # cached frames of the current rows
+        self._pair_units: dict[str, float] = {}  # the norm bins the cached pairs carry
         self.key_type = dict(df.dtypes).get(cols.key) if cols.key is not None else None
         self.n_keys = 0
 
@@ -102,18 +153,35 @@ class SparkEngine:
         self._rows = self._rows.join(F.broadcast(frame), on=_K, how="left")
 
     def restrict(self) -> None:
+        """Drop rows outside K: a filter after the broadcast join, over the cached rows (no
+        copy of its own: the pairs read it once, the quantiles' rows and sizes once each)."""
         from pyspark.sql import functions as F
 
         self._replace_rows(self._rows.where(F.col(_X).isNotNull()))
 
-    def _replace_rows(self, rows: Any) -> None:
-        """New rows (cached once, materialised by the next job that needs them): every frame
-        derived from the old rows is dropped, and the row count is left to that next job."""
+    def _replace_rows(self, rows: Any, *, cache: bool = False) -> None:
+        """New rows (``cache``: cached once, materialised by the next job that needs them):
+        every frame derived from the old rows is dropped, and the row count is left to that
+        next job."""
         for frame in self._memo.values():
             frame.unpersist()
         self._memo = {}
-        self._rows = rows.cache()
+        if cache:
+            rows = rows.cache()
+            self._cached.append(rows)
+        self._rows = rows
         self._n_rows = None
+
+    @property
+    def n_users(self) -> int:
+        """Distinct users of the input (a diagnostic; the key selection counts them too, so
+        the driver asks for it only when keys are public)."""
+        if self._n_users is None:
+            from pyspark.sql import functions as F
+
+            row = self._cached[0].agg(F.countDistinct(_U).alias("m")).collect()[0]
+            self._n_users = int(row["m"])
+        return self._n_users
 
     @property
     def n_rows(self) -> int:
@@ -139,111 +207,90 @@ class SparkEngine:
         pair_rank = pair_rank.withColumn(
             "_pk", F.row_number().over(Window.partitionBy(_U).orderBy("_pr"))
         ).where(F.col("_pk") <= l0)
-        self._replace_rows(rows.join(pair_rank.select(_U, _X), on=[_U, _X]).select(_U, _K, _V, _X))
+        self._replace_rows(
+            rows.join(pair_rank.select(_U, _X), on=[_U, _X]).select(_U, _K, _V, _X), cache=True
+        )
+
+    def _partitions(self) -> int:
+        """Partitions for a pandas pass over the rows: one per core (each pandas call has a
+        fixed cost, ~0.1 s on a local master), in more waves when a partition would
+        otherwise exceed :data:`_TASK_ROWS` rows (the call holds its partition in memory)."""
+        cores = max(1, int(self.spark.sparkContext.defaultParallelism))
+        return cores * max(1, math.ceil(self.total_rows / (_TASK_ROWS * cores)))
 
     # -- per-(user, key) aggregates -----------------------------------------------------------
-    def _pairs(self, centre: float) -> Any:
-        """Per-(user, key) row counts and centred sums, computed once per run (cached: the
-        norm histograms and the weighted sums both read them)."""
-        from pyspark.sql import functions as F
+    def _pairs(self, centre: float, units: dict[str, float] | None = None) -> Any:
+        """Per-(user, key) row counts ``n`` and centred sums ``s``, each with its user's three
+        norms (``r_users``, ``r_count``, ``r_sum``), its user's norm bin per family of
+        ``units`` (``b_<family>``) and a flag on one pair per user (``first``): one shuffle of
+        the rows by user, then one pandas call per partition (a partition holds its users
+        whole), computed as :class:`LocalEngine` computes them. Cached once per run: the norm
+        histograms and the weighted sums each read it with one aggregation and no Python."""
+        units = dict(units or {})
+        memo = self._memo.get(("pairs", centre))
+        if memo is None or not units.items() <= self._pair_units.items():
+            if memo is not None:  # bins for other units: computed again (the driver never asks)
+                memo.unpersist()
+            n_keys = max(self.n_keys, 1)
 
-        if ("pairs", centre) not in self._memo:
-            self._memo["pairs", centre] = (
-                self._rows.groupBy(_U, _X)
-                .agg(
-                    F.count(F.lit(1)).cast("double").alias("n"),
-                    F.sum(F.col(_V) - F.lit(centre)).alias("s"),
-                )
-                .cache()
-            )
+            def body(pdf: pd.DataFrame) -> pd.DataFrame:
+                return _pair_stats(pdf, n_keys, centre, units)
+
+            schema = _PAIR_SCHEMA + "".join(f", b_{f} long" for f in units)
+            rows = self._rows.select(_U, _X, _V).repartition(self._partitions(), _U)
+            self._memo["pairs", centre] = rows.mapInPandas(whole_partition(body), schema).cache()
+            self._pair_units = units
         return self._memo["pairs", centre]
 
-    def _user_norms(self, centre: float) -> Any:
-        from pyspark.sql import functions as F
-
-        if ("norms", centre) not in self._memo:
-            self._memo["norms", centre] = (
-                self._pairs(centre)
-                .groupBy(_U)
-                .agg(
-                    F.sqrt(F.count(F.lit(1)).cast("double")).alias("users"),
-                    F.sqrt(F.sum(F.col("n") * F.col("n"))).alias("count"),
-                    F.sqrt(F.sum(F.col("s") * F.col("s"))).alias("sum"),
-                )
-                .cache()
-            )
-        return self._memo["norms", centre]
-
     def norm_histograms(self, units: dict[str, float], centre: float) -> dict[str, np.ndarray]:
-        """Exact users per norm bin, bins computed by :func:`bin_of` on the executors."""
-        families = list(units)
-        schema = ", ".join(f"{f} long" for f in families)
-
-        def bins(batches):  # no annotations: PySpark reads them
-            for pdf in batches:
-                yield pd.DataFrame(
-                    {f: bin_of(pdf[f].to_numpy(np.float64), units[f]) for f in families}
-                )
-
+        """Exact users per norm bin, bins computed by :func:`bin_of` on the executors with the
+        pairs (:meth:`_pairs`): one aggregation over the users' first pairs, at most families x
+        bins rows to the driver."""
         from pyspark.sql import functions as F
 
-        binned = self._user_norms(centre).mapInPandas(bins, schema)
-        # one job for every family: (family, bin) pairs, at most families x HISTOGRAM_BINS rows
-        stacked = (
-            binned.select(
-                F.explode(
-                    F.array(
-                        *[
-                            F.struct(F.lit(i).alias("f"), F.col(f).alias("b"))
-                            for i, f in enumerate(families)
-                        ]
-                    )
-                ).alias("fb")
-            )
+        families = list(units)
+        bins = F.array(
+            *[
+                F.struct(F.lit(i).alias("f"), F.col(f"b_{f}").alias("b"))
+                for i, f in enumerate(families)
+            ]
+        )
+        counts = (
+            self._pairs(centre, units)
+            .where(F.col("first"))
+            .select(F.explode(bins).alias("fb"))
             .groupBy("fb.f", "fb.b")
             .count()
         )
         out = {f: np.zeros(HISTOGRAM_BINS) for f in families}
-        for row in stacked.collect():
+        for row in counts.collect():
             out[families[int(row["f"])]][int(row["b"])] = float(row["count"])
         return out
 
     def weighted_sums(
         self, bounds_c: dict[str, float], vectors: dict[str, tuple[str, ...]], centre: float
     ) -> dict[str, np.ndarray]:
-        """Per-key sums of ``w_u x_uk`` (weights by :func:`user_weights` on the executors)."""
+        """Per-key sums of ``w_u x_uk``, with the row count on K, by one aggregation over the
+        cached pairs (no Python call: :func:`_weight` is
+        :func:`~userdp.aggregate.local.user_weights`' arithmetic)."""
         from pyspark.sql import functions as F
 
         names = list(vectors)
-        c = dict(bounds_c)
-
-        def weights(batches):  # no annotations: PySpark reads them
-            for pdf in batches:
-                out = {_U: pdf[_U]}
-                for v in names:
-                    w = np.ones(len(pdf))
-                    for f in vectors[v]:
-                        w = np.minimum(w, user_weights(pdf[f].to_numpy(np.float64), c[f]))
-                    out[f"w_{v}"] = w
-                yield pd.DataFrame(out)
-
-        norms = self._user_norms(centre)
-        u_type = norms.schema[_U].dataType.simpleString()
-        schema = ", ".join([f"{_U} {u_type}"] + [f"w_{v} double" for v in names])
-        w = norms.mapInPandas(weights, schema)
-        pairs = self._pairs(centre).join(w, on=_U)
         value = {"users": F.lit(1.0), "count": F.col("n"), "sum": F.col("s")}
-        sums = pairs.groupBy(_X).agg(
-            F.sum("n").alias("_rows"),  # the row count on K, in the same job
-            *[F.sum(F.col(f"w_{v}") * value[v]).alias(v) for v in names],
-        )
+        sums = []
+        for v in names:
+            w = F.lit(1.0)
+            for f in vectors[v]:
+                w = F.least(w, _weight(F.col(f"r_{f}"), bounds_c[f]))
+            sums.append(F.sum(w * value[v]).alias(v))
+        total = self._pairs(centre).groupBy(_X).agg(F.sum("n").alias("_rows"), *sums)
         out = {v: np.zeros(self.n_keys) for v in names}
-        rows = 0
-        for row in sums.collect():  # one row per key
-            rows += int(row["_rows"])
+        rows = 0.0
+        for row in total.collect():  # one row per key
+            rows += row["_rows"]
             for v in names:
                 out[v][int(row[_X])] = row[v]
-        self._n_rows = rows
+        self._n_rows = int(rows)
         return out
 
     def quantile_sizes(self) -> tuple[np.ndarray, np.ndarray]:
@@ -258,6 +305,26 @@ class SparkEngine:
             np.array([r["count"] for r in rows], dtype=np.int64),
         )
 
+    def _key_rows(self) -> Any:
+        """The rows on K as (key code, value, the user's rows on K ``_s``), partitioned by key
+        code and cached for every quantile level: one shuffle by user (a pandas call per
+        partition counts each user's rows), one by key."""
+        if ("key_rows", 0.0) not in self._memo:
+
+            def sizes(pdf: pd.DataFrame) -> pd.DataFrame:
+                user = pd.factorize(pdf[_U])[0]
+                s = np.bincount(user)[user].astype(np.float64)
+                return pd.DataFrame({_X: pdf[_X], _V: pdf[_V], "_s": s})
+
+            parts = self._partitions()
+            rows = self._rows.select(_U, _X, _V).repartition(parts, _U)
+            self._memo["key_rows", 0.0] = (
+                rows.mapInPandas(whole_partition(sizes), f"{_X} long, {_V} double, _s double")
+                .repartition(parts, _X)
+                .cache()
+            )
+        return self._memo["key_rows", 0.0]
+
     def key_quantiles(
         self,
         q: float,
@@ -270,11 +337,8 @@ class SparkEngine:
         bounds: tuple[float, float],
         entropy: int,
     ) -> np.ndarray:
-        """One exponential-mechanism draw per key, on the executors (stream per key)."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
-        rows = self._rows.withColumn("_s", F.count(F.lit(1)).over(Window.partitionBy(_U)))
+        """One exponential-mechanism draw per key, on the executors (stream per key): one
+        pandas call per partition of :meth:`_key_rows`, drawing for each of its keys."""
         lo, hi = bounds
 
         kw: dict[str, Any] = dict(
@@ -287,16 +351,23 @@ class SparkEngine:
             entropy=entropy,
         )
 
-        def draw(pdf):  # no annotations: PySpark reads them
-            k = int(pdf[_X].iloc[0])
-            x = draw_key_quantile(
-                pdf[_V].to_numpy(np.float64), pdf["_s"].to_numpy(np.float64), k, q, **kw
-            )
-            return pd.DataFrame({_X: [k], "x": [x]})
+        def draw(pdf: pd.DataFrame) -> pd.DataFrame:
+            code = pdf[_X].to_numpy(np.int64)
+            order = np.argsort(code, kind="stable")
+            code = code[order]
+            y = pdf[_V].to_numpy(np.float64)[order]
+            s = pdf["_s"].to_numpy(np.float64)[order]
+            starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+            ends = np.r_[starts[1:], code.size]
+            x = [
+                draw_key_quantile(y[a:b], s[a:b], int(code[a]), q, **kw)
+                for a, b in zip(starts, ends, strict=True)
+            ]
+            return pd.DataFrame({_X: code[starts], "x": np.asarray(x, dtype=np.float64)})
 
         out = np.empty(self.n_keys)
         seen = np.zeros(self.n_keys, dtype=bool)
-        res = rows.select(_X, _V, "_s").groupBy(_X).applyInPandas(draw, f"{_X} long, x double")
+        res = self._key_rows().mapInPandas(whole_partition(draw), f"{_X} long, x double")
         for row in res.collect():  # one row per key with rows
             out[int(row[_X])] = row["x"]
             seen[int(row[_X])] = True
@@ -309,5 +380,7 @@ class SparkEngine:
         for frame in self._memo.values():
             frame.unpersist()
         self._memo = {}
-        self._rows.unpersist()
+        for frame in self._cached:
+            frame.unpersist()
+        self._cached = []
         return self.spark.createDataFrame(table.to_pandas())

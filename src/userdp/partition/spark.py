@@ -605,9 +605,10 @@ class SparkRunner:
         )
 
     def _carried(self) -> DataFrame:
-        """Every item of the input with ``_gone`` (removed so far) and the noisy weights of the
-        earlier every-item rounds (``_x0, _x1, ...``): a projection of the last such round's
-        checkpointed noisy frame (cached distinct items before the first)."""
+        """Every item a later round can hold (of the input; of round 1 without re-capping) with
+        ``_gone`` (removed so far) and the noisy weights of the earlier every-item rounds
+        (``_x0, _x1, ...``): a projection of the last such round's checkpointed noisy frame
+        (cached distinct items of the input before the first)."""
         F = _functions()
         if self._noisy_all is None:
             if self._items is None:

@@ -123,6 +123,35 @@ def row_keys(labels: pa.Array, user: np.ndarray, code: np.ndarray, salt: int) ->
     return pair_key(pair_key(by_user[user], code), occurrence)
 
 
+def pair_stats(
+    user: np.ndarray, code: np.ndarray, value: np.ndarray | None, n_keys: int, centre: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (user, key code) pairs, ordered by user then key, with their row counts and
+    value sums centred at ``centre`` (zeros without values): ``(user, key, n, s)``. Both
+    engines compute them with this function (Spark once per partition of whole users)."""
+    if user.size == 0:
+        e = np.zeros(0, dtype=np.int64)
+        return e, e, e.astype(np.float64), e.astype(np.float64)
+    uniq, inv = np.unique(user * n_keys + code, return_inverse=True)
+    n = np.bincount(inv).astype(np.float64)
+    s: np.ndarray
+    if value is not None:
+        s = np.bincount(inv, weights=value - centre, minlength=uniq.size)
+    else:
+        s = np.zeros(uniq.size)
+    return uniq // n_keys, uniq % n_keys, n, s
+
+
+def user_norms(pu: np.ndarray, n: np.ndarray, s: np.ndarray, n_users: int) -> dict[str, np.ndarray]:
+    """Per-user l2 norms of the three contribution vectors (users: ones, count: ``n``, sum:
+    ``s``) from :func:`pair_stats`' pairs."""
+    return {
+        "users": np.sqrt(np.bincount(pu, minlength=n_users).astype(np.float64)),
+        "count": np.sqrt(np.bincount(pu, weights=n * n, minlength=n_users)),
+        "sum": np.sqrt(np.bincount(pu, weights=s * s, minlength=n_users)),
+    }
+
+
 class LocalEngine:
     """Rows held as NumPy arrays; statistics over a public key array."""
 
@@ -212,28 +241,12 @@ class LocalEngine:
     def _compute_pairs(
         self, centre: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        if self._user.size == 0:
-            e = np.zeros(0, dtype=np.int64)
-            return e, e, e.astype(np.float64), e.astype(np.float64)
-        pair = self._user * self.n_keys + self._code
-        uniq, inv = np.unique(pair, return_inverse=True)
-        n = np.bincount(inv).astype(np.float64)
-        s: np.ndarray
-        if self._value is not None:
-            s = np.bincount(inv, weights=self._value - centre, minlength=uniq.size)
-        else:
-            s = np.zeros(uniq.size)
-        return uniq // self.n_keys, uniq % self.n_keys, n, s
+        return pair_stats(self._user, self._code, self._value, self.n_keys, centre)
 
     def norms(self, centre: float) -> dict[str, np.ndarray]:
         """Per-user l2 norms of the three contribution vectors (users, count, sum)."""
         pu, _, n, s = self._pairs(centre)
-        m = self.n_users
-        return {
-            "users": np.sqrt(np.bincount(pu, minlength=m).astype(np.float64)),
-            "count": np.sqrt(np.bincount(pu, weights=n * n, minlength=m)),
-            "sum": np.sqrt(np.bincount(pu, weights=s * s, minlength=m)),
-        }
+        return user_norms(pu, n, s, self.n_users)
 
     def norm_histograms(self, units: dict[str, float], centre: float) -> dict[str, np.ndarray]:
         """Exact users per norm bin for each family (one user in one bin: l2 sensitivity 1)."""

@@ -33,7 +33,10 @@ from userdp.aggregate.local import (
     Columns,
     bin_of,
     draw_key_quantile,
+    pair_stats,
+    user_norms,
 )
+from userdp.data.encoding import _run_starts, run_bounds
 from userdp.exceptions import DataError
 from userdp.spark import require_pyspark, whole_partition
 
@@ -65,20 +68,11 @@ def _pair_stats(
     (pairs ordered by user, then key code), and the user's norm bin (:func:`bin_of`) for each
     family of ``units``."""
     user = pd.factorize(pdf[_U])[0].astype(np.int64)
-    key = pdf[_X].to_numpy(np.int64)
-    value = pdf[_V].to_numpy(np.float64)
-    uniq, inv = np.unique(user * n_keys + key, return_inverse=True)
-    n = np.bincount(inv).astype(np.float64)
-    s = np.bincount(inv, weights=value - centre, minlength=uniq.size)
-    pu, pk = uniq // n_keys, uniq % n_keys
-    m = int(pu[-1]) + 1 if pu.size else 0
-    first = np.ones(pu.size, dtype=bool)
-    first[1:] = pu[1:] != pu[:-1]
-    norms = {
-        "users": np.sqrt(np.bincount(pu, minlength=m).astype(np.float64)),
-        "count": np.sqrt(np.bincount(pu, weights=n * n, minlength=m)),
-        "sum": np.sqrt(np.bincount(pu, weights=s * s, minlength=m)),
-    }
+    pu, pk, n, s = pair_stats(
+        user, pdf[_X].to_numpy(np.int64), pdf[_V].to_numpy(np.float64), n_keys, centre
+    )
+    norms = user_norms(pu, n, s, int(pu[-1]) + 1 if pu.size else 0)
+    first = _run_starts(pu)  # one pair per user (the partition is not empty)
     out = {_X: pk, "n": n, "s": s, **{f"r_{f}": r[pu] for f, r in norms.items()}}
     out["first"] = first
     out.update({f"b_{f}": bin_of(norms[f], unit)[pu] for f, unit in units.items()})
@@ -357,8 +351,7 @@ class SparkEngine:
             code = code[order]
             y = pdf[_V].to_numpy(np.float64)[order]
             s = pdf["_s"].to_numpy(np.float64)[order]
-            starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
-            ends = np.r_[starts[1:], code.size]
+            starts, ends = run_bounds(code)
             x = [
                 draw_key_quantile(y[a:b], s[a:b], int(code[a]), q, **kw)
                 for a, b in zip(starts, ends, strict=True)

@@ -396,6 +396,13 @@ def _run_starts(sorted_values: np.ndarray) -> np.ndarray:
     return first
 
 
+def run_bounds(sorted_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, ends)`` of the runs of equal values in a sorted (non-empty) array: run ``j``
+    is ``sorted_values[starts[j]:ends[j]]``."""
+    starts = np.flatnonzero(_run_starts(sorted_values))
+    return starts, np.r_[starts[1:], sorted_values.size]
+
+
 def check_codes(
     users: Any, items: Any, n_users: int | None, n_items: int | None, cls: str, what: str
 ) -> tuple[np.ndarray, np.ndarray, int, int]:

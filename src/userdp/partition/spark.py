@@ -56,6 +56,7 @@ import dp_accounting
 import numpy as np
 
 from userdp._validation import check_int
+from userdp.data.encoding import run_bounds
 from userdp.data.hashing import canonical_column
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.partition._spark_weights import (
@@ -140,8 +141,7 @@ def _add_noise(noise: Any, round_index: int, sigma: float, pdf: pd.DataFrame) ->
     buckets = pdf[_IB].to_numpy()
     weights = pdf["_w"].to_numpy(dtype=float)
     noisy = np.empty(len(pdf))
-    starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
-    for a, b in zip(starts, [*starts[1:], len(pdf)], strict=True):
+    for a, b in zip(*run_bounds(buckets), strict=True):
         items = pdf[_I].iloc[a:b]
         noisy[a:b] = noise(round_index, int(buckets[a]), items, weights[a:b], sigma)
     return pdf.assign(_noisy=noisy)

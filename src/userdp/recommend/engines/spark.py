@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from userdp.data.encoding import run_bounds
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.multitask.allocation import release_counts, row_keys, sample_per_user
 from userdp.privacy.noise import NoiseSource
@@ -226,9 +227,9 @@ def _pack(items: np.ndarray, stats: np.ndarray, n_groups: int, extra: np.ndarray
     statistics; ``extra`` (the implicit term's Gram) as bucket -1."""
     group = items % n_groups
     order = np.argsort(group, kind="stable")
-    starts = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
-    ends = np.r_[starts[1:], order.size]
-    rows = [order[a:b] for a, b in zip(starts, ends, strict=True)] if order.size else []
+    rows = (
+        [order[a:b] for a, b in zip(*run_bounds(group[order]), strict=True)] if order.size else []
+    )
     tail = [] if extra is None else [(-1, b"", extra.tobytes())]
     return pd_frame(
         {
@@ -250,7 +251,7 @@ def _sum_partials(pdf: pd.DataFrame) -> pd.DataFrame:
     x = np.concatenate(parts).reshape(codes.size, -1)
     order = np.argsort(codes, kind="stable")
     codes, x = codes[order], x[order]
-    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    starts, _ = run_bounds(codes)
     total = np.add.reduceat(x, starts, axis=0)
     return pd_frame({"_g": [group], "_c": [codes[starts].tobytes()], "_x": [total.tobytes()]})
 

@@ -129,3 +129,28 @@ def test_selected_keys_differ_between_engines_only_by_the_selections_draws(spark
     assert a.contribution_bounds == b.contribution_bounds
     # the selection's count of users stands in for the engine's own
     assert a.diagnostics.n_users == b.diagnostics.n_users == pdf["user"].nunique()
+
+
+def test_spark_weight_column_is_the_local_user_weights_bit_for_bit(spark):
+    """The Spark engine writes the weighting rule min(1, C / r) as a column (no Python call);
+    it must give the local rule's doubles exactly, zero norms and ties with C included."""
+    from pyspark.sql import functions as F
+
+    from userdp.aggregate.local import user_weights
+    from userdp.aggregate.spark import _weight
+
+    rng = np.random.default_rng(3)
+    c = 2.5
+    norms = np.concatenate(
+        [
+            [0.0, c, np.nextafter(c, 0.0), np.nextafter(c, 10.0), 5e-324, 1e300],
+            rng.uniform(0.0, 5.0, 500),
+            rng.lognormal(0.0, 3.0, 500),
+        ]
+    )
+    frame = spark.createDataFrame(pd.DataFrame({"i": np.arange(norms.size), "r": norms}))
+    rows = frame.select("i", _weight(F.col("r"), c).alias("w")).collect()
+    got = np.empty(norms.size)
+    for row in rows:
+        got[row["i"]] = row["w"]
+    np.testing.assert_array_equal(got, user_weights(norms, c))

@@ -326,3 +326,26 @@ def test_python_workers_import_the_driver_s_userdp(spark):
 
     paths = set(spark.sparkContext.parallelize([0, 1], 2).mapPartitions(where).collect())
     assert paths == {Path(userdp.__file__).resolve().as_posix()}
+
+
+@pytest.mark.parametrize(
+    "name", ["basic", "dp-sips", "dp-sips-pooled", "mad", "mad2r", "mad2r-unpooled"]
+)
+def test_a_user_s_novel_items_are_never_released(spark, name):
+    """End to end on the Spark engine with its own noise: shared items held by many users are
+    released, while one user's 300 items that nobody else holds never are (the default MAD2R
+    noises only round 1's items in every-item rounds and carries them into the pooled test)."""
+    import pandas as pd
+
+    algorithm, extra = CASES[name]
+    rng = np.random.default_rng(7)
+    users = np.repeat(np.arange(400), 8)
+    shared = pd.DataFrame({"user": users, "item": rng.integers(0, 40, users.size)})
+    lone = pd.DataFrame({"user": -1, "item": np.arange(10_000, 10_300)})
+    frame = spark.createDataFrame(pd.concat([shared, lone], ignore_index=True))
+    options = {**extra, "max_items_per_user": 20}
+    for seed in range(2):
+        r = _run(frame, algorithm, "spark", epsilon=8.0, delta=1e-6, seed=seed, **options)
+        released = {row[0] for row in r.dataframe.collect()}
+        assert released, "nothing released: the test would not see a leak"
+        assert not released & set(range(10_000, 10_300)), sorted(released)[-5:]

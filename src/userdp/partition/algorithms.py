@@ -297,8 +297,9 @@ def _mad2r_steps(run: Runner, plan: Plan, o: dict[str, Any]) -> Any:
 
     Round 1 is unbiased MAD; round r > 1 removes the items released so far and those ruled out
     by round r-1, biases the rest (:class:`Mad2rDecision`), and runs biased MAD with
-    h(t) = b_max/sqrt(t). Noisy weights of rounds < k cover every item (the w_ext of Alg. 1) and
-    never leave the runner.
+    h(t) = b_max/sqrt(t). Noisy weights of rounds < k cover every item a later round may hold
+    (the w_ext of Alg. 1; without re-capping, the round's own items) and never leave the
+    runner.
     """
     k = len(plan.rounds)
     released: list[Any] = []

@@ -236,9 +236,10 @@ class PooledTest:
     noise scale (``sigma_tot / sqrt(p_r)`` grown by the grid's factor), for EVERY item and
     round; an item still in play after round k-1 is released iff it passes this test. The
     pooled noise ``sum_r p_r Z_r(i)`` is exactly N(0, s_Y^2) with ``s_Y^2 = sum_r p_r^2
-    s_r^2`` (about sigma_tot^2, the whole run's precision), independent across items. (The
-    Spark runner draws the last round's noise only for the items in it, the only ones tested;
-    given the history those draws are i.i.d. like the others, so the argument is unchanged.)
+    s_r^2`` (about sigma_tot^2, the whole run's precision), independent across items. (Both
+    runners draw a round's noise only for the items in it: a run that caps once never brings
+    an item back, so the other coordinates are never read; given the history the draws made
+    are i.i.d. like the ones skipped, so the argument is unchanged.)
 
     Why a novel item passes with probability <= ``threshold_delta`` (D' = D + user v, T the
     t <= Delta_0 items only v holds): for every history, round r's weights of v's items are

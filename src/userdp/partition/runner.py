@@ -19,7 +19,8 @@ The five steps:
     accountant, and return (noisy weights, released items). ``every_item=True`` gives every
     item of the input a noisy weight (pure noise when absent from the round: the w_ext of
     Alg. 1 line 9) for later rounds to query; only items of the round's input are ever
-    released.
+    released. A run that never re-caps needs no such item (its sets only shrink), so an
+    engine may then noise the round's items alone; ``remove`` reads nothing else.
 ``release_pooled(weights, round, history, test)``
     The last round of a pooled run: like ``release`` (same noise, same event), but the items
     released are those of the round's input whose pooled statistic over ``history`` (the

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import dp_accounting
 import numpy as np
@@ -161,19 +161,28 @@ class _Run:
         items: np.ndarray,
         test: Callable[[np.ndarray], np.ndarray] | None = None,
         present: np.ndarray | None = None,
+        codes: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Noisy weights over every item code and the released mask (Alg. 1 lines 7-9).
 
-        Codes absent from this round's input get pure noise (the w_ext of line 9), which later
-        rounds may query; only items present in the round's input can be released. Composes
-        the round into the accountant. ``test(noisy)`` replaces ``noisy >= rho`` (the pooled
-        final test).
+        Without ``codes``, codes absent from this round's input get pure noise (the w_ext of
+        line 9), which later rounds may query. With ``codes`` (sorted item codes, a superset
+        of the round's input), only those are noised and every other code reads ``-inf``
+        (never released, never compared with a threshold it could pass). Only items present
+        in the round's input can be released. Composes the round into the accountant.
+        ``test(noisy)`` replaces ``noisy >= rho`` (the pooled final test).
         """
         r = len(self.round_sizes)
         check_item_count(weights.size)
         tap = self._tap
         if tap is not None:  # tests only: record the weights
             self._tap_weights(tap, weights, items)
+        n_codes = weights.size
+        labels = self.data.item_labels
+        if codes is not None:
+            weights = weights.take(codes)
+            if tap is not None or is_recording():
+                labels = labels.take(pa.array(codes))
         if tap is None or tap.noise is None:
             # Safe noise on the run's one weight grid (rnd.grid; rho accounts for it, see
             # Round), from the round's own sub-stream, so the noise drawn does not depend on
@@ -184,15 +193,17 @@ class _Run:
                 statistic=f"partition.weights[round {r + 1}]",
                 l2=1.0,
                 linf=rnd.h_scale,
-                index=self.data.item_labels if is_recording() else None,
+                index=labels if is_recording() else None,
                 stream=(WEIGHT_STREAM, r),
                 size=WEIGHT_GRID_ITEMS,
                 thresholded=True,
             )
         else:  # tests only: substitute the noise, released on the same grid
-            labels = self.data.item_labels.to_pylist()
-            noise = np.asarray(tap.noise(r, labels, rnd.sigma), dtype=np.float64)
+            noise = np.asarray(tap.noise(r, labels.to_pylist(), rnd.sigma), dtype=np.float64)
             noisy = add_on_grid(weights, noise, rnd.grid)
+        if codes is not None:
+            part, noisy = noisy, np.full(n_codes, -np.inf)
+            noisy[codes] = part
         if test is None:
             selected = release_mask(noisy, items, rnd.rho, present)
         else:
@@ -260,6 +271,15 @@ class _Run:
         )
 
 
+class _Noisy(NamedTuple):
+    """A round's noisy weights over every item code (``-inf`` where not noised), the mask of
+    the round's items, and the codes noised (``None``: all)."""
+
+    values: np.ndarray
+    present: np.ndarray
+    codes: np.ndarray | None
+
+
 class LocalRunner:
     """:class:`~userdp.partition.runner.Runner` on NumPy code arrays (one machine).
 
@@ -286,6 +306,8 @@ class LocalRunner:
         self.items: np.ndarray = d.items
         self._degrees: np.ndarray | None = None
         self._present: np.ndarray | None = None
+        self._codes: np.ndarray | None = None
+        self._recap: bool | None = None  # the first cap's choice, which every round keeps
 
     @property
     def data(self) -> Contributions:
@@ -311,6 +333,9 @@ class LocalRunner:
         self.run.cap = self.max_items_per_user = cap
 
     def cap(self, *, recap: bool = True) -> None:
+        if self._recap is None:
+            self._recap = recap
+        self._codes = None
         if recap or not self.run.dropped:  # (re-)cap what is left of every user's set
             d = self.run.data
             pairs = (d.users, d.items)
@@ -331,6 +356,12 @@ class LocalRunner:
         if self._present is None:
             self._present = present_mask(self.items, self.run.data.n_items)
         return self._present
+
+    def codes(self) -> np.ndarray:
+        """The item codes of the current round's input, sorted (computed once per round)."""
+        if self._codes is None:
+            self._codes = np.flatnonzero(self.present())
+        return self._codes
 
     def degrees(self) -> np.ndarray:
         """Every user's number of pairs in the current round (computed once per round)."""
@@ -359,24 +390,28 @@ class LocalRunner:
 
     def release(
         self, weights: np.ndarray, rnd: Round, *, every_item: bool = False
-    ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
-        # Locally every code gets noise anyway (w_ext), so ``every_item`` changes nothing.
+    ) -> tuple[_Noisy, np.ndarray]:
+        """Noise the round's weights; ``every_item`` in a run that re-caps noises every code
+        (an item absent now may enter a later round's capped sets: the w_ext of Alg. 1 line
+        9). Otherwise only the round's items are noised: no later round can hold another
+        (sets only shrink without re-capping), and only they can be released."""
         present = self.present()
-        noisy, selected = self.run.release(rnd, weights, self.items, present=present)
-        return (noisy, present), selected
+        codes = None if every_item and self._recap else self.codes()
+        noisy, selected = self.run.release(rnd, weights, self.items, present=present, codes=codes)
+        return _Noisy(noisy, present, codes), selected
 
     def release_pooled(
         self,
         weights: np.ndarray,
         rnd: Round,
-        history: Sequence[tuple[np.ndarray, np.ndarray]],
+        history: Sequence[_Noisy],
         test: PooledTest,
-    ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
-        """The last round of a pooled run: its noisy weights (on every item code, like every
-        round's) and the items of its input that pass ``test`` on all rounds' noisy weights."""
-        earlier = [noisy for noisy, _ in history]
-        present = self.present()
-        codes = np.flatnonzero(present)
+    ) -> tuple[_Noisy, np.ndarray]:
+        """The last round of a pooled run: its noisy weights and the items of its input that
+        pass ``test`` on all rounds' noisy weights (each round noised every one of them: the
+        round's items were in every earlier round's input, pooled runs never re-cap)."""
+        earlier = [h.values for h in history]
+        present, codes = self.present(), self.codes()
 
         def passes(x: np.ndarray) -> np.ndarray:
             # Only the round's items can be released: evaluate the test on their codes alone
@@ -385,15 +420,26 @@ class LocalRunner:
             ok[codes] = test.passes([n.take(codes) for n in (*earlier, x)], np)
             return ok
 
-        noisy, selected = self.run.release(rnd, weights, self.items, passes, present)
-        return (noisy, present), selected
+        noisy, selected = self.run.release(rnd, weights, self.items, passes, present, codes)
+        return _Noisy(noisy, present, codes), selected
 
-    def remove(self, noisy: tuple[np.ndarray, np.ndarray], decide: Decide) -> None:
-        removed, bias = decide(*noisy, np)
-        self.removed |= removed
-        self.biases = (
-            np.ones(self.removed.size) if bias is None else np.where(self.removed, 1.0, bias)
-        )
+    def remove(self, noisy: _Noisy, decide: Decide) -> None:
+        """Apply ``decide`` to the codes the round noised (all codes, or the round's items:
+        any other code has no pair left in a run that does not re-cap)."""
+        if noisy.codes is None:
+            removed, bias = decide(noisy.values, noisy.present, np)
+            self.removed |= removed
+            self.biases = (
+                np.ones(self.removed.size) if bias is None else np.where(self.removed, 1.0, bias)
+            )
+            return
+        c = noisy.codes  # every one of them was in the round's input unless it re-caps
+        present = noisy.present.take(c) if self._recap else np.ones(c.size, dtype=bool)
+        removed, bias = decide(noisy.values.take(c), present, np)
+        self.removed[c] |= removed
+        self.biases = np.ones(self.removed.size)
+        if bias is not None:
+            self.biases[c] = np.where(self.removed.take(c), 1.0, bias)
 
     def abort(self) -> None:
         """Nothing to free locally."""

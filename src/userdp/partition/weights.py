@@ -112,12 +112,9 @@ def _biased_user_weights(
     w_biased = np.maximum(b_min, biases.take(items.take(biased))) * inv_sqrt.take(b_users)
     sum_biased_sq = np.bincount(b_users, weights=w_biased * w_biased, minlength=n_users)
     n_unbiased = deg - np.bincount(b_users, minlength=n_users)
-    share = np.divide(
-        np.maximum(1.0 - sum_biased_sq, 0.0),
-        n_unbiased,
-        out=np.zeros(n_users),
-        where=n_unbiased > 0,
-    )
+    # a user with no unbiased item (n_unbiased = 0) never reads its share: divide by 1 there
+    share = np.maximum(1.0 - sum_biased_sq, 0.0)
+    share /= np.maximum(n_unbiased, 1.0)
     unbiased_value = np.minimum(b_max * inv_sqrt, np.sqrt(share))  # line 5
     w = unbiased_value.take(users)
     w[biased] = w_biased
@@ -144,7 +141,8 @@ def _biased_user_weights(
         seg_inv_sqrt = inv_sqrt.take(seg_users)
         ww, ss = w.take(idx), seg_inv_sqrt.take(rank)
         small = ww < ss * (1.0 - tol)  # line 7: S_small = {w < 1/sqrt(|S_u|)}
-        max_small = np.maximum.reduceat(np.where(small, ww, -np.inf), starts)
+        max_small = np.full(seg_users.size, -np.inf)  # (maximum.at: faster than reduceat)
+        np.maximum.at(max_small, rank, np.where(small, ww, -np.inf))
         ss_u = np.bincount(rank, weights=np.where(small, ww * ww, 0.0), minlength=seg_users.size)
         # line 8: C = min(b_max/sqrt(d) / max_small w, sqrt(1 + (1 - sum w^2)/sum_small w^2))
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -205,6 +203,7 @@ def mad_weights(
     check_real(b_max, "b_max", "mad_weights", low=1.0)
     users, items = _index(users), _index(items)
     ideg = np.bincount(users, minlength=n_users) if degrees is None else degrees
+    users, n_users, ideg = _active_users(users, n_users, ideg)
     if items.size >= n_items:  # pair passes dominate: no need to look for unused codes
         return _mad_weights(users, items, n_users, n_items, tau, d_max, biases, b_min, b_max, ideg)
     present = np.zeros(n_items, dtype=bool)
@@ -231,6 +230,20 @@ def mad_weights(
     out = np.zeros(n_items)
     out[codes] = w
     return out
+
+
+def _active_users(
+    users: np.ndarray, n_users: int, ideg: np.ndarray
+) -> tuple[np.ndarray, int, np.ndarray]:
+    """``(users, n_users, degrees)`` renumbered over the users with a pair when at most 60%
+    of them have one (later rounds): every per-user array shrinks with them. ``users`` is
+    sorted, so the new codes are the ranks of the old ones; each user's values are computed
+    from the same floats in the same order, so the item weights are the same floats."""
+    active = np.flatnonzero(ideg)
+    if 5 * active.size > 3 * n_users:  # renumbering costs a pass over the pairs
+        return users, n_users, ideg
+    deg = ideg.take(active)
+    return np.repeat(np.arange(active.size, dtype=np.intp), deg), active.size, deg
 
 
 def _mad_weights(

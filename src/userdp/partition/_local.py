@@ -141,9 +141,12 @@ def filter_pairs(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Drop every pair whose item code is flagged in the boolean ``removed_items``.
 
-    Keeps the pairs' order (so pairs sorted by user stay sorted). ``np.compress`` rather than
-    boolean indexing: several times faster on NumPy 2.x for millions of pairs.
+    Keeps the pairs' order (so pairs sorted by user stay sorted). The kept positions once,
+    then two ``take``: faster on NumPy 2.x than two ``np.compress`` by the mask (measured
+    1.3-1.5x on 1.6M pairs keeping 8-75% of them), which is itself several times faster than
+    boolean indexing.
     """
     keep = removed_items.take(items)
     np.logical_not(keep, out=keep)
-    return np.compress(keep, users), np.compress(keep, items)
+    pos = np.flatnonzero(keep)
+    return users.take(pos), items.take(pos)

@@ -456,11 +456,17 @@ def bench_spark(sizes: list[int], seeds: int) -> list[dict[str, Any]]:
                 row[engine] = summarise_runs(runs, ds.metrics)
                 log(f"  spark part {ds.rows:,} rows {engine:5s} {_line(row[engine], ds.metrics)}")
             row["selection_seconds"] = _selection_alone(spark, path, seeds)
-            row["ratio"] = row["spark"]["seconds"]["mean"] / row["local"]["seconds"]["mean"]
+            row["skeleton_parts"] = _groupby_skeleton(spark, path, seeds)
+            row["skeleton_seconds"] = sum(row["skeleton_parts"])
+            local = row["local"]["seconds"]["mean"]
+            row["ratio"] = row["spark"]["seconds"]["mean"] / local
+            row["skeleton_ratio"] = row["skeleton_seconds"] / local
             log(
                 f"  spark part {ds.rows:,} rows: the key selection alone (its default, same "
                 f"frame) {row['selection_seconds']:.1f} s of the GROUP BY's "
-                f"{row['spark']['seconds']['mean']:.1f} s"
+                f"{row['spark']['seconds']['mean']:.1f} s; a GROUP BY skeleton "
+                f"{row['skeleton_seconds']:.1f} s = {row['skeleton_ratio']:.1f}x local "
+                "(selection part {:.1f} s, metrics part {:.1f} s)".format(*row["skeleton_parts"])
             )
             out.append(row)
     _ = userdp
@@ -488,6 +494,46 @@ def _selection_alone(spark: Any, path: Path, seeds: int) -> float:
         secs.append(time.perf_counter() - t0)  # the result is materialized by the call
         r.dataframe.unpersist()
     return float(np.mean(secs))
+
+
+def _groupby_skeleton(spark: Any, path: Path, seeds: int) -> tuple[float, float]:
+    """Mean seconds of a *GROUP BY skeleton* on Spark: a lower bound on what a Spark GROUP BY
+    with privately selected keys must do, with none of userdp's book-keeping. The MAD skeleton
+    of ``partition_spark_floor.py`` (four rounds of MAD's passes over the capped (user, key)
+    pairs, ranked once; no noise, biasing or removal) stands for the key selection, then one
+    aggregation for the metrics: rows grouped by (user, key) with their count and value sum,
+    each user's l2 norm (a window by user), and per key the weighted users, rows and sums (no
+    bound choice, histogram, noise, join with the selected keys or quantiles). Reads the same
+    file as the timed runs. Returns the mean seconds of its two parts (selection, metrics)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from partition_spark_floor import run_mad_skeleton
+
+    norm = F.sqrt(F.sum(F.col("c") * F.col("c")).over(Window.partitionBy("user")))
+    secs = []
+    for _ in range(seeds):
+        t0 = time.perf_counter()
+        df = spark.read.parquet(str(path))
+        run_mad_skeleton(df, "user", "key")
+        t1 = time.perf_counter()
+        pairs = (
+            df.repartition("user")
+            .groupBy("user", "key")
+            .agg(F.count(F.lit(1)).alias("c"), F.sum("value").alias("s"))
+            .withColumn("n", norm)
+            .withColumn("w", F.least(F.lit(1.0), 3.0 / F.col("n")))
+        )
+        (
+            pairs.groupBy("key")
+            .agg(F.sum("w"), F.sum(F.col("w") * F.col("c")), F.sum(F.col("w") * F.col("s")))
+            .write.format("noop")
+            .mode("overwrite")
+            .save()
+        )
+        secs.append((t1 - t0, time.perf_counter() - t1))
+    a, b = np.mean(secs, axis=0)
+    return float(a), float(b)
 
 
 # -- report --------------------------------------------------------------------------------------
@@ -583,7 +629,9 @@ def print_summary(results: dict[str, Any]) -> None:
         print(
             f"Spark {r['rows']:,} rows: local {r['local']['seconds']['mean']:.1f} s,"
             f" spark {r['spark']['seconds']['mean']:.1f} s (x{r['ratio']:.1f}; the key selection"
-            f" alone {r.get('selection_seconds', float('nan')):.1f} s)"
+            f" alone {r.get('selection_seconds', float('nan')):.1f} s; a GROUP BY skeleton"
+            f" {r.get('skeleton_seconds', float('nan')):.1f} s ="
+            f" x{r.get('skeleton_ratio', float('nan')):.1f})"
         )
     print("\nTargets")
     for t in results["targets"]:

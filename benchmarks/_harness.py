@@ -216,3 +216,48 @@ def zipf_pairs(
         perm = rng.permutation(n_pairs)
         users, items = users[perm], items[perm]
     return users, items, n_users
+
+
+def run_mad_skeleton(df: Any, user: str, item: str, rounds: int = 4) -> None:
+    """The *MAD skeleton* on Spark: what a round of MAD itself must do (Alg. 3), ``rounds``
+    times over the same capped pairs of ``df``'s (``user``, ``item``) columns, run to the end:
+    each user's pairs ranked once in a hashed capping order (cached), then per round one pass
+    summing the adaptive users' initial weights per item (the heavy items, broadcast) and one
+    summing each user's excess over its items (a window by user) before the item sums, and a
+    threshold on a stand-in for the noise; no noise draw, biasing, removal or book-keeping.
+    A lower bound on what an engine running MAD rounds can reach
+    (``partition_spark_floor.py``, ``aggregate.py --spark``)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    by_user = Window.partitionBy(user)
+    pairs = (
+        df.repartition(user)
+        .groupBy(user, item)
+        .count()
+        .withColumn("h", F.xxhash64(user, item))
+        .withColumn("rn", F.row_number().over(by_user.orderBy("h")))
+        .withColumn("n", F.count(F.lit(1)).over(by_user))
+        .persist()
+    )
+    pairs.count()
+    capped = pairs.where(F.col("rn") <= 100).withColumn(
+        "deg", F.least(F.col("n"), F.lit(100)).cast("double")
+    )
+    for _ in range(rounds):
+        init = capped.withColumn("init", F.when(F.col("deg") <= 50, 1.0 / F.col("deg")))
+        heavy = (
+            init.groupBy(item)
+            .agg(F.sum("init").alias("wi"))
+            .where(F.col("wi") > 10.0)
+            .select(item, ((F.col("wi") - 10.0) / F.col("wi")).alias("r"))
+        )
+        w = (
+            init.join(F.broadcast(heavy), item, "left")
+            .withColumn("e", F.sum(F.coalesce("r", F.lit(0.0))).over(by_user) / F.col("deg"))
+            .groupBy(item)
+            .agg(F.sum(F.col("e") + 1.0 / F.sqrt("deg")).alias("w"))
+        )
+        noisy = w.withColumn("x", F.col("w") + F.xxhash64(item) % 5)  # stands for noise
+        noisy.where(F.col("x") >= 20.0).count()
+    pairs.unpersist()

@@ -54,7 +54,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from _harness import DEFAULT_NPM, RESULTS, SHARED_DATA, finish, log, machine, pyplot, versions
+from _harness import (
+    DEFAULT_NPM,
+    RESULTS,
+    SHARED_DATA,
+    finish,
+    log,
+    machine,
+    pyplot,
+    run_mad_skeleton,
+    versions,
+)
 
 EPSILONS = (0.5, 1.0, 4.0)
 DELTA = 1e-5
@@ -507,8 +517,6 @@ def _groupby_skeleton(spark: Any, path: Path, seeds: int) -> tuple[float, float]
     file as the timed runs. Returns the mean seconds of its two parts (selection, metrics)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-
-    from partition_spark_floor import run_mad_skeleton
 
     norm = F.sqrt(F.sum(F.col("c") * F.col("c")).over(Window.partitionBy("user")))
     secs = []

@@ -51,7 +51,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from _harness import RESULTS, finish, log, pyplot, zipf_pairs
+from _harness import RESULTS, finish, log, pyplot, run_mad_skeleton, zipf_pairs
 
 EPSILON, DELTA, SEED = 1.0, 1e-5, 0
 
@@ -83,45 +83,6 @@ def engine_log() -> Iterator[list[str]]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
-
-
-def run_mad_skeleton(df: Any, user: str, item: str, rounds: int = 4) -> None:
-    """What a MAD round must do on Spark (see the module docstring), ``rounds`` times over the
-    same capped pairs of ``df``'s (``user``, ``item``) columns; runs to the end."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    by_user = Window.partitionBy(user)
-    pairs = (
-        df.repartition(user)
-        .groupBy(user, item)
-        .count()
-        .withColumn("h", F.xxhash64(user, item))
-        .withColumn("rn", F.row_number().over(by_user.orderBy("h")))
-        .withColumn("n", F.count(F.lit(1)).over(by_user))
-        .persist()
-    )
-    pairs.count()
-    capped = pairs.where(F.col("rn") <= 100).withColumn(
-        "deg", F.least(F.col("n"), F.lit(100)).cast("double")
-    )
-    for _ in range(rounds):
-        init = capped.withColumn("init", F.when(F.col("deg") <= 50, 1.0 / F.col("deg")))
-        heavy = (
-            init.groupBy(item)
-            .agg(F.sum("init").alias("wi"))
-            .where(F.col("wi") > 10.0)
-            .select(item, ((F.col("wi") - 10.0) / F.col("wi")).alias("r"))
-        )
-        w = (
-            init.join(F.broadcast(heavy), item, "left")
-            .withColumn("e", F.sum(F.coalesce("r", F.lit(0.0))).over(by_user) / F.col("deg"))
-            .groupBy(item)
-            .agg(F.sum(F.col("e") + 1.0 / F.sqrt("deg")).alias("w"))
-        )
-        noisy = w.withColumn("x", F.col("w") + F.xxhash64(item) % 5)  # stands for noise
-        noisy.where(F.col("x") >= 20.0).count()
-    pairs.unpersist()
 
 
 def one_size(spark: Any, n_pairs: int, repeats: int, work: Path, rounds: int = 4) -> dict[str, Any]:

@@ -341,6 +341,22 @@ def test_biased_mad_weights_match_paper_algorithm_3(seed):
         np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("biased", [False, True])
+def test_mad_weights_are_the_same_floats_when_most_user_codes_have_no_pair(seed, biased):
+    # Later rounds leave most user codes without a pair; mad_weights then renumbers the users
+    # that have one. Spreading the codes over 5x as many users (empty codes in between) must
+    # give the very same floats as the compact codes, unbiased and biased.
+    users, items, n_users, n_items = random_sets(seed)
+    rng = np.random.default_rng(seed)
+    biases = np.where(rng.random(n_items) < 0.4, 1.0, rng.uniform(0.0, 1.0, n_items))
+    kw = dict(tau=1.5, d_max=8, biases=biases, b_min=0.5, b_max=2.0) if biased else {}
+    kw = {"tau": 1.5, "d_max": 8, **kw}
+    compact = mad_weights(users, items, n_users, n_items, **kw)
+    spread = mad_weights(5 * users + 2, items, 5 * n_users + 3, n_items, **kw)
+    np.testing.assert_array_equal(spread, compact)
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_mad_weight_is_at_least_min_of_basic_weight_and_tau(seed):
     # Thm. 6.1, for tau >= 1 and d_max >= 4.

@@ -271,3 +271,43 @@ def test_the_pooled_threshold_needs_no_memory_proportional_to_the_cap():
     dense = float(np.max(weight(t) + quantile(t)))
     assert max_over_degrees(weight, quantile, cap) == pytest.approx(dense, rel=0, abs=1e-12)
     assert max_over_degrees(weight, quantile, 10**12) >= dense  # the threshold only grows
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "options", "every_code_in_round"),
+    [
+        ("mad2r", {}, {}),  # pooled, caps once: each round noises its own items
+        ("dp-sips", {"rounds": 3, "pooled": True}, {}),
+        ("mad", {}, {}),
+        ("mad2r", {"pooled": False}, {0}),  # re-caps: round 1 noises every item (w_ext)
+    ],
+)
+def test_the_local_runner_noises_the_items_a_later_step_can_read(
+    algorithm, options, every_code_in_round
+):
+    # A run that never re-caps can never bring back an item absent from a round, so that
+    # round's noise is drawn for its own items only; a re-capping run's non-final rounds
+    # noise every item of the input (an item may enter a later round's capped sets).
+    rng = np.random.default_rng(4)
+    pairs = [(f"u{u}", f"i{int(i)}") for u in range(400) for i in rng.zipf(1.4, 30) % 500]
+    every = {i for _, i in pairs}
+    noised: list[set[str]] = []
+
+    def noise(r, labels, sigma):
+        noised.append(set(labels))
+        return rng.normal(0.0, sigma, len(labels))
+
+    tap = Tap(noise=noise)
+    select_partitions(
+        pairs,
+        algorithm=algorithm,
+        epsilon=2.0,
+        delta=1e-5,
+        max_items_per_user=8,
+        seed=1,
+        _tap=tap,
+        **options,
+    )
+    assert len(noised) == len(tap.weights) >= 1
+    for r, (labels, weights) in enumerate(zip(noised, tap.weights, strict=True)):
+        assert labels == (every if r in every_code_in_round else set(weights))

@@ -236,14 +236,15 @@ def _active_users(
     users: np.ndarray, n_users: int, ideg: np.ndarray
 ) -> tuple[np.ndarray, int, np.ndarray]:
     """``(users, n_users, degrees)`` renumbered over the users with a pair when at most 60%
-    of them have one (later rounds): every per-user array shrinks with them. ``users`` is
-    sorted, so the new codes are the ranks of the old ones; each user's values are computed
-    from the same floats in the same order, so the item weights are the same floats."""
+    of them have one (later rounds): every per-user array shrinks with them. The new codes
+    keep the old ones' order (pairs sorted by user stay sorted) and each user's values are
+    computed from the same floats in the same order, so the item weights are the same floats."""
     active = np.flatnonzero(ideg)
     if 5 * active.size > 3 * n_users:  # renumbering costs a pass over the pairs
         return users, n_users, ideg
-    deg = ideg.take(active)
-    return np.repeat(np.arange(active.size, dtype=np.intp), deg), active.size, deg
+    code = np.zeros(n_users, dtype=np.intp)
+    code[active] = np.arange(active.size, dtype=np.intp)
+    return code.take(users), active.size, ideg.take(active)
 
 
 def _mad_weights(

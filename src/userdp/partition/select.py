@@ -424,8 +424,9 @@ class LocalRunner:
         return _Noisy(noisy, present, codes), selected
 
     def remove(self, noisy: _Noisy, decide: Decide) -> None:
-        """Apply ``decide`` to the codes the round noised (all codes, or the round's items:
-        any other code has no pair left in a run that does not re-cap)."""
+        """Apply ``decide`` to the codes the round noised: every code, or the round's items
+        (codes never noised are neither removed nor biased; in a run that does not re-cap
+        they have no pair left anyway)."""
         if noisy.codes is None:
             removed, bias = decide(noisy.values, noisy.present, np)
             self.removed |= removed
@@ -433,9 +434,8 @@ class LocalRunner:
                 np.ones(self.removed.size) if bias is None else np.where(self.removed, 1.0, bias)
             )
             return
-        c = noisy.codes  # every one of them was in the round's input unless it re-caps
-        present = noisy.present.take(c) if self._recap else np.ones(c.size, dtype=bool)
-        removed, bias = decide(noisy.values.take(c), present, np)
+        c = noisy.codes  # the round's items: all present
+        removed, bias = decide(noisy.values.take(c), np.ones(c.size, dtype=bool), np)
         self.removed[c] |= removed
         self.biases = np.ones(self.removed.size)
         if bias is not None:

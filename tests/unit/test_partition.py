@@ -672,3 +672,20 @@ def test_release_mask_never_releases_a_code_outside_the_rounds_input():
     assert np.flatnonzero(release_mask(noisy, items, threshold=20.0)).tolist() == [1, 4]
     noisy[4] = 19.999
     assert np.flatnonzero(release_mask(noisy, items, threshold=20.0)).tolist() == [1]
+
+
+def test_a_failing_cleanup_never_replaces_the_error_that_stopped_a_run(monkeypatch):
+    # Ctrl-C inside a Spark job can leave py4j unable to answer the cleanup's calls; the
+    # user must still see the interrupt (exit 130 on the command line), not the cleanup's error.
+    from userdp.partition.select import LocalRunner
+
+    def interrupted(self, rule):
+        raise KeyboardInterrupt
+
+    def broken(self):
+        raise RuntimeError("Answer from Java side is empty")
+
+    monkeypatch.setattr(LocalRunner, "weights", interrupted)
+    monkeypatch.setattr(LocalRunner, "abort", broken)
+    with pytest.raises(KeyboardInterrupt):
+        select_partitions([("u1", "a"), ("u2", "a")], epsilon=1.0, delta=1e-5, seed=0)

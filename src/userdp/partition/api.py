@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -120,7 +121,10 @@ or pyspark.sql.DataFrame
                 o, plan = _auto_cap(runner, spec, total, o, plan)
             result = spec.steps(runner, plan, o)
         except BaseException:
-            runner.abort()
+            # Best effort: freeing the engine's frames must never replace the error (or the
+            # Ctrl-C) that got here, e.g. a py4j call failing after an interrupted one.
+            with contextlib.suppress(Exception):
+                runner.abort()
             raise
     if accountant is not None:
         accountant.compose(result.dp_event)

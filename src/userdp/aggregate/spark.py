@@ -36,7 +36,7 @@ from userdp.aggregate.local import (
     pair_stats,
     user_norms,
 )
-from userdp.data.encoding import _run_starts, run_bounds
+from userdp.data.encoding import run_bounds, run_starts
 from userdp.exceptions import DataError
 from userdp.spark import require_pyspark, whole_partition
 
@@ -72,7 +72,7 @@ def _pair_stats(
         user, pdf[_X].to_numpy(np.int64), pdf[_V].to_numpy(np.float64), n_keys, centre
     )
     norms = user_norms(pu, n, s, int(pu[-1]) + 1 if pu.size else 0)
-    first = _run_starts(pu)  # one pair per user (the partition is not empty)
+    first = run_starts(pu)  # one pair per user (the partition is not empty)
     out = {_X: pk, "n": n, "s": s, **{f"r_{f}": r[pu] for f, r in norms.items()}}
     out["first"] = first
     out.update({f"b_{f}": bin_of(norms[f], unit)[pu] for f, unit in units.items()})

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Self, cast
 import numpy as np
 import pyarrow as pa
 
-from userdp.data.encoding import _run_starts, check_codes, check_column_roles, encode_ids, to_arrow
+from userdp.data.encoding import check_codes, check_column_roles, encode_ids, run_starts, to_arrow
 from userdp.exceptions import DataError
 
 __all__ = ["Contributions", "as_contributions"]
@@ -118,7 +118,7 @@ class Contributions:
             del order
         else:  # pairs alone: duplicates are identical, an in-place sort is enough
             key.sort()
-            keep = _run_starts(key)
+            keep = run_starts(key)
         n_dup = int(key.size - np.count_nonzero(keep))
         if n_dup:
             key = key[keep]
@@ -133,7 +133,7 @@ class Contributions:
             raise DataError("user_labels/item_labels are shorter than the number of codes.")
         if not keep_empty_users:
             # Users are dense codes 0..n_users-1 of users with at least one row (sorted: cheap).
-            first = _run_starts(uu)
+            first = run_starts(uu)
             if int(np.count_nonzero(first)) != len(ul):
                 ul = ul.take(pa.array(uu[first]))
                 uu = (np.cumsum(first, dtype=np.int32) - 1).astype(np.int32, copy=False)

@@ -236,7 +236,7 @@ def _integer_codes(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         key.sort()
         value = key >> np.uint64(row_bits)
         key &= np.uint64((1 << row_bits) - 1)  # rows, grouped by id
-        start = _run_starts(value)
+        start = run_starts(value)
         rank = np.cumsum(start, dtype=np.int32)
         rank -= 1  # sorted rank of each id, per sorted element
         order = np.argsort(key[start])  # sorted ranks by first row (distinct rows)
@@ -311,7 +311,7 @@ def _sorted_numeric(ids: np.ndarray, column: str) -> tuple[np.ndarray, np.ndarra
         # np.unique(return_inverse=True) argsorts (slow on large arrays); the vectorised sort
         # and a binary search give the same labels and codes.
         values = np.sort(ids)
-        labels = values[_run_starts(values)]
+        labels = values[run_starts(values)]
         del values
         codes: np.ndarray = np.searchsorted(labels, ids).astype(np.int32)
         return codes, labels.astype(np.int64) if np.can_cast(labels.dtype, np.int64) else labels
@@ -388,8 +388,9 @@ def encode_ids(
     return codes, labels
 
 
-def _run_starts(sorted_values: np.ndarray) -> np.ndarray:
-    """Boolean mask of the first element of each run of equal values in a sorted array."""
+def run_starts(sorted_values: np.ndarray) -> np.ndarray:
+    """Boolean mask of the first element of each run of equal values in a sorted (non-empty)
+    array."""
     first = np.empty(sorted_values.size, dtype=bool)
     first[0] = True
     np.not_equal(sorted_values[1:], sorted_values[:-1], out=first[1:])
@@ -399,7 +400,7 @@ def _run_starts(sorted_values: np.ndarray) -> np.ndarray:
 def run_bounds(sorted_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(starts, ends)`` of the runs of equal values in a sorted (non-empty) array: run ``j``
     is ``sorted_values[starts[j]:ends[j]]``."""
-    starts = np.flatnonzero(_run_starts(sorted_values))
+    starts = np.flatnonzero(run_starts(sorted_values))
     return starts, np.r_[starts[1:], sorted_values.size]
 
 

@@ -357,6 +357,28 @@ def test_mad_weights_are_the_same_floats_when_most_user_codes_have_no_pair(seed,
     np.testing.assert_array_equal(spread, compact)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_biased_mad_weights_match_algorithm_3_on_both_sides_of_truncation(seed):
+    # Biased MAD skips the w_init passes when no item can exceed tau (its UserWeights sums
+    # bound w_init from above). Put tau just above and just below the largest w_init, and
+    # between it and the largest UserWeights sum, where the bound says "maybe" but nothing is
+    # truncated: each must match the per-user loops of Alg. 3.
+    users, items, n_users, n_items = random_sets(seed, n_users=400, n_items=30, max_deg=10)
+    rng = np.random.default_rng(seed)
+    biases = np.where(rng.random(n_items) < 0.4, 1.0, rng.uniform(0.0, 1.0, n_items))
+    kw = {"d_max": 8, "biases": biases, "b_min": 0.5, "b_max": 1.5}
+    deg = np.bincount(users)
+    adaptive = (deg >= 4) & (deg <= kw["d_max"])
+    w_init = np.bincount(items, weights=np.where(adaptive, 1.0 / deg, 0.0)[users])
+    w_user = np.bincount(items, weights=user_weights(users, items, n_users, biases, 0.5, 1.5))
+    top, top_user = w_init.max(), w_user.max()
+    assert top >= 1.0 and top_user > 1.01 * top  # tau >= 1 is required; room in between
+    for tau in (0.99 * top, 1.01 * top, (top + top_user) / 2, 1.01 * top_user):
+        got = mad_weights(users, items, n_users, n_items, tau=max(tau, 1.0), **kw)
+        ref = ref_mad(users, items, n_items, max(tau, 1.0), 8, biases, 0.5, 1.5)
+        np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_mad_weight_is_at_least_min_of_basic_weight_and_tau(seed):
     # Thm. 6.1, for tau >= 1 and d_max >= 4.

@@ -23,6 +23,7 @@ __all__ = ["basic_weights", "mad_weights", "user_weights"]
 
 #: Round-off allowance of UserWeights' "< 1" test (:func:`user_weights`' ``tol``).
 _TOL = 1e-12
+_EPS = float(np.finfo(np.float64).eps)
 
 
 def _index(codes: np.ndarray) -> np.ndarray:
@@ -103,43 +104,47 @@ def _biased_user_weights(
     inv_sqrt: np.ndarray,
 ) -> np.ndarray:
     """:func:`user_weights` with biases, on ``np.intp`` codes, with the users' degrees (as
-    integers and floats) and ``1/sqrt(degree)``."""
+    integers and floats) and ``1/sqrt(degree)``.
+
+    Only biased pairs can be small (line 7): a user's unbiased value is
+    min(b_max/sqrt(d), sqrt((1 - sum_biased w^2)/n_unbiased)) and, biased weights being at most
+    1/sqrt(d) each, sum_biased w^2 <= n_biased/d, so both terms are >= 1/sqrt(d). The loop of
+    lines 6-9 therefore runs on the biased pairs alone, with each user's unbiased part of the
+    squared norm (n_unbiased times its value squared) as a constant.
+    """
     n_users = ideg.size
-    # line 4 on the biased pairs only: the others' zeros add nothing to the per-user sums
-    # (x + 0.0 == x), so these are the same floats as sums over every pair
+    # line 4 on the biased pairs (sorted by user, as the pairs)
     biased = np.flatnonzero((biases < 1.0).take(items))
     b_users = users.take(biased)
-    w_biased = np.maximum(b_min, biases.take(items.take(biased))) * inv_sqrt.take(b_users)
-    sum_biased_sq = np.bincount(b_users, weights=w_biased * w_biased, minlength=n_users)
-    n_unbiased = deg - np.bincount(b_users, minlength=n_users)
+    wb = np.maximum(b_min, biases.take(items.take(biased))) * inv_sqrt.take(b_users)
+    b_deg = np.bincount(b_users, minlength=n_users)
+    sum_biased_sq = np.bincount(b_users, weights=wb * wb, minlength=n_users)
+    n_unbiased = deg - b_deg
     # a user with no unbiased item (n_unbiased = 0) never reads its share: divide by 1 there
     share = np.maximum(1.0 - sum_biased_sq, 0.0)
     share /= np.maximum(n_unbiased, 1.0)
     unbiased_value = np.minimum(b_max * inv_sqrt, np.sqrt(share))  # line 5
-    w = unbiased_value.take(users)
-    w[biased] = w_biased
+    unbiased_sq = n_unbiased * (unbiased_value * unbiased_value)
 
-    total = np.bincount(users, weights=w * w, minlength=n_users)
-    # The users still to scale (sorted; users left with no pair have nothing to scale) and
-    # their sums of squares. Pairs are sorted by user: each pass works on the contiguous
-    # segments of these users, summing per segment with bincount over segment ranks (the same
-    # additions, in the same order, as a bincount over user codes).
-    seg_users = np.flatnonzero((total < 1.0 - tol) & (deg > 0))
+    # The users still to scale (sorted; a user without biased pairs has none small) and their
+    # squared norms. Each pass works on the contiguous segments of these users' biased pairs,
+    # summing per segment with bincount over segment ranks.
+    total = unbiased_sq + sum_biased_sq
+    seg_users = np.flatnonzero((total < 1.0 - tol) & (b_deg > 0))
     seg_total = total.take(seg_users)
-    first = np.zeros(n_users, dtype=np.intp)  # each user's first pair
-    np.cumsum(ideg[:-1], out=first[1:])
-    for _ in range(int(deg.max(initial=0)) + 2):  # lines 6-9; terminates (see docstring)
+    first = np.zeros(n_users, dtype=np.intp)  # each user's first biased pair
+    np.cumsum(b_deg[:-1], out=first[1:])
+    for _ in range(int(deg.max(initial=0)) + 2):  # lines 6-9; terminates (see user_weights)
         if not seg_users.size:
             break
-        seg_deg = ideg.take(seg_users)
+        seg_deg = b_deg.take(seg_users)
         starts = np.zeros(seg_users.size, dtype=np.intp)
         np.cumsum(seg_deg[:-1], out=starts[1:])
         rank = np.repeat(np.arange(seg_users.size, dtype=np.intp), seg_deg)
-        # the pairs of these users, still sorted by user
         idx = np.arange(rank.size, dtype=np.intp)
         idx += (first.take(seg_users) - starts).take(rank)
         seg_inv_sqrt = inv_sqrt.take(seg_users)
-        ww, ss = w.take(idx), seg_inv_sqrt.take(rank)
+        ww, ss = wb.take(idx), seg_inv_sqrt.take(rank)
         small = ww < ss * (1.0 - tol)  # line 7: S_small = {w < 1/sqrt(|S_u|)}
         max_small = np.full(seg_users.size, -np.inf)  # (maximum.at: faster than reduceat)
         np.maximum.at(max_small, rank, np.where(small, ww, -np.inf))
@@ -152,10 +157,13 @@ def _biased_user_weights(
             )
         c = np.where((ss_u > 0) & np.isfinite(c), np.maximum(c, 1.0), 1.0)
         ww = np.where(small, ww * c.take(rank), ww)  # line 9
-        w[idx] = ww
-        seg_total = np.bincount(rank, weights=ww * ww, minlength=seg_users.size)
+        wb[idx] = ww
+        seg_total = unbiased_sq.take(seg_users)
+        seg_total += np.bincount(rank, weights=ww * ww, minlength=seg_users.size)
         go_on = (seg_total < 1.0 - tol) & (c > 1.0)  # below budget and still progressing
         seg_users, seg_total = seg_users.compress(go_on), seg_total.compress(go_on)
+    w = unbiased_value.take(users)
+    w[biased] = wb
     return w
 
 
@@ -261,10 +269,17 @@ def _mad_weights(
 ) -> np.ndarray:
     """:func:`mad_weights` on validated ``np.intp`` codes, with the users' degrees."""
     deg = ideg.astype(np.float64)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore"):  # users without pairs are never indexed
         inv = 1.0 / deg
+        inv_sqrt = 1.0 / np.sqrt(deg)
     adaptive = (deg >= math.ceil(1.0 / b_min**2)) & (deg <= d_max)  # line 3
     inv_adaptive = np.where(adaptive, inv, 0.0)
+    wb = None
+    if biases is not None:  # line 13 (UserWeights)
+        wb = _biased_user_weights(users, items, biases, b_min, b_max, _TOL, ideg, deg, inv_sqrt)
+        total = _untruncated(users, items, n_items, tau, wb, inv_adaptive)
+        if total is not None:
+            return total
     init_pair = inv_adaptive.take(users)  # 1/|S_u| for adaptive users' pairs, else 0
     w_init = np.bincount(items, weights=init_pair, minlength=n_items)  # line 5
     w_trunc = np.minimum(w_init, tau)  # line 8
@@ -281,17 +296,45 @@ def _mad_weights(
     # line 11 (rerouted alpha/d_max e_u) and lines 14-17 (adaptive users add w_b - 1/|S_u|, the
     # others add w_b) in one pass over the pairs; unbiased, w_b = 1/sqrt(|S_u|) is one value per
     # user, so the whole per-pair term is (the same float operations, once per user)
-    with np.errstate(divide="ignore"):  # users without pairs are never indexed
-        inv_sqrt = 1.0 / np.sqrt(deg)
-    if biases is None:
+    if wb is None:
         per_user = inv_sqrt
         if extra is not None:
             per_user += extra
         per_user -= inv_adaptive
         wb = per_user.take(users)
-    else:  # line 13 (UserWeights)
-        wb = _biased_user_weights(users, items, biases, b_min, b_max, _TOL, ideg, deg, inv_sqrt)
+    else:
         if extra is not None:
             wb += extra.take(users)
         wb -= init_pair
     return w_trunc + np.bincount(items, weights=wb, minlength=n_items)
+
+
+def _untruncated(
+    users: np.ndarray,
+    items: np.ndarray,
+    n_items: int,
+    tau: float,
+    wb: np.ndarray,
+    inv_adaptive: np.ndarray,
+) -> np.ndarray | None:
+    """Biased MAD's item weights when no item's w_init exceeds ``tau``, else None.
+
+    Then every r(i) = 0 and e_u = 0 (lines 6-11), and the weights w_init + sum (w_b -
+    1/|S_u|) are the sums W of the UserWeights weights: one pass over the pairs instead of
+    three. Which items to check: every UserWeights weight is >= b_min/sqrt(d) >= 1/d for an
+    adaptive user (d >= 1/b_min^2), its pair's share of w_init, so W bounds w_init from above
+    and only items with W > tau (a few hundred in later rounds, whose items are below the
+    threshold) can be truncated; their w_init is summed over their pairs alone (the same
+    additions in the same order as over every pair). The margin covers round-off: each float
+    sum of n >= 0 terms is within n eps of its exact value.
+    """
+    total = np.bincount(items, weights=wb, minlength=n_items)
+    maybe = total * (1.0 + 4.0 * items.size * _EPS) > tau
+    if maybe.any():
+        pos = np.flatnonzero(maybe.take(items))
+        w_init = np.bincount(
+            items.take(pos), weights=inv_adaptive.take(users.take(pos)), minlength=n_items
+        )
+        if (w_init > tau).any():
+            return None
+    return total

@@ -435,9 +435,15 @@ class LocalRunner:
             )
             return
         c = noisy.codes  # the round's items: all present
+        n = self.removed.size
+        if c.size == n:  # every code (a first round, usually): no gather or scatter
+            removed, bias = decide(noisy.values, np.ones(n, dtype=bool), np)
+            self.removed |= removed
+            self.biases = np.ones(n) if bias is None else np.where(self.removed, 1.0, bias)
+            return
         removed, bias = decide(noisy.values.take(c), np.ones(c.size, dtype=bool), np)
         self.removed[c] |= removed
-        self.biases = np.ones(self.removed.size)
+        self.biases = np.ones(n)
         if bias is not None:
             self.biases[c] = np.where(self.removed.take(c), 1.0, bias)
 

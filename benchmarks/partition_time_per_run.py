@@ -9,11 +9,13 @@ On the shared Zipf set, the npm summaries as words and as words + bigrams (built
 ``benchmarks/partition_selection.py`` builds them; each skipped when its file is absent;
 ``--quick``: a generated Zipf set of 20,000 users and 2 seeds instead, < 1 minute), every
 seed runs ``select_partitions(data, epsilon=1, delta=1e-5, seed=s)`` then the same with
-``pooled=False``, alternated in one process after one warm-up run of each. Each run is timed
+``pooled=False``, alternated in one process after one warm-up run of each (a ``--before-src``
+from before the ``pooled`` option runs its own default alone). Each run is timed
 in CPU seconds (``time.process_time``, less sensitive to the other processes on a shared
 machine) and in wall seconds. With ``--before-src`` the script alternates fresh processes of
 the two versions (``--repeats`` each), so both see the same load. Prints the medians, the
-ratio default / ``pooled=False`` of the medians, and the load average; writes
+ratio default / ``pooled=False`` of the medians, with ``--before-src`` the ratio of the two
+versions' defaults, and the load average; writes
 ``partition_time_per_run.json`` to ``--out-dir`` (default ``benchmarks/results/``).
 """
 
@@ -60,11 +62,16 @@ def worker(args: argparse.Namespace) -> None:
 
     out: dict[str, Any] = {"src": str(Path(userdp.__file__).parent.parent), "runs": {}}
     for name, data in datasets(args.zipf_path, args.npm_path, args.quick).items():
-        for _, options in SETTINGS:  # warm-up: first-call imports and caches
-            select_partitions(data, epsilon=1.0, delta=1e-5, seed=10_000, **options)
-        runs: dict[str, dict[str, list[float]]] = {s: {"cpu": [], "wall": []} for s, _ in SETTINGS}
+        settings = []
+        for setting, options in SETTINGS:  # warm-up: first-call imports and caches
+            try:
+                select_partitions(data, epsilon=1.0, delta=1e-5, seed=10_000, **options)
+            except ValueError:  # a src from before the option: time its default alone
+                continue
+            settings.append((setting, options))
+        runs: dict[str, dict[str, list[float]]] = {s: {"cpu": [], "wall": []} for s, _ in settings}
         for seed in range(args.seeds):
-            for setting, options in SETTINGS:
+            for setting, options in settings:
                 c, w = time.process_time(), time.perf_counter()
                 select_partitions(data, epsilon=1.0, delta=1e-5, seed=seed, **options)
                 runs[setting]["cpu"].append(time.process_time() - c)
@@ -90,11 +97,18 @@ def summary(results: dict[str, Any]) -> None:
     for side, per_data in results["medians"].items():
         print(f"  {side}:")
         for name, m in per_data.items():
+            if "pooled=False" not in m:
+                print(f"    {name:18s} CPU {m['default']['cpu']:.3f} s (its default only)")
+                continue
             print(
                 f"    {name:18s} CPU {m['default']['cpu']:.3f} / {m['pooled=False']['cpu']:.3f} s"
                 f" = {m['ratio_cpu']:.2f}x   wall {m['default']['wall']:.3f} / "
                 f"{m['pooled=False']['wall']:.3f} s = {m['ratio_wall']:.2f}x"
             )
+    for name, r in results.get("after_over_before", {}).items():
+        print(
+            f"  default after / default before, {name}: CPU {r['cpu']:.2f}x, wall {r['wall']:.2f}x"
+        )
     print(f"  load average before / after: {results['load_before']} / {results['load_after']}")
 
 
@@ -134,15 +148,23 @@ def main() -> None:
         medians[side] = {}
         for name in outs[0]["runs"]:
             m: dict[str, Any] = {}
-            for setting, _ in SETTINGS:
+            for setting in outs[0]["runs"][name]:
                 m[setting] = {
                     k: float(np.median([t for o in outs for t in o["runs"][name][setting][k]]))
                     for k in ("cpu", "wall")
                 }
-            for k in ("cpu", "wall"):
-                m[f"ratio_{k}"] = m["default"][k] / m["pooled=False"][k]
+            if "pooled=False" in m:
+                for k in ("cpu", "wall"):
+                    m[f"ratio_{k}"] = m["default"][k] / m["pooled=False"][k]
             medians[side][name] = m
     results["medians"] = medians
+    if "before" in medians:  # each version's own default (the question for a user upgrading)
+        results["after_over_before"] = {
+            name: {
+                k: m["default"][k] / medians["before"][name]["default"][k] for k in ("cpu", "wall")
+            }
+            for name, m in medians["after"].items()
+        }
     finish(results, args.out_dir, "partition_time_per_run", None, summary)
 
 

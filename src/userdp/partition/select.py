@@ -163,14 +163,15 @@ class _Run:
         present: np.ndarray | None = None,
         codes: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Noisy weights over every item code and the released mask (Alg. 1 lines 7-9).
+        """The noisy weights and the released mask over every item code (Alg. 1 lines 7-9).
 
-        Without ``codes``, codes absent from this round's input get pure noise (the w_ext of
-        line 9), which later rounds may query. With ``codes`` (sorted item codes, a superset
-        of the round's input), only those are noised and every other code reads ``-inf``
-        (never released, never compared with a threshold it could pass). Only items present
-        in the round's input can be released. Composes the round into the accountant.
-        ``test(noisy)`` replaces ``noisy >= rho`` (the pooled final test).
+        Without ``codes``, the noisy weights cover every code: codes absent from this round's
+        input get pure noise (the w_ext of line 9), which later rounds may query. With
+        ``codes`` (the sorted codes of the round's input, ``present``'s), only those are
+        noised and the noisy weights are returned for them alone, in their order; no other
+        code can be released or compared with a threshold. Only items present in the round's
+        input can be released. Composes the round into the accountant. ``test(noisy)``
+        replaces ``noisy >= rho`` (the pooled final test), on the returned noisy weights.
         """
         r = len(self.round_sizes)
         check_item_count(weights.size)
@@ -201,15 +202,19 @@ class _Run:
         else:  # tests only: substitute the noise, released on the same grid
             noise = np.asarray(tap.noise(r, labels.to_pylist(), rnd.sigma), dtype=np.float64)
             noisy = add_on_grid(weights, noise, rnd.grid)
-        if codes is not None:
-            part, noisy = noisy, np.full(n_codes, -np.inf)
-            noisy[codes] = part
-        if test is None:
-            selected = release_mask(noisy, items, rnd.rho, present)
-        else:
-            selected = release_mask(np.where(test(noisy), 1.0, 0.0), items, 1.0, present)
+        passes = noisy >= rnd.rho if test is None else test(noisy)
+        if codes is None:
+            if present is None:
+                present = present_mask(items, n_codes)
+            selected = present & passes
+            size = int(np.count_nonzero(selected))
+        else:  # the codes are the round's items: all present
+            hits = codes.compress(passes)
+            selected = np.zeros(n_codes, dtype=bool)
+            selected[hits] = True
+            size = hits.size
         self.accountant.compose(rnd.event)
-        self.round_sizes.append(int(selected.sum()))
+        self.round_sizes.append(size)
         return noisy, selected
 
     def user_order(self) -> np.ndarray:
@@ -272,8 +277,9 @@ class _Run:
 
 
 class _Noisy(NamedTuple):
-    """A round's noisy weights over every item code (``-inf`` where not noised), the mask of
-    the round's items, and the codes noised (``None``: all)."""
+    """A round's noisy weights, the mask of the round's items, and the codes noised: ``None``
+    for every code (``values`` over every code), else the round's items, sorted (``values``
+    over them alone, in their order)."""
 
     values: np.ndarray
     present: np.ndarray
@@ -410,15 +416,18 @@ class LocalRunner:
         """The last round of a pooled run: its noisy weights and the items of its input that
         pass ``test`` on all rounds' noisy weights (each round noised every one of them: the
         round's items were in every earlier round's input, pooled runs never re-cap)."""
-        earlier = [h.values for h in history]
         present, codes = self.present(), self.codes()
+        # each earlier round's noisy weights of this round's items (a subset of its own)
+        n = self.removed.size
+        earlier = [
+            h.values.take(
+                codes if h.codes is None or h.codes.size == n else np.searchsorted(h.codes, codes)
+            )
+            for h in history
+        ]
 
-        def passes(x: np.ndarray) -> np.ndarray:
-            # Only the round's items can be released: evaluate the test on their codes alone
-            # (element-wise, so the same floats); every other code fails.
-            ok = np.zeros(x.size, dtype=bool)
-            ok[codes] = test.passes([n.take(codes) for n in (*earlier, x)], np)
-            return ok
+        def passes(x: np.ndarray) -> np.ndarray:  # x: this round's, over its items
+            return test.passes([*earlier, x], np)
 
         noisy, selected = self.run.release(rnd, weights, self.items, passes, present, codes)
         return _Noisy(noisy, present, codes), selected
@@ -434,14 +443,13 @@ class LocalRunner:
                 np.ones(self.removed.size) if bias is None else np.where(self.removed, 1.0, bias)
             )
             return
-        c = noisy.codes  # the round's items: all present
+        c = noisy.codes  # the round's items: all present; noisy.values over them
         n = self.removed.size
-        if c.size == n:  # every code (a first round, usually): no gather or scatter
-            removed, bias = decide(noisy.values, np.ones(n, dtype=bool), np)
+        removed, bias = decide(noisy.values, np.ones(c.size, dtype=bool), np)
+        if c.size == n:  # every code (a first round, usually): no scatter
             self.removed |= removed
             self.biases = np.ones(n) if bias is None else np.where(self.removed, 1.0, bias)
             return
-        removed, bias = decide(noisy.values.take(c), np.ones(c.size, dtype=bool), np)
         self.removed[c] |= removed
         self.biases = np.ones(n)
         if bias is not None:

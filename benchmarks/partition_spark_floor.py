@@ -28,7 +28,9 @@ ranked once in a hashed capping order (cached), then per round two passes over t
 pairs, one summing the adaptive users' initial weights per item (the heavy items, broadcast)
 and one that sums each user's excess over its items (a window by user) before the item sums,
 and a threshold on a stand-in for the noise; no noise draw, biasing, removal or item
-book-keeping. Its ratio bounds what an engine running MAD rounds can reach.
+book-keeping. Its ratio bounds what an engine running unbiased MAD rounds can reach (a biased
+round that truncates no item, the usual case in MAD2R's later rounds, needs only the second
+pass, so it overstates those rounds).
 
 Writes ``partition_spark_floor.json`` and a PNG to ``--out-dir`` (default ``benchmarks/results/``).
 """

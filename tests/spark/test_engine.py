@@ -191,6 +191,36 @@ def test_query_plans_do_not_grow_with_the_rounds(spark, capsys, recap):
     remote.dataframe.unpersist()
 
 
+def test_biased_mad_weights_match_on_both_sides_of_truncation(spark):
+    # Biased MAD on Spark takes one aggregation when no item's w_init exceeds tau and the full
+    # Alg. 3 otherwise: both must give the local engine's weights. Item 0 is held by every
+    # user (degree 5, adaptive), so w_init(0) = 60/5 = 12: tau = 10 truncates, tau = 50 does not.
+    from userdp.partition import mad_weights
+    from userdp.partition._spark_weights import _mad_weights
+
+    rng = np.random.default_rng(8)
+    others = [rng.choice(np.arange(1, 20), 4, replace=False).tolist() for _ in range(60)]
+    pairs = [(u, i) for u in range(60) for i in [0, *others[u]]]
+    users, items = np.array(pairs).T
+    biases = np.where(rng.random(20) < 0.5, rng.uniform(0.1, 0.9, 20), 1.0)
+    biases[0] = 0.7
+    w_init = np.bincount(items, weights=np.full(items.size, 1 / 5))  # every user has degree 5
+    assert 10.0 < w_init.max() < 50.0
+    run = engine._SparkRun(_frame(spark, pairs), "test", "user", "item", 100, 0)
+    try:
+        b = spark.createDataFrame(
+            [(i, float(x)) for i, x in enumerate(biases)], "_i long, _b double"
+        )
+        capped = run.capped(run.pairs).join(b, "_i")
+        for tau in (10.0, 50.0):
+            options = {"tau": tau, "d_max": 8, "b_min": 0.5, "b_max": 1.25}
+            local = mad_weights(users, items, 60, 20, biases=biases, **options)
+            remote = _collect(_mad_weights(run, capped, biased=True, **options))
+            _same_weights({int(i): local[i] for i in np.unique(items)}, remote)
+    finally:
+        run.abort()
+
+
 def test_mad2r_round_two_biases_match(spark):
     """Round-1 noise chosen to bias half the items: exercises the pandas UserWeights path."""
     rng = np.random.default_rng(3)

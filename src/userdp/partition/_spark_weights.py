@@ -89,7 +89,7 @@ def _user_weights(pairs: DataFrame, b_min: float, b_max: float) -> DataFrame:
 
 
 def _mad_weights(
-    run: Any,  # the run's book-keeping (spark._SparkRun): its join_items
+    run: Any,  # the run's book-keeping (spark._SparkRun): its join_items and cut
     capped: DataFrame,
     *,
     tau: float,
@@ -109,6 +109,10 @@ def _mad_weights(
     deg = F.col("_deg")
     adaptive = (deg >= math.ceil(1.0 / b_min**2)) & (deg <= d_max)  # line 3
     p = capped.withColumn("_init", F.when(adaptive, 1.0 / deg).otherwise(0.0))
+    if biased:
+        untruncated = _untruncated(run, p, tau, b_min, b_max)
+        if untruncated is not None:
+            return untruncated
     w_init = p.where(adaptive).groupBy(_I).agg(F.sum("_init").alias("_wi"))  # line 5
     heavy = w_init.where(F.col("_wi") > tau).select(  # line 6 (erratum: max)
         _I, ((F.col("_wi") - tau) / F.col("_wi")).alias("_r")
@@ -127,3 +131,23 @@ def _mad_weights(
     return p.groupBy(*_ITEM).agg(
         (F.sum(F.col("_c") + F.col("_wb")) + F.least(F.sum("_init"), F.lit(tau))).alias("_w")
     )
+
+
+def _untruncated(
+    run: Any, pairs: DataFrame, tau: float, b_min: float, b_max: float
+) -> DataFrame | None:
+    """Biased MAD's item weights when no item's w_init exceeds ``tau``, else None (the local
+    ``_untruncated``'s shortcut, checked exactly here).
+
+    Then the weights are the sums of the UserWeights weights (r = 0, e_u = 0), and one
+    aggregation gives them with every item's w_init: no w_init aggregation before it, no join
+    of heavy items and no window for e_u. Its item frame is cut (a job), and a job over that
+    small frame checks w_init <= tau; later rounds almost never truncate.
+    """
+    F = _functions()
+    weights = _user_weights(pairs, b_min, b_max)  # line 13
+    total = weights.groupBy(*_ITEM).agg(F.sum("_wb").alias("_w"), F.sum("_init").alias("_wi"))
+    total = run.cut(total, "weights of a biased round")
+    if not total.where(F.col("_wi") > tau).isEmpty():
+        return None
+    return total.select(*_ITEM, "_w")

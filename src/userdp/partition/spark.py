@@ -22,10 +22,14 @@ already bound them well below that).
 Actions: one de-duplicates, hashes and ranks the pairs (each user's capping order, whatever
 the cap), caches them and counts what the checks and diagnostics need; each round then runs
 one for its weights and noise (checkpointing the noisy item frame) and one that counts its
-release. A round's capped pairs are cached, not counted on their own: until a cached frame is
-materialized, Spark does not know it is partitioned by user and the round's windows shuffle it
-again, but a separate job to materialize it first measured slower (3M pairs: 32.6-39.1 s
-against 28.5-36.1 s per run, alternated in one session).
+release. A biased MAD round (MAD2R from round 2) first computes its weights with every item's
+w_init in one aggregation, checkpointed, and checks on that small frame that no item is
+truncated (the usual case, then no w_init aggregation, heavy-item join or excess window: see
+``_untruncated``; otherwise the full Alg. 3). A round's capped pairs are cached, not
+counted on their own: until a cached frame is materialized, Spark does not know it is
+partitioned by user and the round's windows shuffle it again, but a separate job to
+materialize it first measured slower (3M pairs: 32.6-39.1 s against 28.5-36.1 s per run,
+alternated in one session).
 
 Lineage: rounds meet only in item frames, cut (checkpointed) as each round computes them, and
 (without re-capping) in the first round's capped pairs. A round that noises every item (every

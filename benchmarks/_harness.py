@@ -225,7 +225,8 @@ def run_mad_skeleton(df: Any, user: str, item: str, rounds: int = 4) -> None:
     summing the adaptive users' initial weights per item (the heavy items, broadcast) and one
     summing each user's excess over its items (a window by user) before the item sums, and a
     threshold on a stand-in for the noise; no noise draw, biasing, removal or book-keeping.
-    A lower bound on what an engine running MAD rounds can reach
+    A lower bound on what an engine running unbiased MAD rounds can reach; a biased round that
+    truncates no item needs only the second pass, so it overstates MAD2R's later rounds
     (``partition_spark_floor.py``, ``aggregate.py --spark``)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F

@@ -507,10 +507,11 @@ def _selection_alone(spark: Any, path: Path, seeds: int) -> float:
 
 
 def _groupby_skeleton(spark: Any, path: Path, seeds: int) -> tuple[float, float]:
-    """Mean seconds of a *GROUP BY skeleton* on Spark: a lower bound on what a Spark GROUP BY
-    with privately selected keys must do, with none of userdp's book-keeping. The MAD skeleton
-    of ``partition_spark_floor.py`` (four rounds of MAD's passes over the capped (user, key)
-    pairs, ranked once; no noise, biasing or removal) stands for the key selection, then one
+    """Mean seconds of a *GROUP BY skeleton* on Spark: what a Spark GROUP BY with privately
+    selected keys must do, with none of userdp's book-keeping. The MAD skeleton of
+    ``partition_spark_floor.py`` (four rounds of MAD's passes over the capped (user, key)
+    pairs, ranked once; no noise, biasing or removal; it overstates biased rounds that
+    truncate nothing) stands for the key selection, then one
     aggregation for the metrics: rows grouped by (user, key) with their count and value sum,
     each user's l2 norm (a window by user), and per key the weighted users, rows and sums (no
     bound choice, histogram, noise, join with the selected keys or quantiles). Reads the same

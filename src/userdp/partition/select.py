@@ -202,14 +202,14 @@ class _Run:
         else:  # tests only: substitute the noise, released on the same grid
             noise = np.asarray(tap.noise(r, labels.to_pylist(), rnd.sigma), dtype=np.float64)
             noisy = add_on_grid(weights, noise, rnd.grid)
-        passes = noisy >= rnd.rho if test is None else test(noisy)
         if codes is None:
-            if present is None:
-                present = present_mask(items, n_codes)
-            selected = present & passes
+            if test is None:
+                selected = release_mask(noisy, items, rnd.rho, present)
+            else:
+                selected = release_mask(np.where(test(noisy), 1.0, 0.0), items, 1.0, present)
             size = int(np.count_nonzero(selected))
         else:  # the codes are the round's items: all present
-            hits = codes.compress(passes)
+            hits = codes.compress(noisy >= rnd.rho if test is None else test(noisy))
             selected = np.zeros(n_codes, dtype=bool)
             selected[hits] = True
             size = hits.size
@@ -284,6 +284,12 @@ class _Noisy(NamedTuple):
     values: np.ndarray
     present: np.ndarray
     codes: np.ndarray | None
+
+    def at(self, codes: np.ndarray) -> np.ndarray:
+        """The noisy weights of ``codes`` (sorted; noised by this round)."""
+        if self.codes is None or self.codes.size == self.present.size:  # over every code
+            return self.values.take(codes)
+        return self.values.take(np.searchsorted(self.codes, codes))
 
 
 class LocalRunner:
@@ -417,14 +423,7 @@ class LocalRunner:
         pass ``test`` on all rounds' noisy weights (each round noised every one of them: the
         round's items were in every earlier round's input, pooled runs never re-cap)."""
         present, codes = self.present(), self.codes()
-        # each earlier round's noisy weights of this round's items (a subset of its own)
-        n = self.removed.size
-        earlier = [
-            h.values.take(
-                codes if h.codes is None or h.codes.size == n else np.searchsorted(h.codes, codes)
-            )
-            for h in history
-        ]
+        earlier = [h.at(codes) for h in history]  # this round's items: in every earlier round
 
         def passes(x: np.ndarray) -> np.ndarray:  # x: this round's, over its items
             return test.passes([*earlier, x], np)
@@ -436,17 +435,11 @@ class LocalRunner:
         """Apply ``decide`` to the codes the round noised: every code, or the round's items
         (codes never noised are neither removed nor biased; in a run that does not re-cap
         they have no pair left anyway)."""
-        if noisy.codes is None:
-            removed, bias = decide(noisy.values, noisy.present, np)
-            self.removed |= removed
-            self.biases = (
-                np.ones(self.removed.size) if bias is None else np.where(self.removed, 1.0, bias)
-            )
-            return
-        c = noisy.codes  # the round's items: all present; noisy.values over them
-        n = self.removed.size
-        removed, bias = decide(noisy.values, np.ones(c.size, dtype=bool), np)
-        if c.size == n:  # every code (a first round, usually): no scatter
+        c, n = noisy.codes, self.removed.size
+        # the round's items are all present; noisy.values cover exactly the codes noised
+        present = noisy.present if c is None else np.ones(c.size, dtype=bool)
+        removed, bias = decide(noisy.values, present, np)
+        if c is None or c.size == n:  # over every code (a first round, usually): no scatter
             self.removed |= removed
             self.biases = np.ones(n) if bias is None else np.where(self.removed, 1.0, bias)
             return

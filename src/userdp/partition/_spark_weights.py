@@ -39,25 +39,72 @@ def _functions() -> Any:
     return functions
 
 
-def _partition_user_weights(b_min: float, b_max: float, pdf: pd.DataFrame) -> pd.DataFrame:
-    """``mapInPandas`` body (via :func:`~userdp.spark.whole_partition`): UserWeights (Alg. 2)
-    for every user of one partition at once (the partition holds whole users)."""
+def _sorted_user_weights(
+    pdf: pd.DataFrame, b_min: float, b_max: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """UserWeights (Alg. 2, the local :func:`user_weights`) for every user of one partition's
+    pairs at once: ``(order, users, degrees, weights)``, the pairs in ``order`` (by user, as
+    ``user_weights`` needs), their user codes and weights in that order, and each user's
+    degree. Checks that the partition holds whole users (each user's pair count is the degree
+    ``_deg`` that the window by user gave its pairs)."""
     import pandas as pd
 
     codes, uniques = pd.factorize(pdf[_U])
     order = np.argsort(codes, kind="stable")
-    pdf = pdf.iloc[order].reset_index(drop=True)
-    n = len(pdf)
+    users = codes.take(order).astype(np.intp)
+    ideg = np.bincount(users, minlength=len(uniques))
+    starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]]) if users.size else users
+    if not np.array_equal(ideg, pdf["_deg"].to_numpy().take(order.take(starts))):
+        raise RuntimeError(  # pragma: no cover - a bug, never user input
+            "A partition does not hold its users' pairs whole."
+        )
     # user_weights indexes ``biases`` by item code: give each pair its own code.
     wb = user_weights(
-        codes[order].astype(np.int64),
-        np.arange(n),
+        users,
+        np.arange(users.size),
         len(uniques),
-        biases=pdf["_b"].to_numpy(dtype=float),
+        biases=pdf["_b"].to_numpy(dtype=float).take(order),
         b_min=b_min,
         b_max=b_max,
+        degrees=ideg,
     )
-    return pdf.assign(_wb=wb)
+    return order, users, ideg, wb
+
+
+def _partition_user_weights(b_min: float, b_max: float, pdf: pd.DataFrame) -> pd.DataFrame:
+    """``mapInPandas`` body (via :func:`~userdp.spark.whole_partition`): UserWeights (Alg. 2)
+    of every pair of one partition (the partition holds whole users)."""
+    order, _, _, wb = _sorted_user_weights(pdf, b_min, b_max)
+    return pdf.take(order).reset_index(drop=True).assign(_wb=wb)
+
+
+def _partition_biased_sums(
+    b_min: float, b_max: float, d_max: int, pdf: pd.DataFrame
+) -> pd.DataFrame:
+    """``mapInPandas`` body (via :func:`~userdp.spark.whole_partition`): for one partition's
+    pairs (whole users, with the round's degree ``_deg`` and bias ``_b``), each pair's
+    UserWeights weight (Alg. 2) and its share of w_init (1/|S_u| for an adaptive user, Alg. 3
+    lines 3-5), summed per item of the partition: one row per item (``_w``, ``_wi``) instead
+    of one per pair."""
+    import pandas as pd
+
+    order, users, ideg, wb = _sorted_user_weights(pdf, b_min, b_max)
+    deg = ideg.astype(np.float64)
+    adaptive = (deg >= math.ceil(1.0 / b_min**2)) & (deg <= d_max)  # line 3
+    inv_adaptive = np.where(adaptive, 1.0 / deg, 0.0)  # every user here has pairs
+    items, uniques = pd.factorize(pdf[_I].take(order))
+    m, n = len(uniques), items.size
+    first = np.empty(m, dtype=np.intp)
+    first[items[::-1]] = np.arange(n - 1, -1, -1, dtype=np.intp)  # each item's first pair
+    return (
+        pdf[list(_ITEM)]
+        .take(order.take(first))
+        .reset_index(drop=True)
+        .assign(
+            _w=np.bincount(items, weights=wb, minlength=m),
+            _wi=np.bincount(items, weights=inv_adaptive.take(users), minlength=m),
+        )
+    )
 
 
 # -- weights ------------------------------------------------------------------------------------
@@ -106,13 +153,13 @@ def _mad_weights(
     F = _functions()
     from pyspark.sql import Window
 
+    if biased:
+        untruncated = _untruncated(run, capped, tau, d_max, b_min, b_max)
+        if untruncated is not None:
+            return untruncated
     deg = F.col("_deg")
     adaptive = (deg >= math.ceil(1.0 / b_min**2)) & (deg <= d_max)  # line 3
     p = capped.withColumn("_init", F.when(adaptive, 1.0 / deg).otherwise(0.0))
-    if biased:
-        untruncated = _untruncated(run, p, tau, b_min, b_max)
-        if untruncated is not None:
-            return untruncated
     w_init = p.where(adaptive).groupBy(_I).agg(F.sum("_init").alias("_wi"))  # line 5
     heavy = w_init.where(F.col("_wi") > tau).select(  # line 6 (erratum: max)
         _I, ((F.col("_wi") - tau) / F.col("_wi")).alias("_r")
@@ -134,19 +181,40 @@ def _mad_weights(
 
 
 def _untruncated(
-    run: Any, pairs: DataFrame, tau: float, b_min: float, b_max: float
+    run: Any,  # the run's book-keeping (spark._SparkRun): its cut
+    capped: DataFrame,
+    tau: float,
+    d_max: int,
+    b_min: float,
+    b_max: float,
 ) -> DataFrame | None:
     """Biased MAD's item weights when no item's w_init exceeds ``tau``, else None (the local
     ``_untruncated``'s shortcut, checked exactly here).
 
-    Then the weights are the sums of the UserWeights weights (r = 0, e_u = 0), and one
-    aggregation gives them with every item's w_init: no w_init aggregation before it, no join
-    of heavy items and no window for e_u. Its item frame is cut (a job), and a job over that
-    small frame checks w_init <= tau; later rounds almost never truncate.
+    Then the weights are the sums of the UserWeights weights (r = 0, e_u = 0). One
+    ``mapInPandas`` pass over the round's pairs (whole users per partition: the window that
+    counts the round's degrees, ``_deg``, leaves them so) computes every pair's UserWeights
+    weight and w_init share and sums both per item of its partition, and one aggregation adds
+    the partitions' sums: no w_init aggregation before it, no join of heavy items, no window
+    for e_u, and no pair-level frame of the round to cache (only item rows leave Python). The
+    item frame is cut (a job), and a job over it checks w_init <= tau; later rounds almost
+    never truncate.
     """
     F = _functions()
-    weights = _user_weights(pairs, b_min, b_max)  # line 13
-    total = weights.groupBy(*_ITEM).agg(F.sum("_wb").alias("_w"), F.sum("_init").alias("_wi"))
+    from pyspark.sql.types import DoubleType, StructField, StructType
+
+    pairs = capped.select(_U, *_ITEM, "_deg", "_b")
+    fields = {f.name: f for f in pairs.schema.fields}
+    schema = StructType(
+        [
+            *(fields[c] for c in _ITEM),
+            StructField("_w", DoubleType(), False),
+            StructField("_wi", DoubleType(), False),
+        ]
+    )
+    body = functools.partial(_partition_biased_sums, b_min, b_max, d_max)
+    sums = pairs.mapInPandas(whole_partition(body), schema)  # line 13, and line 5's terms
+    total = sums.groupBy(*_ITEM).agg(F.sum("_w").alias("_w"), F.sum("_wi").alias("_wi"))
     total = run.cut(total, "weights of a biased round")
     if not total.where(F.col("_wi") > tau).isEmpty():
         return None

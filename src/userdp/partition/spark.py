@@ -6,30 +6,30 @@ same parameters, guarantees and weights as the local runner: for a given seed bo
 every user to the same items (keyed hash of (salt, user, item), Spark's ``xxhash64``), so their
 pre-noise weights agree to float round-off.
 
-Every step is a DataFrame operation except two ``mapInPandas`` UDFs that run on the executors
-once per partition (:func:`userdp.spark.whole_partition`): biased UserWeights for the users
-that have a biased item (MAD2R from round 2), on the partitions of the window by user that
-flags them (whole users, no shuffle), and the noise, drawn per hash bucket of items from
-``SeedSequence(entropy, spawn_key=(round, bucket))`` over the bucket's items in hash order, on
-a frame shuffled by bucket (whole buckets), so that no single stream runs over all items and a
-seeded run gives the same release on any cluster (safe noise on the run's one weight grid,
-:class:`_ExecutorNoise`). The driver collects counts only; item sets that filters make small
-(MAD's heavy items, MAD2R's removed or biased items, DP-SIPS's released items) are broadcast to
-the tasks holding the pairs when they have at most :data:`BROADCAST_ROWS` rows, and joined by a
-shuffle otherwise (counted only when the input's estimated number of distinct items does not
-already bound them well below that).
+Every step is a DataFrame operation except ``mapInPandas`` UDFs that run on the executors once
+per partition (:func:`userdp.spark.whole_partition`): biased UserWeights (MAD2R from round 2),
+on the partitions of the window by user that counts each user's pairs (whole users, no
+shuffle), summed per item of the partition before they leave Python, and the noise, drawn per
+hash bucket of items from ``SeedSequence(entropy, spawn_key=(round, bucket))`` over the
+bucket's items in hash order, on a frame shuffled by bucket (whole buckets), so that no single
+stream runs over all items and a seeded run gives the same release on any cluster (safe noise
+on the run's one weight grid, :class:`_ExecutorNoise`). The driver collects counts only; item
+sets that filters make small (MAD's heavy items, MAD2R's removed or biased items, DP-SIPS's
+released items) are broadcast to the tasks holding the pairs when they have at most
+:data:`BROADCAST_ROWS` rows, and joined by a shuffle otherwise (counted only when the input's
+estimated number of distinct items does not already bound them well below that).
 
 Actions: one de-duplicates, hashes and ranks the pairs (each user's capping order, whatever
-the cap), caches them and counts what the checks and diagnostics need; each round then runs
-one for its weights and noise (checkpointing the noisy item frame) and one that counts its
-release. A biased MAD round (MAD2R from round 2) first computes its weights with every item's
-w_init in one aggregation, checkpointed, and checks on that small frame that no item is
-truncated (the usual case, then no w_init aggregation, heavy-item join or excess window: see
-``_untruncated``; otherwise the full Alg. 3). A round's capped pairs are cached, not
-counted on their own: until a cached frame is materialized, Spark does not know it is
-partitioned by user and the round's windows shuffle it again, but a separate job to
-materialize it first measured slower (3M pairs: 32.6-39.1 s against 28.5-36.1 s per run,
-alternated in one session).
+the cap) and caches them, observing on the way what the checks and diagnostics count (no
+second pass over the cache); each round then runs one for its weights and noise
+(checkpointing the noisy item frame) and one that counts its release. A biased MAD round
+(MAD2R from round 2) computes its weights with every item's w_init in one pass (a pandas call
+per partition that sums both per item, then one aggregation), checkpointed, and checks on
+that small frame that no item is truncated (the usual case, then no w_init aggregation,
+heavy-item join or excess window: see ``_untruncated``; otherwise the full Alg. 3). A later
+round's pairs without re-capping (the first capped sets minus the removed items, with their
+biases) are not cached: that pass is the one that reads them (caching them cost a job that
+wrote 2.65M of 10.4M pairs to memory before the round could read them).
 
 Lineage: rounds meet only in item frames, cut (checkpointed) as each round computes them, and
 (without re-capping) in the first round's capped pairs. A round that noises every item (every
@@ -194,17 +194,17 @@ class _SparkRun:
     def _prepare(self, df: DataFrame, user_column: str, item_column: str) -> tuple[DataFrame, int]:
         """Distinct (user, item) pairs with salted hashes, partitioned by user (one shuffle),
         each user's pairs ranked in the capping order (``_rn``, see :meth:`capped`) with the
-        user's degree ``_n``: cached, and checked and counted by one job.
+        user's degree ``_n``: cached, and checked and counted by the job that fills the cache.
 
         The ranking does not depend on the cap, so round 1's capped sets are a filter of this
         frame (no second copy of the pairs is cached), and the degree histogram reads ``_n``.
-        The same job counts the input's rows (``_c``: copies of each pair), its null or NaN
-        users and items, its users and pairs, the pairs a cap of :attr:`cap` drops, and
-        estimates its distinct items (HyperLogLog; :meth:`join_items` decides on it whether
-        item frames are small enough to broadcast).
+        That job counts (an observation of the rows it caches) the input's rows (``_c``: copies
+        of each pair), its null or NaN users and items, its users and pairs, the pairs a cap of
+        :attr:`cap` drops, and estimates its distinct items (HyperLogLog; :meth:`join_items`
+        decides on it whether item frames are small enough to broadcast).
         """
         F = _functions()
-        from pyspark.sql import Window
+        from pyspark.sql import Observation, Window
         from pyspark.sql.types import DoubleType, FloatType
 
         for col in (user_column, item_column):
@@ -228,10 +228,8 @@ class _SparkRun:
         )
         user = Window.partitionBy(_U)
         order = user.orderBy(F.xxhash64(F.col(_HU), F.col(_HI)), F.col(_HI))
-        ranked = self.cache(
-            pairs.withColumn("_rn", F.row_number().over(order)).withColumn(
-                "_n", F.count(F.lit(1)).over(user)
-            )
+        ranked = pairs.withColumn("_rn", F.row_number().over(order)).withColumn(
+            "_n", F.count(F.lit(1)).over(user)
         )
         first = F.col("_rn") == 1
         checks = [
@@ -248,8 +246,13 @@ class _SparkRun:
             if isinstance(types[col], (FloatType, DoubleType)):
                 bad = bad | F.isnan(c)
             checks.append(F.sum(F.when(bad, F.col("_c")).otherwise(0)).alias(name))
+        # the checks are observed as the job that fills the cache computes its rows (no
+        # second pass over the cached pairs)
+        observation = Observation()
+        ranked = self.cache(ranked.observe(observation, *checks))
         with self.timed("prepare, rank and check the pairs"):
-            stats = ranked.agg(*checks).collect()[0]
+            ranked.count()
+            stats = observation.get
         if not stats["rows"]:
             raise DataError("The input has no (user, item) pairs; nothing to select from.")
         for name, col in (("user", user_column), ("item", item_column)):
@@ -345,8 +348,9 @@ class _SparkRun:
         """Each user's ``cap`` pairs of smallest key ``xxhash64(hu, hi)``, with degree ``_deg``.
 
         The order (signed key, then item hash) is the local engine's (:func:`cap_degrees`).
-        ``rank=False`` keeps every pair and only recomputes degrees (no re-capping). The input
-        itself (:attr:`pairs`) is ranked already: its capped sets are a filter of it.
+        ``rank=False`` keeps every pair and only recomputes degrees (no re-capping; not cached:
+        a round reads them once, except the full Alg. 3 of a biased round that truncates). The
+        input itself (:attr:`pairs`) is ranked already: its capped sets are a filter of it.
         """
         F = _functions()
         from pyspark.sql import Window
@@ -354,7 +358,7 @@ class _SparkRun:
         user = Window.partitionBy(_U)
         n = F.count(F.lit(1)).over(user)
         if not rank:  # no capping: the local engine records nothing either
-            return self.cache(pairs.withColumn("_deg", n.cast("double")))
+            return pairs.withColumn("_deg", n.cast("double"))
         if pairs is self.pairs:
             self.dropped.append(self.dropped_by(self.cap))
             return pairs.where(F.col("_rn") <= self.cap).select(

@@ -217,17 +217,16 @@ class _SparkRun:
             raise DataError(f"The user and item columns are the same column ({user_column!r}).")
         types = {f.name: f.dataType for f in df.schema.fields}
         salt = F.lit(self.salt).cast("long")
+        hu = F.xxhash64(salt, canonical_column(F.col(_U), types[user_column]))
         pairs = (
             df.select(F.col(f"`{user_column}`").alias(_U), F.col(f"`{item_column}`").alias(_I))
             .repartition(_U)
             .groupBy(_U, _I)  # distinct pairs, keeping each one's number of copies
             .agg(F.count(F.lit(1)).alias("_c"))
-            .withColumn(_HU, F.xxhash64(salt, canonical_column(F.col(_U), types[user_column])))
             .withColumn(_HI, F.xxhash64(salt, canonical_column(F.col(_I), types[item_column])))
-            .withColumn(_IB, F.pmod(F.col(_HI), F.lit(BUCKETS)))
         )
         user = Window.partitionBy(_U)
-        order = user.orderBy(F.xxhash64(F.col(_HU), F.col(_HI)), F.col(_HI))
+        order = user.orderBy(F.xxhash64(hu, F.col(_HI)), F.col(_HI))
         ranked = pairs.withColumn("_rn", F.row_number().over(order)).withColumn(
             "_n", F.count(F.lit(1)).over(user)
         )
@@ -246,13 +245,16 @@ class _SparkRun:
             if isinstance(types[col], (FloatType, DoubleType)):
                 bad = bad | F.isnan(c)
             checks.append(F.sum(F.when(bad, F.col("_c")).otherwise(0)).alias(name))
-        # the checks are observed as the job that fills the cache computes its rows (no
-        # second pass over the cached pairs)
+        # The checks are observed as the job that fills the cache computes its rows (no
+        # second pass over the cached pairs). The cache holds what cannot be recomputed from
+        # a row: the user's hash and the item's noise bucket are projections over it (a
+        # narrower cache is cheaper to fill than the two columns are to compute again).
         observation = Observation()
-        ranked = self.cache(ranked.observe(observation, *checks))
+        cached = self.cache(ranked.observe(observation, *checks).select(_U, _I, _HI, "_rn", "_n"))
         with self.timed("prepare, rank and check the pairs"):
-            ranked.count()
+            cached.count()
             stats = observation.get
+        ranked = cached.withColumn(_HU, hu).withColumn(_IB, F.pmod(F.col(_HI), F.lit(BUCKETS)))
         if not stats["rows"]:
             raise DataError("The input has no (user, item) pairs; nothing to select from.")
         for name, col in (("user", user_column), ("item", item_column)):

@@ -42,8 +42,10 @@ every job (~25x per round: 165M characters for one job of a 3-round MAD2R on 40 
 3 GiB driver heap).
 
 Shuffles: the pairs once by user (de-duplication, capping and every per-user window share that
-partitioning); item-level partial aggregates by item; item-level frames by noise bucket; and
-the pairs by item only when an item set is too large to broadcast.
+partitioning); item-level partial aggregates by item; item-level frames by noise bucket (a
+round's weights together with the items it carries over, as one union joined in the noise's
+pandas call, not a join shuffle of its own); and the pairs by item only when an item set is
+too large to broadcast.
 """
 
 from __future__ import annotations
@@ -135,11 +137,44 @@ class _TapNoise:
         return add_on_grid(weights, noise, WEIGHT_GRID)
 
 
-def _add_noise(noise: Any, round_index: int, sigma: float, pdf: pd.DataFrame) -> pd.DataFrame:
+def _join_sides(how: str, carried: Sequence[str], pdf: pd.DataFrame) -> pd.DataFrame:
+    """One partition's round weights (rows with ``_side`` 0: ``_i, _hi, _ib, _w``) joined on
+    the item with its carried item rows (``_side`` 1: ``_i, _hi, _ib`` and ``carried``), as
+    ``_i, _hi, _ib, _w, _present, *carried``: every carried item, with weight 0 and
+    ``_present`` false when the round does not hold it (``how="left"``), or the round's items
+    that are carried (``how="inner"``). The partition holds whole noise buckets, so both rows
+    of an item."""
+    side = pdf["_side"].to_numpy()
+    weights = pdf.loc[side == 0, [*_ITEM, "_w"]]
+    items = pdf.loc[side == 1, [*_ITEM, *carried]]
+    if how == "left":
+        out = items.merge(weights[[_I, "_w"]], on=_I, how="left", sort=False)
+        out["_present"] = out["_w"].notna().to_numpy()
+        out["_w"] = out["_w"].fillna(0.0)
+    else:
+        out = weights.merge(items[[_I, *carried]], on=_I, how="inner", sort=False)
+        out["_present"] = True
+    return out[[*_ITEM, "_w", "_present", *carried]].reset_index(drop=True)
+
+
+def _add_noise(
+    noise: Any,
+    round_index: int,
+    sigma: float,
+    pdf: pd.DataFrame,
+    join: tuple[str, Sequence[str]] | None = None,
+) -> pd.DataFrame:
     """``mapInPandas`` body (via :func:`~userdp.spark.whole_partition`): noisy weight of every
     item of the partition (Alg. 1 line 7), whose buckets are whole (a shuffle by bucket just
     before). Each bucket draws from its own stream over its items in ``_hi`` order, so an item's
-    noise does not depend on which buckets share its partition."""
+    noise does not depend on which buckets share its partition. ``join`` (how, carried
+    columns): the partition holds the round's weights and the carried items as two sides of a
+    union, joined here first (:func:`_join_sides`): the one shuffle by bucket serves the join
+    and the noise."""
+    if join is not None:
+        pdf = _join_sides(join[0], join[1], pdf)
+        if pdf.empty:  # no item of the round among the carried items of these buckets
+            return pdf.assign(_noisy=np.zeros(0))
     order = np.lexsort((pdf[_HI].to_numpy(), pdf[_IB].to_numpy()))  # by bucket, then item hash
     pdf = pdf.iloc[order].reset_index(drop=True)
     buckets = pdf[_IB].to_numpy()
@@ -421,40 +456,54 @@ class _SparkRun:
             tap.weights.append(weights.select(_I, "_w"))
             if tap.noise is not None:
                 noise = _TapNoise(tap.noise)
+        join: tuple[str, list[str]] | None = None
         if all_items is None:
             frame = weights.select(*_ITEM, "_w", F.lit(True).alias("_present"))
             if carry:
                 frame = frame.withColumn("_gone", F.lit(False))
-        elif pooled is None:
-            carried = [c for c in all_items.columns if c not in _ITEM]
-            frame = all_items.join(weights, _ITEM, "left").select(
-                *_ITEM,
-                F.coalesce(F.col("_w"), F.lit(0.0)).alias("_w"),
-                F.col("_w").isNotNull().alias("_present"),
-                *carried,
+            fields = list(frame.schema.fields)
+        else:
+            # every item of ``all_items`` (left) or the present ones (inner), with the columns
+            # it carries: a union of the two sides, joined in the noise's pandas call (one
+            # shuffle, by bucket, instead of two for a join and one for the noise)
+            if pooled is None:
+                join = ("left", [c for c in all_items.columns if c not in _ITEM])
+            else:  # only present items are noised and tested, with their earlier noisy weights
+                join = ("inner", [c for c in all_items.columns if c.startswith("_x")])
+            given = {f.name: f for f in all_items.schema.fields}
+            fields = [
+                *(given[c] for c in _ITEM),
+                StructField("_w", DoubleType(), True),
+                StructField("_present", BooleanType(), False),
+                *(given[c] for c in join[1]),
+            ]
+            nulls = [F.lit(None).cast(given[c].dataType).alias(c) for c in join[1]]
+            frame = weights.select(*_ITEM, "_w", *nulls, F.lit(0).alias("_side")).unionByName(
+                all_items.select(
+                    *_ITEM,
+                    F.lit(None).cast("double").alias("_w"),
+                    *join[1],
+                    F.lit(1).alias("_side"),
+                )
             )
-        else:  # only present items are noised and tested, with their earlier noisy weights
-            history = [c for c in all_items.columns if c.startswith("_x")]
-            frame = weights.join(all_items.select(_I, *history), _I, "inner").select(
-                *_ITEM, "_w", F.lit(True).alias("_present"), *history
-            )
-        fields = {f.name: f for f in frame.schema.fields}
         schema = StructType(
             [
-                *frame.schema.fields[:3],
+                *fields[:3],
                 StructField("_w", DoubleType(), False),
                 StructField("_present", BooleanType(), False),
-                *(fields[c] for c in frame.columns[5:]),
+                *fields[5:],
                 StructField("_noisy", DoubleType(), False),
             ]
         )
-        body = functools.partial(_add_noise, noise, round_index, rnd.sigma)
+        body = functools.partial(_add_noise, noise, round_index, rnd.sigma, join=join)
         noisy = frame.repartition(_IB).mapInPandas(whole_partition(body), schema)
         noisy = self.cut(noisy, f"weights and noise of round {round_index + 1}")
         if pooled is None:
             passed = F.col("_noisy") >= rnd.rho
         else:
-            xs = [F.col(c) for c in sorted(history, key=lambda c: int(c[2:]))] + [F.col("_noisy")]
+            assert join is not None  # the pooled test reads the carried noisy weights
+            history = sorted(join[1], key=lambda c: int(c[2:]))
+            xs = [F.col(c) for c in history] + [F.col("_noisy")]
             passed = pooled.passes(xs, _ColumnOps)
         released = self.cache(noisy.where(F.col("_present") & passed).select(*_ITEM))
         if self.n_rows > WEIGHT_GRID_ITEMS:  # only then can the items exceed the grid's bound

@@ -55,7 +55,7 @@ def _sorted_user_weights(
     ideg = np.bincount(users, minlength=len(uniques))
     starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]]) if users.size else users
     if not np.array_equal(ideg, pdf["_deg"].to_numpy().take(order.take(starts))):
-        raise RuntimeError(  # pragma: no cover - a bug, never user input
+        raise RuntimeError(  # a bug of the runner's partitioning, never user input
             "A partition does not hold its users' pairs whole."
         )
     # user_weights indexes ``biases`` by item code: give each pair its own code.

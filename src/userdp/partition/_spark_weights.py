@@ -115,24 +115,17 @@ def _basic_weights(capped: DataFrame) -> DataFrame:
 
 
 def _user_weights(pairs: DataFrame, b_min: float, b_max: float) -> DataFrame:
-    """Add UserWeights ``_wb`` (Alg. 2) to every pair, given per-pair biases ``_b``.
-
-    Users with no biased item get 1/sqrt(|S_u|) by a column expression (what Alg. 2 gives them);
-    the others go through a ``mapInPandas`` UDF that runs the local engine's vectorized
-    :func:`user_weights` once per partition. No shuffle: the window over users that flags them
-    leaves every user's pairs in one partition, and only a filter stands between the two.
+    """Add UserWeights ``_wb`` (Alg. 2) to every pair, given per-pair biases ``_b``: a
+    ``mapInPandas`` UDF runs the local engine's vectorized :func:`user_weights` once per
+    partition, as :func:`_untruncated` does. The caller's last window by user (in
+    :func:`_mad_weights`, the one for e_u) leaves every user's pairs in one partition, which
+    the UDF checks against ``_deg``.
     """
-    F = _functions()
-    from pyspark.sql import Window
     from pyspark.sql.types import DoubleType, StructField, StructType
 
-    flagged = pairs.withColumn("_minb", F.min(F.col("_b")).over(Window.partitionBy(_U)))
-    plain = flagged.where(F.col("_minb") >= 1.0).withColumn("_wb", 1.0 / F.sqrt(F.col("_deg")))
-    biased = flagged.where(F.col("_minb") < 1.0)
-    schema = StructType([*biased.schema.fields, StructField("_wb", DoubleType(), False)])
+    schema = StructType([*pairs.schema.fields, StructField("_wb", DoubleType(), False)])
     body = functools.partial(_partition_user_weights, b_min, b_max)
-    biased = biased.mapInPandas(whole_partition(body), schema)
-    return plain.unionByName(biased).drop("_minb")
+    return pairs.mapInPandas(whole_partition(body), schema)
 
 
 def _mad_weights(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from userdp.data.encoding import run_starts
 from userdp.partition.weights import user_weights
 from userdp.spark import whole_partition
 
@@ -53,7 +54,7 @@ def _sorted_user_weights(
     order = np.argsort(codes, kind="stable")
     users = codes.take(order).astype(np.intp)
     ideg = np.bincount(users, minlength=len(uniques))
-    starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]]) if users.size else users
+    starts = np.flatnonzero(run_starts(users))  # whole_partition never passes an empty one
     if not np.array_equal(ideg, pdf["_deg"].to_numpy().take(order.take(starts))):
         raise RuntimeError(  # a bug of the runner's partitioning, never user input
             "A partition does not hold its users' pairs whole."

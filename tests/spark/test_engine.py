@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from userdp.partition import select_partitions
 from userdp.partition import spark as engine
+from userdp.partition.rounds import Round
 from userdp.partition.runner import Tap
+from userdp.privacy import PrivacyBudget
 
 
 def _run(data, algorithm, engine_name, tap=None, **options):
@@ -212,11 +214,26 @@ def test_biased_mad_weights_match_on_both_sides_of_truncation(spark):
             [(i, float(x)) for i, x in enumerate(biases)], "_i long, _b double"
         )
         capped = run.capped(run.pairs).join(b, "_i")
+        rnd = Round.calibrate(PrivacyBudget(1.0, 1e-5), cap=100)
         for tau in (10.0, 50.0):
             options = {"tau": tau, "d_max": 8, "b_min": 0.5, "b_max": 1.25}
             local = mad_weights(users, items, 60, 20, biases=biases, **options)
+            expected = {int(i): local[i] for i in np.unique(items)}
             remote = _collect(_mad_weights(run, capped, biased=True, **options))
-            _same_weights({int(i): local[i] for i in np.unique(items)}, remote)
+            _same_weights(expected, remote)
+            # the partial sums reach the noise, which adds them up and checks w_init there:
+            # they are the weights without truncation, and refused (None) with it
+            partial = _mad_weights(run, capped, biased=True, partials=True, **options)
+            rounds, events = len(run.round_sizes), len(run.accountant.ledger)
+            out = run.release(rnd, partial, tau=tau)
+            if tau < w_init.max():
+                assert out is None
+                assert (len(run.round_sizes), len(run.accountant.ledger)) == (rounds, events)
+            else:
+                noisy, _ = out
+                assert "_wi" not in noisy.columns
+                _same_weights(expected, _collect(noisy))
+                assert len(run.round_sizes) == rounds + 1
     finally:
         run.abort()
 

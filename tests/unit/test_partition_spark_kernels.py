@@ -118,3 +118,51 @@ def test_inner_join_keeps_the_rounds_carried_items():
     assert out["_w"].tolist() == [2.0, 3.0]
     assert out["_present"].tolist() == [True, True]
     assert out["_x0"].tolist() == [2.5, 3.5]
+
+
+def _partial_sides() -> pd.DataFrame:
+    """:func:`_sides` with the round's weights as partial sums: item 3's weight 3.0 and item
+    2's 2.0 each split over two partitions' rows, each row with its share of w_init."""
+    rows = _sides()
+    weights = pd.DataFrame(
+        {
+            "_i": [9, 3, 2, 3, 2],
+            "_hi": [90, 30, 20, 30, 20],
+            "_ib": [0] * 5,
+            "_w": [0.5, 1.25, 0.5, 1.75, 1.5],
+            "_wi": [0.0, 4.0, 1.0, 7.0, 0.5],
+            "_x0": [np.nan] * 5,
+            "_gone": [None] * 5,
+            "_side": [0] * 5,
+        }
+    )
+    carried = rows[rows["_side"] == 1].assign(_wi=np.nan)
+    return pd.concat([weights, carried], ignore_index=True).sample(frac=1.0, random_state=2)
+
+
+@pytest.mark.parametrize("how", ["left", "inner"])
+def test_partial_sums_are_added_up_before_the_join(how):
+    """A biased round's partial sums reach the noise as several rows per item (one per
+    partition of pairs): the join must see each item once, with its summed weight and w_init
+    (what the truncation check reads), and agree with the join of the summed weights."""
+    from userdp.partition.spark import _sum_partials
+
+    carried = ["_x0", "_gone"] if how == "left" else ["_x0"]
+    out = _join_sides(how, carried, _partial_sides(), partial=True).sort_values("_i")
+    want = _join_sides(how, carried, _sides()).sort_values("_i")
+    assert list(out.columns) == [*want.columns, "_wi"]
+    pd.testing.assert_frame_equal(
+        out.drop(columns="_wi").reset_index(drop=True), want.reset_index(drop=True)
+    )
+    wi = dict(zip(out["_i"], out["_wi"], strict=True))
+    assert wi[2] == 1.5 and wi[3] == 11.0
+    if how == "left":
+        assert wi[1] == 0.0  # carried, not in the round
+    # without a join (a round noising only its own items), the same sums
+    own = _partial_sides()
+    own = own[own["_side"] == 0].drop(columns=["_side", "_x0", "_gone"])
+    summed = _sum_partials(own).sort_values("_i")
+    assert summed["_i"].tolist() == [2, 3, 9]
+    assert summed["_w"].tolist() == [2.0, 3.0, 0.5]
+    assert summed["_wi"].tolist() == [1.5, 11.0, 0.0]
+    assert summed["_hi"].tolist() == [20, 30, 90]

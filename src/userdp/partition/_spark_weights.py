@@ -118,7 +118,7 @@ def _basic_weights(capped: DataFrame) -> DataFrame:
 def _user_weights(pairs: DataFrame, b_min: float, b_max: float) -> DataFrame:
     """Add UserWeights ``_wb`` (Alg. 2) to every pair, given per-pair biases ``_b``: a
     ``mapInPandas`` UDF runs the local engine's vectorized :func:`user_weights` once per
-    partition, as :func:`_untruncated` does. The caller's last window by user (in
+    partition, as :func:`_biased_partials` does. The caller's last window by user (in
     :func:`_mad_weights`, the one for e_u) leaves every user's pairs in one partition, which
     the UDF checks against ``_deg``.
     """
@@ -130,7 +130,7 @@ def _user_weights(pairs: DataFrame, b_min: float, b_max: float) -> DataFrame:
 
 
 def _mad_weights(
-    run: Any,  # the run's book-keeping (spark._SparkRun): its join_items and cut
+    run: Any,  # the run's book-keeping (spark._SparkRun): its join_items
     capped: DataFrame,
     *,
     tau: float,
@@ -138,19 +138,20 @@ def _mad_weights(
     biased: bool = False,
     b_min: float = 1.0,
     b_max: float = 1.0,
+    partials: bool = False,
 ) -> DataFrame:
     """MaxAdaptiveDegree weights (Alg. 3, with the ``max`` erratum of line 6), as DataFrames.
 
     Mirrors :func:`userdp.partition.mad_weights` step by step; see it for the privacy
-    statement. ``biased`` uses the pairs' ``_b`` column as b(i).
+    statement. ``biased`` uses the pairs' ``_b`` column as b(i); with ``partials`` too, the
+    weights are :func:`_biased_partials`' partition sums, valid only if no item is truncated
+    (the caller checks).
     """
     F = _functions()
     from pyspark.sql import Window
 
-    if biased:
-        untruncated = _untruncated(run, capped, tau, d_max, b_min, b_max)
-        if untruncated is not None:
-            return untruncated
+    if biased and partials:
+        return _biased_partials(capped, d_max, b_min, b_max)
     deg = F.col("_deg")
     adaptive = (deg >= math.ceil(1.0 / b_min**2)) & (deg <= d_max)  # line 3
     p = capped.withColumn("_init", F.when(adaptive, 1.0 / deg).otherwise(0.0))
@@ -174,27 +175,18 @@ def _mad_weights(
     )
 
 
-def _untruncated(
-    run: Any,  # the run's book-keeping (spark._SparkRun): its cut
-    capped: DataFrame,
-    tau: float,
-    d_max: int,
-    b_min: float,
-    b_max: float,
-) -> DataFrame | None:
-    """Biased MAD's item weights when no item's w_init exceeds ``tau``, else None (the local
-    ``_untruncated``'s shortcut, checked exactly here).
+def _biased_partials(capped: DataFrame, d_max: int, b_min: float, b_max: float) -> DataFrame:
+    """Biased MAD's item weights when no item's w_init exceeds tau, as *partial sums*: one row
+    per item of each partition (``_i, _hi, _ib, _w, _wi``), the UserWeights weights and the
+    w_init shares of the partition's pairs (the local ``_untruncated``'s shortcut: r = 0,
+    e_u = 0). One ``mapInPandas`` pass over the round's pairs (whole users per partition: the
+    window that counts the round's degrees, ``_deg``, leaves them so); no w_init aggregation,
+    heavy-item join or excess window, and no pair-level frame of the round to cache.
 
-    Then the weights are the sums of the UserWeights weights (r = 0, e_u = 0). One
-    ``mapInPandas`` pass over the round's pairs (whole users per partition: the window that
-    counts the round's degrees, ``_deg``, leaves them so) computes every pair's UserWeights
-    weight and w_init share and sums both per item of its partition, and one aggregation adds
-    the partitions' sums: no w_init aggregation before it, no join of heavy items, no window
-    for e_u, and no pair-level frame of the round to cache (only item rows leave Python). The
-    item frame is cut (a job), and a job over it checks w_init <= tau; later rounds almost
-    never truncate.
-    """
-    F = _functions()
+    The caller adds the partitions' rows up where it noises them (the noise's pandas call,
+    after the one shuffle by bucket that it needs anyway) and checks there, exactly, that no
+    item's w_init exceeds tau; if one does, that noisy frame is dropped unread and the full
+    Alg. 3 runs (later rounds almost never truncate)."""
     from pyspark.sql.types import DoubleType, StructField, StructType
 
     pairs = capped.select(_U, *_ITEM, "_deg", "_b")
@@ -207,9 +199,4 @@ def _untruncated(
         ]
     )
     body = functools.partial(_partition_biased_sums, b_min, b_max, d_max)
-    sums = pairs.mapInPandas(whole_partition(body), schema)  # line 13, and line 5's terms
-    total = sums.groupBy(*_ITEM).agg(F.sum("_w").alias("_w"), F.sum("_wi").alias("_wi"))
-    total = run.cut(total, "weights of a biased round")
-    if not total.where(F.col("_wi") > tau).isEmpty():
-        return None
-    return total.select(*_ITEM, "_w")
+    return pairs.mapInPandas(whole_partition(body), schema)  # line 13, and line 5's terms

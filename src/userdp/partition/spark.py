@@ -23,10 +23,13 @@ Actions: one de-duplicates, hashes and ranks the pairs (each user's capping orde
 the cap) and caches them, observing on the way what the checks and diagnostics count (no
 second pass over the cache); each round then runs one for its weights and noise
 (checkpointing the noisy item frame) and one that counts its release. A biased MAD round
-(MAD2R from round 2) computes its weights with every item's w_init in one pass (a pandas call
-per partition that sums both per item, then one aggregation), checkpointed, and checks on
-that small frame that no item is truncated (the usual case, then no w_init aggregation,
-heavy-item join or excess window: see ``_untruncated``; otherwise the full Alg. 3). A later
+(MAD2R from round 2) computes its weights with every item's w_init in the same job: a pandas
+call per partition of pairs sums both per item of the partition, and the noise's pandas call,
+after the shuffle by bucket it needs anyway, adds those partial sums up before it noises them
+(no aggregation by item and no checkpoint of the weights of their own). A small job on the
+checkpointed noisy frame then checks that no item is truncated (the usual case: then no w_init
+aggregation, heavy-item join or excess window, see ``_biased_partials``); otherwise that frame
+is dropped unread and the round runs the full Alg. 3 and its noise again. A later
 round's pairs without re-capping (the first capped sets minus the removed items, with their
 biases) are not cached: that pass is the one that reads them (caching them cost a job that
 wrote 2.65M of 10.4M pairs to memory before the round could read them).
@@ -42,10 +45,11 @@ every job (~25x per round: 165M characters for one job of a 3-round MAD2R on 40 
 3 GiB driver heap).
 
 Shuffles: the pairs once by user (de-duplication, capping and every per-user window share that
-partitioning); item-level partial aggregates by item; item-level frames by noise bucket (a
-round's weights together with the items it carries over, as one union joined in the noise's
-pandas call, not a join shuffle of its own); and the pairs by item only when an item set is
-too large to broadcast.
+partitioning); item-level partial aggregates by item (round 1, and the full Alg. 3); item-level
+frames by noise bucket (a round's weights, or a biased round's partial sums, together with the
+items it carries over, as one union added up and joined in the noise's pandas call, not a join
+or aggregation shuffle of its own); and the pairs by item only when an item set is too large to
+broadcast.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import dp_accounting
@@ -137,24 +141,51 @@ class _TapNoise:
         return add_on_grid(weights, noise, WEIGHT_GRID)
 
 
-def _join_sides(how: str, carried: Sequence[str], pdf: pd.DataFrame) -> pd.DataFrame:
+def _sum_partials(rows: pd.DataFrame) -> pd.DataFrame:
+    """Partial item sums (a biased round's ``_w`` and ``_wi``, one row per item of each
+    partition of pairs; see :func:`~userdp.partition._spark_weights._biased_partials`)
+    added up: one row per item, in first-appearance order."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(rows[_I])
+    m, n = len(uniques), codes.size
+    first = np.empty(m, dtype=np.intp)
+    first[codes[::-1]] = np.arange(n - 1, -1, -1, dtype=np.intp)
+    return (
+        rows.iloc[first]
+        .reset_index(drop=True)
+        .assign(
+            _w=np.bincount(codes, weights=rows["_w"].to_numpy(float), minlength=m),
+            _wi=np.bincount(codes, weights=rows["_wi"].to_numpy(float), minlength=m),
+        )
+    )
+
+
+def _join_sides(
+    how: str, carried: Sequence[str], pdf: pd.DataFrame, partial: bool = False
+) -> pd.DataFrame:
     """One partition's round weights (rows with ``_side`` 0: ``_i, _hi, _ib, _w``) joined on
     the item with its carried item rows (``_side`` 1: ``_i, _hi, _ib`` and ``carried``), as
     ``_i, _hi, _ib, _w, _present, *carried``: every carried item, with weight 0 and
     ``_present`` false when the round does not hold it (``how="left"``), or the round's items
     that are carried (``how="inner"``). The partition holds whole noise buckets, so both rows
-    of an item."""
+    of an item. ``partial``: the weights are partial sums with their w_init (``_wi``), added
+    up per item first (:func:`_sum_partials`); ``_wi`` joins the output (0 when absent)."""
     side = pdf["_side"].to_numpy()
-    weights = pdf.loc[side == 0, [*_ITEM, "_w"]]
+    own = ["_w", "_wi"] if partial else ["_w"]
+    weights = pdf.loc[side == 0, [*_ITEM, *own]]
+    if partial:
+        weights = _sum_partials(weights)
     items = pdf.loc[side == 1, [*_ITEM, *carried]]
     if how == "left":
-        out = items.merge(weights[[_I, "_w"]], on=_I, how="left", sort=False)
+        out = items.merge(weights[[_I, *own]], on=_I, how="left", sort=False)
         out["_present"] = out["_w"].notna().to_numpy()
-        out["_w"] = out["_w"].fillna(0.0)
+        for c in own:
+            out[c] = out[c].fillna(0.0)
     else:
         out = weights.merge(items[[_I, *carried]], on=_I, how="inner", sort=False)
         out["_present"] = True
-    return out[[*_ITEM, "_w", "_present", *carried]].reset_index(drop=True)
+    return out[[*_ITEM, "_w", "_present", *carried, *own[1:]]].reset_index(drop=True)
 
 
 def _add_noise(
@@ -163,6 +194,7 @@ def _add_noise(
     sigma: float,
     pdf: pd.DataFrame,
     join: tuple[str, Sequence[str]] | None = None,
+    partial: bool = False,
 ) -> pd.DataFrame:
     """``mapInPandas`` body (via :func:`~userdp.spark.whole_partition`): noisy weight of every
     item of the partition (Alg. 1 line 7), whose buckets are whole (a shuffle by bucket just
@@ -170,11 +202,14 @@ def _add_noise(
     noise does not depend on which buckets share its partition. ``join`` (how, carried
     columns): the partition holds the round's weights and the carried items as two sides of a
     union, joined here first (:func:`_join_sides`): the one shuffle by bucket serves the join
-    and the noise."""
+    and the noise. ``partial``: the weights are partial sums with their w_init, added up per
+    item here first (:func:`_sum_partials`; the output keeps ``_wi`` for the caller's check)."""
     if join is not None:
-        pdf = _join_sides(join[0], join[1], pdf)
+        pdf = _join_sides(join[0], join[1], pdf, partial)
         if pdf.empty:  # no item of the round among the carried items of these buckets
             return pdf.assign(_noisy=np.zeros(0))
+    elif partial:
+        pdf = _sum_partials(pdf)
     order = np.lexsort((pdf[_HI].to_numpy(), pdf[_IB].to_numpy()))  # by bucket, then item hash
     pdf = pdf.iloc[order].reset_index(drop=True)
     buckets = pdf[_IB].to_numpy()
@@ -428,7 +463,8 @@ class _SparkRun:
         all_items: DataFrame | None = None,
         pooled: PooledTest | None = None,
         carry: bool = False,
-    ) -> tuple[DataFrame, DataFrame]:
+        tau: float | None = None,
+    ) -> tuple[DataFrame, DataFrame] | None:
         """Noisy weights (``_noisy``) and the released items of one round.
 
         ``weights`` has one row per item present in the round (``_i, _hi, _ib, _w``). With
@@ -442,6 +478,13 @@ class _SparkRun:
         item a later round can hold (rounds that keep the first capped sets), so this frame
         starts the carried columns (``_gone`` false).
 
+        ``tau``: ``weights`` are a biased round's partial sums with their w_init (``_wi``,
+        :func:`~userdp.partition._spark_weights._biased_partials`), added up in the noise's
+        pandas call; if an item's w_init exceeds ``tau`` there, they are not the round's
+        weights: the noisy frame is dropped unread, nothing is composed or counted, and the
+        result is None (the caller computes the full Alg. 3 and calls again; the noise is a
+        function of the run's entropy, round, bucket and items, so it draws the same noise).
+
         The noisy frame is checkpointed (its lineage cut) as the round's job computes it: the
         next round's item frames and removals are filters and projections of it, so no round's
         plan nests the earlier rounds' plans (see the module docstring).
@@ -452,16 +495,15 @@ class _SparkRun:
         round_index = len(self.round_sizes)
         tap = self.tap
         noise: Any = _ExecutorNoise(self.entropy)
-        if tap is not None:  # tests only
-            tap.weights.append(weights.select(_I, "_w"))
-            if tap.noise is not None:
-                noise = _TapNoise(tap.noise)
+        if tap is not None and tap.noise is not None:  # tests only
+            noise = _TapNoise(tap.noise)
+        partial = tau is not None
+        own = [F.col("_wi")] if partial else []
         join: tuple[str, list[str]] | None = None
         if all_items is None:
-            frame = weights.select(*_ITEM, "_w", F.lit(True).alias("_present"))
-            if carry:
-                frame = frame.withColumn("_gone", F.lit(False))
-            fields = list(frame.schema.fields)
+            gone = [F.lit(False).alias("_gone")] if carry else []
+            frame = weights.select(*_ITEM, "_w", F.lit(True).alias("_present"), *gone, *own)
+            fields = [f for f in frame.schema.fields if f.name != "_wi"]
         else:
             # every item of ``all_items`` (left) or the present ones (inner), with the columns
             # it carries: a union of the two sides, joined in the noise's pandas call (one
@@ -478,12 +520,14 @@ class _SparkRun:
                 *(given[c] for c in join[1]),
             ]
             nulls = [F.lit(None).cast(given[c].dataType).alias(c) for c in join[1]]
-            frame = weights.select(*_ITEM, "_w", *nulls, F.lit(0).alias("_side")).unionByName(
+            no_wi = [F.lit(None).cast("double").alias("_wi")] if partial else []
+            frame = weights.select(*_ITEM, "_w", *nulls, F.lit(0).alias("_side"), *own).unionByName(
                 all_items.select(
                     *_ITEM,
                     F.lit(None).cast("double").alias("_w"),
                     *join[1],
                     F.lit(1).alias("_side"),
+                    *no_wi,
                 )
             )
         schema = StructType(
@@ -492,12 +536,23 @@ class _SparkRun:
                 StructField("_w", DoubleType(), False),
                 StructField("_present", BooleanType(), False),
                 *fields[5:],
+                *([StructField("_wi", DoubleType(), False)] if partial else []),
                 StructField("_noisy", DoubleType(), False),
             ]
         )
-        body = functools.partial(_add_noise, noise, round_index, rnd.sigma, join=join)
+        body = functools.partial(
+            _add_noise, noise, round_index, rnd.sigma, join=join, partial=partial
+        )
         noisy = frame.repartition(_IB).mapInPandas(whole_partition(body), schema)
         noisy = self.cut(noisy, f"weights and noise of round {round_index + 1}")
+        if partial:
+            with self.timed("check that no item is truncated"):
+                if not noisy.where(F.col("_wi") > tau).isEmpty():
+                    return None
+            noisy = noisy.drop("_wi")
+            weights = weights.groupBy(_I).agg(F.sum("_w").alias("_w"))  # the tap's, only
+        if tap is not None:  # tests only
+            tap.weights.append(weights.select(_I, "_w"))
         if pooled is None:
             passed = F.col("_noisy") >= rnd.rho
         else:
@@ -606,6 +661,8 @@ class SparkRunner:
         self._noisy_all: tuple[DataFrame, Any] | None = None
         self._gone_tracks_all = True  # ``_gone`` holds every removal so far
         self._recap: bool | None = None  # the first cap's choice, which every round keeps
+        # a biased MAD round's rule while its weights are partial sums (see ``_noised``)
+        self._partial_rule: Mad | None = None
 
     def release_degree_histogram(self, sigma: float) -> np.ndarray:
         """As the local runner's: the driver collects (degree, number of users) only."""
@@ -645,14 +702,19 @@ class SparkRunner:
             run.uncache(self.capped_pairs)  # done: their weights are computed and cached
         self.capped_pairs = run.capped(left, rank=recap)
 
-    def weights(self, rule: Basic | Mad) -> DataFrame:
+    def weights(self, rule: Basic | Mad, *, partials: bool = True) -> DataFrame:
+        """A round's item weights; a biased MAD round's as partial sums (``partials``), added
+        up and checked for truncation where they are noised (:meth:`_noised`)."""
         F = _functions()
         capped = self.capped_pairs
         assert capped is not None  # cap() runs before every round's weights
+        self._partial_rule = None
         if isinstance(rule, Basic):
             return _basic_weights(capped)
         if rule.biased and "_b" not in capped.columns:
             capped = capped.withColumn("_b", F.lit(1.0))
+        if rule.biased and partials:
+            self._partial_rule = rule
         return _mad_weights(
             self.run,
             capped,
@@ -661,7 +723,26 @@ class SparkRunner:
             biased=rule.biased,
             b_min=rule.b_min,
             b_max=rule.b_max,
+            partials=rule.biased and partials,
         )
+
+    def _noised(
+        self, weights: DataFrame, call: Callable[..., tuple[DataFrame, DataFrame] | None]
+    ) -> tuple[DataFrame, DataFrame]:
+        """``call(weights, tau=...)``, a :meth:`_SparkRun.release`: for a biased MAD round's
+        partial sums with the rule's tau to check, and when an item is truncated once more
+        with the full Alg. 3's weights (the partial sums are those weights only when no item's
+        w_init exceeds tau; the two paths give the same weights, so which one ran reveals
+        nothing the release does not)."""
+        rule, self._partial_rule = self._partial_rule, None
+        if rule is None:
+            out = call(weights)
+        else:
+            out = call(weights, tau=rule.tau)
+            if out is None:
+                out = call(self.weights(rule, partials=False))
+        assert out is not None  # only a partial sums' check returns None
+        return out
 
     def _carried(self) -> DataFrame:
         """Every item a later round can hold (of the input; of round 1 without re-capping) with
@@ -683,15 +764,17 @@ class SparkRunner:
     def release(
         self, weights: DataFrame, rnd: Round, *, every_item: bool = False
     ) -> tuple[DataFrame, DataFrame]:
+        run = self.run
         if not every_item:
-            return self.run.release(rnd, weights)
+            return self._noised(weights, functools.partial(run.release, rnd))
         if self._noisy_all is None and self._recap is False:
             # Without re-capping, a later round holds only items of the first capped sets, all
             # present now: the other items' pure noise would never be read (nor released), so
             # this round noises its own items, with no distinct pass and join over the input.
-            noisy, released = self.run.release(rnd, weights, carry=True)
+            call = functools.partial(run.release, rnd, carry=True)
         else:
-            noisy, released = self.run.release(rnd, weights, self._carried())
+            call = functools.partial(run.release, rnd, all_items=self._carried())
+        noisy, released = self._noised(weights, call)
         self._noisy_all = (noisy, None)
         return noisy, released
 
@@ -703,7 +786,8 @@ class SparkRunner:
             raise RuntimeError(  # pragma: no cover - a bug, never user input
                 "The pooled test needs every earlier round's noisy weight of every item."
             )
-        return self.run.release(rnd, weights, items, test)
+        call = functools.partial(self.run.release, rnd, all_items=items, pooled=test)
+        return self._noised(weights, call)
 
     def remove(self, noisy: DataFrame, decide: Decide) -> None:
         F = _functions()

@@ -26,13 +26,14 @@ second pass over the cache); each round then runs one for its weights and noise
 (MAD2R from round 2) computes its weights with every item's w_init in the same job: a pandas
 call per partition of pairs sums both per item of the partition, and the noise's pandas call,
 after the shuffle by bucket it needs anyway, adds those partial sums up before it noises them
-(no aggregation by item and no checkpoint of the weights of their own). A small job on the
-checkpointed noisy frame then checks that no item is truncated (the usual case: then no w_init
-aggregation, heavy-item join or excess window, see ``_biased_partials``); otherwise that frame
-is dropped unread and the round runs the full Alg. 3 and its noise again. A later
-round's pairs without re-capping (the first capped sets minus the removed items, with their
-biases) are not cached: that pass is the one that reads them (caching them cost a job that
-wrote 2.65M of 10.4M pairs to memory before the round could read them).
+(no aggregation by item and no checkpoint of the weights of their own), and the job that
+counts the round's release observes the largest w_init on the way: no item is truncated in
+the usual case (then no w_init aggregation, heavy-item join or excess window, see
+``_biased_partials``); otherwise that noisy frame and its release are dropped unread and the
+round runs the full Alg. 3 and its noise again. A later round's pairs without re-capping (the
+first capped sets minus the removed items, with their biases) are not cached: that pass is the
+one that reads them (caching them cost a job that wrote 2.65M of 10.4M pairs to memory before
+the round could read them).
 
 Lineage: rounds meet only in item frames, cut (checkpointed) as each round computes them, and
 (without re-capping) in the first round's capped pairs. A round that noises every item (every
@@ -545,14 +546,6 @@ class _SparkRun:
         )
         noisy = frame.repartition(_IB).mapInPandas(whole_partition(body), schema)
         noisy = self.cut(noisy, f"weights and noise of round {round_index + 1}")
-        if partial:
-            with self.timed("check that no item is truncated"):
-                if not noisy.where(F.col("_wi") > tau).isEmpty():
-                    return None
-            noisy = noisy.drop("_wi")
-            weights = weights.groupBy(_I).agg(F.sum("_w").alias("_w"))  # the tap's, only
-        if tap is not None:  # tests only
-            tap.weights.append(weights.select(_I, "_w"))
         if pooled is None:
             passed = F.col("_noisy") >= rnd.rho
         else:
@@ -560,12 +553,27 @@ class _SparkRun:
             history = sorted(join[1], key=lambda c: int(c[2:]))
             xs = [F.col(c) for c in history] + [F.col("_noisy")]
             passed = pooled.passes(xs, _ColumnOps)
-        released = self.cache(noisy.where(F.col("_present") & passed).select(*_ITEM))
+        checked = noisy
+        if partial:  # the job that counts the release also finds the largest w_init
+            from pyspark.sql import Observation
+
+            largest = Observation()
+            checked = noisy.observe(largest, F.max("_wi").alias("wi"))
+        released = self.cache(checked.where(F.col("_present") & passed).select(*_ITEM))
+        with self.timed(f"release of round {round_index + 1}"):
+            size = released.count()
+        if tau is not None:
+            if (largest.get["wi"] or 0.0) > tau:  # an item is truncated: not the weights
+                self.uncache(released)
+                return None
+            noisy = noisy.drop("_wi")
+            weights = weights.groupBy(_I).agg(F.sum("_w").alias("_w"))  # the tap's, only
+        if tap is not None:  # tests only
+            tap.weights.append(weights.select(_I, "_w"))
         if self.n_rows > WEIGHT_GRID_ITEMS:  # only then can the items exceed the grid's bound
             check_item_count(noisy.count())
         self.accountant.compose(rnd.event)
-        with self.timed(f"release of round {round_index + 1}"):
-            self.round_sizes.append(released.count())
+        self.round_sizes.append(size)
         return noisy, released
 
     def finish(

@@ -118,6 +118,12 @@ def local_settings(master: str, memory: int | None = None) -> dict[str, str]:
       pair job took 3x longer).
     - ``spark.sql.shuffle.partitions``: 4 per core (at least 8) instead of 200 tiny tasks;
       adaptive execution merges them further.
+    - ``spark.sql.inMemoryColumnarStorage.compressed``: false. On one machine the cores run
+      short before the memory does: a selection caches its ranked pairs and a GROUP BY its
+      rows and per-(user, key) statistics, and compressing them cost more than the frames'
+      readers saved (the default selection on 10.2M rows: 2.5x the bytes, 374 MB against
+      148 MB, and about 5% less time; the Spark GROUP BY about 10% less). What does not fit
+      in memory spills to disk (every cache is MEMORY_AND_DISK).
     """
     memory = _total_memory() if memory is None else memory
     driver = 4 * _GIB if memory is None else min(max(memory // 4, _GIB), 8 * _GIB)
@@ -125,6 +131,7 @@ def local_settings(master: str, memory: int | None = None) -> dict[str, str]:
     return {
         "spark.driver.memory": f"{driver // (1 << 20)}m",
         "spark.sql.shuffle.partitions": str(max(8, 4 * cores)),
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
     }
 
 

@@ -33,6 +33,13 @@ def test_shuffle_partitions_follow_the_local_cores(master, partitions):
     assert support.local_settings(master, GIB)["spark.sql.shuffle.partitions"] == str(partitions)
 
 
+def test_local_sessions_cache_frames_uncompressed():
+    # one machine: cores are scarcer than memory (see local_settings)
+    assert support.local_settings("local[2]", GIB)[
+        "spark.sql.inMemoryColumnarStorage.compressed"
+    ] == ("false")
+
+
 def test_missing_java_says_what_to_install(monkeypatch):
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", "")

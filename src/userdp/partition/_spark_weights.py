@@ -184,9 +184,10 @@ def _biased_partials(capped: DataFrame, d_max: int, b_min: float, b_max: float) 
     heavy-item join or excess window, and no pair-level frame of the round to cache.
 
     The caller adds the partitions' rows up where it noises them (the noise's pandas call,
-    after the one shuffle by bucket that it needs anyway) and checks there, exactly, that no
-    item's w_init exceeds tau; if one does, that noisy frame is dropped unread and the full
-    Alg. 3 runs (later rounds almost never truncate)."""
+    after the one shuffle by bucket that it needs anyway) and checks, exactly, that no item's
+    w_init exceeds tau; if one does, that noisy frame and its release are dropped before
+    anything is composed or counted, and the full Alg. 3 runs (later rounds almost never
+    truncate)."""
     from pyspark.sql.types import DoubleType, StructField, StructType
 
     pairs = capped.select(_U, *_ITEM, "_deg", "_b")

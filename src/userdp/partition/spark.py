@@ -29,11 +29,11 @@ after the shuffle by bucket it needs anyway, adds those partial sums up before i
 (no aggregation by item and no checkpoint of the weights of their own), and the job that
 counts the round's release observes the largest w_init on the way: no item is truncated in
 the usual case (then no w_init aggregation, heavy-item join or excess window, see
-``_biased_partials``); otherwise that noisy frame and its release are dropped unread and the
-round runs the full Alg. 3 and its noise again. A later round's pairs without re-capping (the
-first capped sets minus the removed items, with their biases) are not cached: that pass is the
-one that reads them (caching them cost a job that wrote 2.65M of 10.4M pairs to memory before
-the round could read them).
+``_biased_partials``); otherwise that noisy frame and its release are dropped (nothing
+composed or counted) and the round runs the full Alg. 3 and its noise again. A later round's
+pairs without re-capping (the first capped sets minus the removed items, with their biases)
+are not cached: that pass is the one that reads them (caching them cost a job that wrote
+2.65M of 10.4M pairs to memory before the round could read them).
 
 Lineage: rounds meet only in item frames, cut (checkpointed) as each round computes them, and
 (without re-capping) in the first round's capped pairs. A round that noises every item (every
@@ -481,10 +481,11 @@ class _SparkRun:
 
         ``tau``: ``weights`` are a biased round's partial sums with their w_init (``_wi``,
         :func:`~userdp.partition._spark_weights._biased_partials`), added up in the noise's
-        pandas call; if an item's w_init exceeds ``tau`` there, they are not the round's
-        weights: the noisy frame is dropped unread, nothing is composed or counted, and the
-        result is None (the caller computes the full Alg. 3 and calls again; the noise is a
-        function of the run's entropy, round, bucket and items, so it draws the same noise).
+        pandas call; if an item's w_init exceeds ``tau`` (the largest is observed by the job
+        that counts the release), they are not the round's weights: the noisy frame and its
+        release are dropped, nothing is composed or counted, and the result is None (the
+        caller computes the full Alg. 3 and calls again; the noise is a function of the run's
+        entropy, round, bucket and items, so it draws the same noise).
 
         The noisy frame is checkpointed (its lineage cut) as the round's job computes it: the
         next round's item frames and removals are filters and projections of it, so no round's

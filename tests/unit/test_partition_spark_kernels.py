@@ -145,7 +145,7 @@ def test_partial_sums_are_added_up_before_the_join(how):
     """A biased round's partial sums reach the noise as several rows per item (one per
     partition of pairs): the join must see each item once, with its summed weight and w_init
     (what the truncation check reads), and agree with the join of the summed weights."""
-    from userdp.partition.spark import _sum_partials
+    from userdp.partition._spark_weights import sum_per_item
 
     carried = ["_x0", "_gone"] if how == "left" else ["_x0"]
     out = _join_sides(how, carried, _partial_sides(), partial=True).sort_values("_i")
@@ -161,7 +161,7 @@ def test_partial_sums_are_added_up_before_the_join(how):
     # without a join (a round noising only its own items), the same sums
     own = _partial_sides()
     own = own[own["_side"] == 0].drop(columns=["_side", "_x0", "_gone"])
-    summed = _sum_partials(own).sort_values("_i")
+    summed = sum_per_item(own).sort_values("_i")
     assert summed["_i"].tolist() == [2, 3, 9]
     assert summed["_w"].tolist() == [2.0, 3.0, 0.5]
     assert summed["_wi"].tolist() == [1.5, 11.0, 0.0]

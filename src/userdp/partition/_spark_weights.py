@@ -87,23 +87,31 @@ def _partition_biased_sums(
     UserWeights weight (Alg. 2) and its share of w_init (1/|S_u| for an adaptive user, Alg. 3
     lines 3-5), summed per item of the partition: one row per item (``_w``, ``_wi``) instead
     of one per pair."""
-    import pandas as pd
-
     order, users, ideg, wb = _sorted_user_weights(pdf, b_min, b_max)
     deg = ideg.astype(np.float64)
     adaptive = (deg >= math.ceil(1.0 / b_min**2)) & (deg <= d_max)  # line 3
     inv_adaptive = np.where(adaptive, 1.0 / deg, 0.0)  # every user here has pairs
-    items, uniques = pd.factorize(pdf[_I].take(order))
-    m, n = len(uniques), items.size
+    pairs = pdf[list(_ITEM)].take(order).reset_index(drop=True)
+    return sum_per_item(pairs.assign(_w=wb, _wi=inv_adaptive.take(users)))
+
+
+def sum_per_item(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows' ``_w`` and ``_wi`` added up per item (``_i``), in row order: one row per item, in
+    first-appearance order, with the other columns of its first row. Turns a partition's pairs
+    into its partial sums (:func:`_partition_biased_sums`), and the partitions' partial sums
+    into the round's weights where they are noised (the Spark runner's noise call)."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(rows[_I])
+    m, n = len(uniques), codes.size
     first = np.empty(m, dtype=np.intp)
-    first[items[::-1]] = np.arange(n - 1, -1, -1, dtype=np.intp)  # each item's first pair
+    first[codes[::-1]] = np.arange(n - 1, -1, -1, dtype=np.intp)  # each item's first row
     return (
-        pdf[list(_ITEM)]
-        .take(order.take(first))
+        rows.take(first)
         .reset_index(drop=True)
         .assign(
-            _w=np.bincount(items, weights=wb, minlength=m),
-            _wi=np.bincount(items, weights=inv_adaptive.take(users), minlength=m),
+            _w=np.bincount(codes, weights=rows["_w"].to_numpy(float), minlength=m),
+            _wi=np.bincount(codes, weights=rows["_wi"].to_numpy(float), minlength=m),
         )
     )
 

@@ -83,6 +83,7 @@ from userdp.partition._spark_weights import (
     _basic_weights,
     _functions,
     _mad_weights,
+    sum_per_item,
 )
 from userdp.partition.cap import DEGREE_EDGES, HISTOGRAM_STREAM
 from userdp.partition.result import SelectionDiagnostics, SparkSelectionResult
@@ -142,26 +143,6 @@ class _TapNoise:
         return add_on_grid(weights, noise, WEIGHT_GRID)
 
 
-def _sum_partials(rows: pd.DataFrame) -> pd.DataFrame:
-    """Partial item sums (a biased round's ``_w`` and ``_wi``, one row per item of each
-    partition of pairs; see :func:`~userdp.partition._spark_weights._biased_partials`)
-    added up: one row per item, in first-appearance order."""
-    import pandas as pd
-
-    codes, uniques = pd.factorize(rows[_I])
-    m, n = len(uniques), codes.size
-    first = np.empty(m, dtype=np.intp)
-    first[codes[::-1]] = np.arange(n - 1, -1, -1, dtype=np.intp)
-    return (
-        rows.iloc[first]
-        .reset_index(drop=True)
-        .assign(
-            _w=np.bincount(codes, weights=rows["_w"].to_numpy(float), minlength=m),
-            _wi=np.bincount(codes, weights=rows["_wi"].to_numpy(float), minlength=m),
-        )
-    )
-
-
 def _join_sides(
     how: str, carried: Sequence[str], pdf: pd.DataFrame, partial: bool = False
 ) -> pd.DataFrame:
@@ -171,12 +152,12 @@ def _join_sides(
     ``_present`` false when the round does not hold it (``how="left"``), or the round's items
     that are carried (``how="inner"``). The partition holds whole noise buckets, so both rows
     of an item. ``partial``: the weights are partial sums with their w_init (``_wi``), added
-    up per item first (:func:`_sum_partials`); ``_wi`` joins the output (0 when absent)."""
+    up per item first (:func:`sum_per_item`); ``_wi`` joins the output (0 when absent)."""
     side = pdf["_side"].to_numpy()
     own = ["_w", "_wi"] if partial else ["_w"]
     weights = pdf.loc[side == 0, [*_ITEM, *own]]
     if partial:
-        weights = _sum_partials(weights)
+        weights = sum_per_item(weights)
     items = pdf.loc[side == 1, [*_ITEM, *carried]]
     if how == "left":
         out = items.merge(weights[[_I, *own]], on=_I, how="left", sort=False)
@@ -204,13 +185,13 @@ def _add_noise(
     columns): the partition holds the round's weights and the carried items as two sides of a
     union, joined here first (:func:`_join_sides`): the one shuffle by bucket serves the join
     and the noise. ``partial``: the weights are partial sums with their w_init, added up per
-    item here first (:func:`_sum_partials`; the output keeps ``_wi`` for the caller's check)."""
+    item here first (:func:`sum_per_item`; the output keeps ``_wi`` for the caller's check)."""
     if join is not None:
         pdf = _join_sides(join[0], join[1], pdf, partial)
         if pdf.empty:  # no item of the round among the carried items of these buckets
             return pdf.assign(_noisy=np.zeros(0))
     elif partial:
-        pdf = _sum_partials(pdf)
+        pdf = sum_per_item(pdf)
     order = np.lexsort((pdf[_HI].to_numpy(), pdf[_IB].to_numpy()))  # by bucket, then item hash
     pdf = pdf.iloc[order].reset_index(drop=True)
     buckets = pdf[_IB].to_numpy()
@@ -568,9 +549,9 @@ class _SparkRun:
                 self.uncache(released)
                 return None
             noisy = noisy.drop("_wi")
-            weights = weights.groupBy(_I).agg(F.sum("_w").alias("_w"))  # the tap's, only
-        if tap is not None:  # tests only
-            tap.weights.append(weights.select(_I, "_w"))
+        if tap is not None:  # tests only: the round's weights, one row per item
+            per_item = weights.groupBy(_I).agg(F.sum("_w").alias("_w")) if partial else weights
+            tap.weights.append(per_item.select(_I, "_w"))
         if self.n_rows > WEIGHT_GRID_ITEMS:  # only then can the items exceed the grid's bound
             check_item_count(noisy.count())
         self.accountant.compose(rnd.event)

@@ -35,9 +35,8 @@ def test_shuffle_partitions_follow_the_local_cores(master, partitions):
 
 def test_local_sessions_cache_frames_uncompressed():
     # one machine: cores are scarcer than memory (see local_settings)
-    assert support.local_settings("local[2]", GIB)[
-        "spark.sql.inMemoryColumnarStorage.compressed"
-    ] == ("false")
+    settings = support.local_settings("local[2]", GIB)
+    assert settings["spark.sql.inMemoryColumnarStorage.compressed"] == "false"
 
 
 def test_missing_java_says_what_to_install(monkeypatch):

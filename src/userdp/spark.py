@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import re
 import shutil
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "SparkUnavailableError",
     "is_spark_dataframe",
+    "python_partitions",
     "require_pyspark",
     "spark_session",
     "whole_partition",
@@ -204,6 +206,19 @@ def spark_session(
         raise SparkUnavailableError(f"Spark failed to start ({master}): {err}") from err
     session.sparkContext.setLogLevel("ERROR" if quiet else "WARN")
     return session
+
+
+def python_partitions(spark: Any, rows: int, rows_per_call: int) -> int:
+    """Partitions for a pandas pass over ``rows`` rows: one per core, in as many waves as keep
+    each call under ``rows_per_call`` rows (the call holds its partition in memory).
+
+    A Python task costs more than its rows: each one starts an Arrow stream both ways and a
+    pandas call with its own set-up, so a pass over a frame in 8 partitions on 2 cores does
+    markedly more work than the same pass in 2 (docs/spark.md has the measurement). Merging
+    partitions (``coalesce``) keeps whole groups whole.
+    """
+    cores = max(1, int(spark.sparkContext.defaultParallelism))
+    return cores * max(1, math.ceil(rows / (rows_per_call * cores)))
 
 
 def whole_partition(fn: Any) -> Any:

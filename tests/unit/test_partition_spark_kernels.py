@@ -35,7 +35,6 @@ def _partition(seed: int) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndar
             "_u": users[order] * 7 + 3,  # ids, not codes
             "_i": items[order] * 11 + 5,
             "_hi": items[order] * 1_000_003,
-            "_ib": items[order] % 5,
             "_deg": deg[users[order]],
             "_b": biases[items[order]],
         }
@@ -61,9 +60,9 @@ def test_biased_sums_are_the_local_sums_per_item(seed):
     assert sorted(codes) == sorted(np.unique(items))  # one row per item of the partition
     np.testing.assert_allclose(out["_w"].to_numpy(), want_w[codes], rtol=1e-12)
     np.testing.assert_allclose(out["_wi"].to_numpy(), want_wi[codes], rtol=1e-12)
-    # the item's hash and bucket travel with it
+    # the item's hash travels with it (its bucket is added in Spark, from the hash)
+    assert list(out.columns) == ["_i", "_hi", "_w", "_wi"]
     assert (out["_hi"].to_numpy() == codes * 1_000_003).all()
-    assert (out["_ib"].to_numpy() == codes % 5).all()
 
 
 def test_a_partition_with_a_split_user_is_refused():

@@ -21,7 +21,6 @@ drawing from its own noise sub-stream, as locally.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -38,7 +37,7 @@ from userdp.aggregate.local import (
 )
 from userdp.data.encoding import run_bounds, run_starts
 from userdp.exceptions import DataError
-from userdp.spark import require_pyspark, whole_partition
+from userdp.spark import python_partitions, require_pyspark, whole_partition
 
 __all__ = ["SparkEngine"]
 
@@ -206,11 +205,10 @@ class SparkEngine:
         )
 
     def _partitions(self) -> int:
-        """Partitions for a pandas pass over the rows: one per core (each pandas call has a
-        fixed cost, ~0.1 s on a local master), in more waves when a partition would
-        otherwise exceed :data:`_TASK_ROWS` rows (the call holds its partition in memory)."""
-        cores = max(1, int(self.spark.sparkContext.defaultParallelism))
-        return cores * max(1, math.ceil(self.total_rows / (_TASK_ROWS * cores)))
+        """Partitions for a pandas pass over the rows: one per core, in more waves when a
+        partition would otherwise exceed :data:`_TASK_ROWS` rows
+        (:func:`~userdp.spark.python_partitions`)."""
+        return python_partitions(self.spark, self.total_rows, _TASK_ROWS)
 
     # -- per-(user, key) aggregates -----------------------------------------------------------
     def _pairs(self, centre: float, units: dict[str, float] | None = None) -> Any:

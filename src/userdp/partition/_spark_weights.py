@@ -34,6 +34,14 @@ _BASE = [_U, _I, _HU, _HI, _IB]
 _ITEM = [_I, _HI, _IB]
 
 
+def with_bucket(items: DataFrame) -> DataFrame:
+    """``items`` with each item's noise bucket ``_ib`` (of its hash ``_hi``). Item-level
+    frames get it after their aggregation by item (by ``_i, _hi``): a grouping key fewer,
+    and no bucket computed for every pair."""
+    F = _functions()
+    return items.withColumn(_IB, F.pmod(F.col(_HI), F.lit(BUCKETS)))
+
+
 def _functions() -> Any:
     from pyspark.sql import functions
 
@@ -91,7 +99,7 @@ def _partition_biased_sums(
     deg = ideg.astype(np.float64)
     adaptive = (deg >= math.ceil(1.0 / b_min**2)) & (deg <= d_max)  # line 3
     inv_adaptive = np.where(adaptive, 1.0 / deg, 0.0)  # every user here has pairs
-    pairs = pdf[list(_ITEM)].take(order).reset_index(drop=True)
+    pairs = pdf[[_I, _HI]].take(order).reset_index(drop=True)
     return sum_per_item(pairs.assign(_w=wb, _wi=inv_adaptive.take(users)))
 
 
@@ -120,7 +128,7 @@ def sum_per_item(rows: pd.DataFrame) -> pd.DataFrame:
 def _basic_weights(capped: DataFrame) -> DataFrame:
     """Basic weights (Alg. 5): w(i) = sum over users holding i of 1/sqrt(|S_u|)."""
     F = _functions()
-    return capped.groupBy(*_ITEM).agg(F.sum(1.0 / F.sqrt(F.col("_deg"))).alias("_w"))
+    return with_bucket(capped.groupBy(_I, _HI).agg(F.sum(1.0 / F.sqrt(F.col("_deg"))).alias("_w")))
 
 
 def _user_weights(pairs: DataFrame, b_min: float, b_max: float) -> DataFrame:
@@ -159,7 +167,7 @@ def _mad_weights(
     from pyspark.sql import Window
 
     if biased and partials:
-        return _biased_partials(capped, d_max, b_min, b_max)
+        return _biased_partials(capped, d_max, b_min, b_max, run.python_partitions())
     deg = F.col("_deg")
     adaptive = (deg >= math.ceil(1.0 / b_min**2)) & (deg <= d_max)  # line 3
     p = capped.withColumn("_init", F.when(adaptive, 1.0 / deg).otherwise(0.0))
@@ -178,12 +186,16 @@ def _mad_weights(
     else:
         p = p.withColumn("_wb", 1.0 / F.sqrt(deg))
     # lines 8, 11, 14-17: min(w_init, tau) + rerouted + (w_b - 1/|S_u| if adaptive else w_b)
-    return p.groupBy(*_ITEM).agg(
-        (F.sum(F.col("_c") + F.col("_wb")) + F.least(F.sum("_init"), F.lit(tau))).alias("_w")
+    return with_bucket(
+        p.groupBy(_I, _HI).agg(
+            (F.sum(F.col("_c") + F.col("_wb")) + F.least(F.sum("_init"), F.lit(tau))).alias("_w")
+        )
     )
 
 
-def _biased_partials(capped: DataFrame, d_max: int, b_min: float, b_max: float) -> DataFrame:
+def _biased_partials(
+    capped: DataFrame, d_max: int, b_min: float, b_max: float, partitions: int
+) -> DataFrame:
     """Biased MAD's item weights when no item's w_init exceeds tau, as *partial sums*: one row
     per item of each partition (``_i, _hi, _ib, _w, _wi``), the UserWeights weights and the
     w_init shares of the partition's pairs (the local ``_untruncated``'s shortcut: r = 0,
@@ -195,17 +207,21 @@ def _biased_partials(capped: DataFrame, d_max: int, b_min: float, b_max: float) 
     after the one shuffle by bucket that it needs anyway) and checks, exactly, that no item's
     w_init exceeds tau; if one does, that noisy frame and its release are dropped before
     anything is composed or counted, and the full Alg. 3 runs (later rounds almost never
-    truncate)."""
+    truncate).
+
+    ``partitions``: the pass runs in at most that many tasks, whole partitions of the pairs
+    merged (``coalesce``, no shuffle: users stay whole), as a pandas pass costs per task
+    (:func:`~userdp.spark.python_partitions`)."""
     from pyspark.sql.types import DoubleType, StructField, StructType
 
-    pairs = capped.select(_U, *_ITEM, "_deg", "_b")
+    pairs = capped.select(_U, _I, _HI, "_deg", "_b").coalesce(partitions)
     fields = {f.name: f for f in pairs.schema.fields}
     schema = StructType(
         [
-            *(fields[c] for c in _ITEM),
+            *(fields[c] for c in (_I, _HI)),
             StructField("_w", DoubleType(), False),
             StructField("_wi", DoubleType(), False),
         ]
     )
     body = functools.partial(_partition_biased_sums, b_min, b_max, d_max)
-    return pairs.mapInPandas(whole_partition(body), schema)  # line 13, and line 5's terms
+    return with_bucket(pairs.mapInPandas(whole_partition(body), schema))  # line 13, line 5

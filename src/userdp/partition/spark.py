@@ -30,10 +30,15 @@ after the shuffle by bucket it needs anyway, adds those partial sums up before i
 counts the round's release observes the largest w_init on the way: no item is truncated in
 the usual case (then no w_init aggregation, heavy-item join or excess window, see
 ``_biased_partials``); otherwise that noisy frame and its release are dropped (nothing
-composed or counted) and the round runs the full Alg. 3 and its noise again. A later round's
-pairs without re-capping (the first capped sets minus the removed items, with their biases)
-are not cached: that pass is the one that reads them (caching them cost a job that wrote
-2.65M of 10.4M pairs to memory before the round could read them).
+composed or counted) and the round runs the full Alg. 3 and its noise again. Without
+re-capping, the first round that removes items caches the pairs that survive (the first capped
+sets minus the removed items, with their degrees), filled by that round's own pass as it reads
+them; later rounds read that cache (28% of the capped pairs at 10M rows) instead of every
+capped pair, minus their own removals.
+
+Python passes (the biased UserWeights and the noise) run one task per core, more only when a
+call would hold more than :data:`PAIRS_PER_CALL` pairs (:func:`~userdp.spark.python_partitions`):
+a pandas task costs more than its rows.
 
 Lineage: rounds meet only in item frames, cut (checkpointed) as each round computes them, and
 (without re-capping) in the first round's capped pairs. A round that noises every item (every
@@ -79,11 +84,11 @@ from userdp.partition._spark_weights import (
     _ITEM,
     _U,
     BROADCAST_ROWS,
-    BUCKETS,
     _basic_weights,
     _functions,
     _mad_weights,
     sum_per_item,
+    with_bucket,
 )
 from userdp.partition.cap import DEGREE_EDGES, HISTOGRAM_STREAM
 from userdp.partition.result import SelectionDiagnostics, SparkSelectionResult
@@ -98,7 +103,7 @@ from userdp.partition.rounds import (
 from userdp.partition.runner import Basic, Decide, Mad, Tap
 from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
 from userdp.privacy.noise import add_on_grid, gaussian_on_grid, spawn_generator
-from userdp.spark import require_pyspark, whole_partition
+from userdp.spark import python_partitions, require_pyspark, whole_partition
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -107,6 +112,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["SparkRunner", "read"]
 
 logger = logging.getLogger("userdp.spark")
+
+#: Pairs one pandas call may hold at most (its partition of the input's pairs; about 2 GB at
+#: the peak of the biased UserWeights pass): below it, a pandas pass runs one task per core.
+PAIRS_PER_CALL = 8_000_000
 
 
 class _ExecutorNoise:
@@ -306,7 +315,7 @@ class _SparkRun:
         with self.timed("prepare, rank and check the pairs"):
             cached.count()
             stats = observation.get
-        ranked = cached.withColumn(_HU, hu).withColumn(_IB, F.pmod(F.col(_HI), F.lit(BUCKETS)))
+        ranked = with_bucket(cached.withColumn(_HU, hu))
         if not stats["rows"]:
             raise DataError("The input has no (user, item) pairs; nothing to select from.")
         for name, col in (("user", user_column), ("item", item_column)):
@@ -374,6 +383,13 @@ class _SparkRun:
         with self.timed("count a small item set"):
             n = items.count()
         return pairs.join(F.broadcast(items) if n <= BROADCAST_ROWS else items, _I, how)
+
+    def python_partitions(self) -> int:
+        """Tasks of a pandas pass over the pairs or an item frame: one per core, more only
+        when a call would hold more than :data:`PAIRS_PER_CALL` of the input's pairs
+        (:func:`~userdp.spark.python_partitions`; a round's pairs and item frames are at most
+        the input's pairs)."""
+        return python_partitions(self.pairs.sparkSession, self.n_pairs, PAIRS_PER_CALL)
 
     def cut(self, df: DataFrame, what: str = "cut the lineage of an item set") -> DataFrame:
         """``df`` materialized with its lineage cut (an eager local checkpoint, kept in the
@@ -526,7 +542,8 @@ class _SparkRun:
         body = functools.partial(
             _add_noise, noise, round_index, rnd.sigma, join=join, partial=partial
         )
-        noisy = frame.repartition(_IB).mapInPandas(whole_partition(body), schema)
+        shuffled = frame.repartition(self.python_partitions(), _IB)  # whole buckets
+        noisy = shuffled.mapInPandas(whole_partition(body), schema)
         noisy = self.cut(noisy, f"weights and noise of round {round_index + 1}")
         if pooled is None:
             passed = F.col("_noisy") >= rnd.rho
@@ -646,6 +663,8 @@ class SparkRunner:
         self.capped_pairs: DataFrame | None = None
         self.info: DataFrame | None = None  # items removed (_removed) or biased (_b < 1)
         self._first_capped: DataFrame | None = None
+        # without re-capping: the pairs left after the first removals, cached (see ``cap``)
+        self._survivors: DataFrame | None = None
         self._items: DataFrame | None = None  # every item of the input, cached, ``_gone`` false
         # the last every-item round's noisy frame and what ``remove`` removed from it (or None)
         self._noisy_all: tuple[DataFrame, Any] | None = None
@@ -679,7 +698,8 @@ class SparkRunner:
         # keeps them all), as the previous round's sets minus the new removals would be, with a
         # plan that does not nest every earlier round's (see the module docstring).
         assert self._first_capped is not None  # set with capped_pairs by the first call
-        base = (run.pairs if recap else self._first_capped).select(*_BASE)
+        source = self._first_capped if self._survivors is None else self._survivors
+        base = (run.pairs if recap else source).select(*_BASE)
         left = base
         if self.info is not None:
             left = (
@@ -688,9 +708,17 @@ class SparkRunner:
                 .withColumn("_b", F.coalesce(F.col("_b"), F.lit(1.0)))
                 .drop("_removed")
             )
-        if recap or self.capped_pairs is not self._first_capped:
+        kept = (self._first_capped, self._survivors)  # cached for every later round
+        if recap or all(self.capped_pairs is not k for k in kept):
             run.uncache(self.capped_pairs)  # done: their weights are computed and cached
         self.capped_pairs = run.capped(left, rank=recap)
+        if not recap and self.info is not None and self._survivors is None:
+            # The first round that removes items keeps the pairs that survive (28% of the
+            # 9.5M capped pairs at 10M rows), cached by the round's own job as it reads them
+            # (after the window that counts degrees, whose partitioning by user the cache keeps
+            # for the later rounds' windows); later rounds read them instead of every capped
+            # pair (their removals include this round's, so the result is the same).
+            self.capped_pairs = self._survivors = run.cache(self.capped_pairs)
 
     def weights(self, rule: Basic | Mad, *, partials: bool = True) -> DataFrame:
         """A round's item weights; a biased MAD round's as partial sums (``partials``), added
@@ -743,7 +771,9 @@ class SparkRunner:
         if self._noisy_all is None:
             if self._items is None:
                 self._items = self.run.cache(
-                    self.run.pairs.select(*_ITEM).distinct().withColumn("_gone", F.lit(False))
+                    with_bucket(self.run.pairs.select(_I, _HI).distinct()).withColumn(
+                        "_gone", F.lit(False)
+                    )
                 )
             return self._items
         noisy, removed = self._noisy_all

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import builtins
+import math
 import os
 import stat
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy import stats
 
 from userdp import spark as support
@@ -37,6 +41,28 @@ def test_local_sessions_cache_frames_uncompressed():
     # one machine: cores are scarcer than memory (see local_settings)
     settings = support.local_settings("local[2]", GIB)
     assert settings["spark.sql.inMemoryColumnarStorage.compressed"] == "false"
+
+
+@given(
+    cores=st.integers(1, 512),
+    rows=st.integers(0, 10**11),
+    per_call=st.integers(1, 10**8),
+)
+def test_python_partitions_fill_every_core_and_bound_each_call(cores, rows, per_call):
+    """Whole waves (a multiple of the cores, at least one task per core), each call at most
+    ``per_call`` rows when the rows spread evenly, and no more waves than that needs."""
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(defaultParallelism=cores))
+    n = support.python_partitions(spark, rows, per_call)
+    assert n >= cores and n % cores == 0
+    assert math.ceil(rows / n) <= per_call
+    if n > cores:  # one wave fewer would put more than per_call rows in a call
+        assert math.ceil(rows / (n - cores)) > per_call
+
+
+def test_python_partitions_on_two_cores():
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(defaultParallelism=2))
+    assert support.python_partitions(spark, 10_400_000, 8_000_000) == 2
+    assert support.python_partitions(spark, 50_000_000, 8_000_000) == 8
 
 
 def test_missing_java_says_what_to_install(monkeypatch):

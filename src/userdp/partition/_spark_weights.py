@@ -30,7 +30,7 @@ BROADCAST_ROWS = 2_000_000
 
 # Internal column names: user, item, their salted hashes, item noise bucket.
 _U, _I, _HU, _HI, _IB = "_u", "_i", "_hu", "_hi", "_ib"
-_BASE = [_U, _I, _HU, _HI, _IB]
+_BASE = [_U, _I, _HU, _HI]  # a pair's columns; buckets only on item frames (with_bucket)
 _ITEM = [_I, _HI, _IB]
 
 

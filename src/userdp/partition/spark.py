@@ -315,7 +315,7 @@ class _SparkRun:
         with self.timed("prepare, rank and check the pairs"):
             cached.count()
             stats = observation.get
-        ranked = with_bucket(cached.withColumn(_HU, hu))
+        ranked = cached.withColumn(_HU, hu)
         if not stats["rows"]:
             raise DataError("The input has no (user, item) pairs; nothing to select from.")
         for name, col in (("user", user_column), ("item", item_column)):
@@ -699,7 +699,8 @@ class SparkRunner:
         # plan that does not nest every earlier round's (see the module docstring).
         assert self._first_capped is not None  # set with capped_pairs by the first call
         source = self._first_capped if self._survivors is None else self._survivors
-        base = (run.pairs if recap else source).select(*_BASE)
+        # without re-capping no round orders by the user's hash: the survivors' cache omits it
+        base = run.pairs.select(*_BASE) if recap else source.select(_U, _I, _HI)
         left = base
         if self.info is not None:
             left = (

@@ -21,13 +21,15 @@ estimated number of distinct items does not already bound them well below that).
 
 Actions: one de-duplicates, hashes and ranks the pairs (each user's capping order, whatever
 the cap) and caches them, observing on the way what the checks and diagnostics count (no
-second pass over the cache); each round then runs one for its weights and noise
-(checkpointing the noisy item frame) and one that counts its release. A biased MAD round
+second pass over the cache); each round then runs one for its weights and noise, which
+checkpoints the noisy item frame and counts the round's release on the way (an observation:
+the released items stay a filter of that checkpoint, with no job or cache of their own). A
+biased MAD round
 (MAD2R from round 2) computes its weights with every item's w_init in the same job: a pandas
 call per partition of pairs sums both per item of the partition, and the noise's pandas call,
 after the shuffle by bucket it needs anyway, adds those partial sums up before it noises them
-(no aggregation by item and no checkpoint of the weights of their own), and the job that
-counts the round's release observes the largest w_init on the way: no item is truncated in
+(no aggregation by item and no checkpoint of the weights of their own), and the same job
+observes the largest w_init on the way: no item is truncated in
 the usual case (then no w_init aggregation, heavy-item join or excess window, see
 ``_biased_partials``); otherwise that noisy frame and its release are dropped (nothing
 composed or counted) and the round runs the full Alg. 3 and its noise again. Without
@@ -479,10 +481,10 @@ class _SparkRun:
         ``tau``: ``weights`` are a biased round's partial sums with their w_init (``_wi``,
         :func:`~userdp.partition._spark_weights._biased_partials`), added up in the noise's
         pandas call; if an item's w_init exceeds ``tau`` (the largest is observed by the job
-        that counts the release), they are not the round's weights: the noisy frame and its
-        release are dropped, nothing is composed or counted, and the result is None (the
-        caller computes the full Alg. 3 and calls again; the noise is a function of the run's
-        entropy, round, bucket and items, so it draws the same noise).
+        that checkpoints the noisy frame), they are not the round's weights: the noisy frame
+        and its release are dropped, nothing is composed or counted, and the result is None
+        (the caller computes the full Alg. 3 and calls again; the noise is a function of the
+        run's entropy, round, bucket and items, so it draws the same noise).
 
         The noisy frame is checkpointed (its lineage cut) as the round's job computes it: the
         next round's item frames and removals are filters and projections of it, so no round's
@@ -544,7 +546,6 @@ class _SparkRun:
         )
         shuffled = frame.repartition(self.python_partitions(), _IB)  # whole buckets
         noisy = shuffled.mapInPandas(whole_partition(body), schema)
-        noisy = self.cut(noisy, f"weights and noise of round {round_index + 1}")
         if pooled is None:
             passed = F.col("_noisy") >= rnd.rho
         else:
@@ -552,25 +553,33 @@ class _SparkRun:
             history = sorted(join[1], key=lambda c: int(c[2:]))
             xs = [F.col(c) for c in history] + [F.col("_noisy")]
             passed = pooled.passes(xs, _ColumnOps)
-        checked = noisy
-        if partial:  # the job that counts the release also finds the largest w_init
-            from pyspark.sql import Observation
+        found = F.col("_present") & passed
+        # The job that computes and checkpoints the noisy frame counts, on the way, the items
+        # it releases and all its items, and finds the largest w_init of partial sums: no job
+        # of its own, and the released items stay a filter of the checkpoint (not cached).
+        from pyspark.sql import Observation
 
-            largest = Observation()
-            checked = noisy.observe(largest, F.max("_wi").alias("wi"))
-        released = self.cache(checked.where(F.col("_present") & passed).select(*_ITEM))
-        with self.timed(f"release of round {round_index + 1}"):
-            size = released.count()
+        counts = Observation()
+        metrics = [
+            F.sum(F.when(found, 1).otherwise(0)).alias("released"),
+            F.count(F.lit(1)).alias("items"),
+        ]
+        if partial:
+            metrics.append(F.max("_wi").alias("wi"))
+        noisy = self.cut(
+            noisy.observe(counts, *metrics), f"weights and noise of round {round_index + 1}"
+        )
+        stats = counts.get
         if tau is not None:
-            if (largest.get["wi"] or 0.0) > tau:  # an item is truncated: not the weights
-                self.uncache(released)
+            if (stats["wi"] or 0.0) > tau:  # an item is truncated: not the weights
                 return None
             noisy = noisy.drop("_wi")
+        released = noisy.where(found).select(*_ITEM)
+        size = int(stats["released"] or 0)
         if tap is not None:  # tests only: the round's weights, one row per item
             per_item = weights.groupBy(_I).agg(F.sum("_w").alias("_w")) if partial else weights
             tap.weights.append(per_item.select(_I, "_w"))
-        if self.n_rows > WEIGHT_GRID_ITEMS:  # only then can the items exceed the grid's bound
-            check_item_count(noisy.count())
+        check_item_count(int(stats["items"]))
         self.accountant.compose(rnd.event)
         self.round_sizes.append(size)
         return noisy, released

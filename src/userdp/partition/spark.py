@@ -501,6 +501,7 @@ class _SparkRun:
         partial = tau is not None
         own = [F.col("_wi")] if partial else []
         join: tuple[str, list[str]] | None = None
+        bypass: DataFrame | None = None  # carried items that need no noise (see below)
         if all_items is None:
             gone = [F.lit(False).alias("_gone")] if carry else []
             frame = weights.select(*_ITEM, "_w", F.lit(True).alias("_present"), *gone, *own)
@@ -514,6 +515,21 @@ class _SparkRun:
             else:  # only present items are noised and tested, with their earlier noisy weights
                 join = ("inner", [c for c in all_items.columns if c.startswith("_x")])
             given = {f.name: f for f in all_items.schema.fields}
+            if "_gone" in given:
+                # Items removed in earlier rounds hold no pair of this round or any later one:
+                # their noisy weight would never be read (never present, so never released,
+                # tested or biased; ``_gone`` keeps them removed). They skip the noise's shuffle
+                # and pandas call, and join its output with no noise drawn (NaN).
+                if join[0] == "left":
+                    bypass = all_items.where(F.col("_gone")).select(
+                        *_ITEM,
+                        F.lit(0.0).alias("_w"),
+                        F.lit(False).alias("_present"),
+                        *join[1],
+                        *([F.lit(0.0).alias("_wi")] if partial else []),
+                        F.lit(float("nan")).alias("_noisy"),
+                    )
+                all_items = all_items.where(~F.col("_gone"))
             fields = [
                 *(given[c] for c in _ITEM),
                 StructField("_w", DoubleType(), True),
@@ -546,6 +562,8 @@ class _SparkRun:
         )
         shuffled = frame.repartition(self.python_partitions(), _IB)  # whole buckets
         noisy = shuffled.mapInPandas(whole_partition(body), schema)
+        if bypass is not None:
+            noisy = noisy.unionByName(bypass)
         if pooled is None:
             passed = F.col("_noisy") >= rnd.rho
         else:

@@ -11,9 +11,10 @@ per partition (:func:`userdp.spark.whole_partition`): biased UserWeights (MAD2R 
 on the partitions of the window by user that counts each user's pairs (whole users, no
 shuffle), summed per item of the partition before they leave Python, and the noise, drawn per
 hash bucket of items from ``SeedSequence(entropy, spawn_key=(round, bucket))`` over the
-bucket's items in hash order, on a frame shuffled by bucket (whole buckets), so that no single
-stream runs over all items and a seeded run gives the same release on any cluster (safe noise
-on the run's one weight grid, :class:`_ExecutorNoise`). The driver collects counts only; item
+bucket's items still in play in hash order, on a frame shuffled by bucket (whole buckets), so
+that no single stream runs over all items and a seeded run gives the same release on any
+cluster (safe noise on the run's one weight grid, :class:`_ExecutorNoise`); items removed in
+earlier rounds, whose noisy weight nothing reads, skip it. The driver collects counts only; item
 sets that filters make small (MAD's heavy items, MAD2R's removed or biased items, DP-SIPS's
 released items) are broadcast to the tasks holding the pairs when they have at most
 :data:`BROADCAST_ROWS` rows, and joined by a shuffle otherwise (counted only when the input's

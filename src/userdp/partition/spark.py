@@ -14,8 +14,8 @@ hash bucket of items from ``SeedSequence(entropy, spawn_key=(round, bucket))`` o
 bucket's items still in play in hash order, on a frame shuffled by bucket (whole buckets), so
 that no single stream runs over all items and a seeded run gives the same release on any
 cluster (safe noise on the run's one weight grid, :class:`_ExecutorNoise`); items removed in
-earlier rounds, whose noisy weight nothing reads, skip it. The driver collects counts only; item
-sets that filters make small (MAD's heavy items, MAD2R's removed or biased items, DP-SIPS's
+earlier rounds, whose noisy weight nothing reads, skip it. The driver collects counts only;
+item sets that filters make small (MAD's heavy items, MAD2R's removed or biased items, DP-SIPS's
 released items) are broadcast to the tasks holding the pairs when they have at most
 :data:`BROADCAST_ROWS` rows, and joined by a shuffle otherwise (counted only when the input's
 estimated number of distinct items does not already bound them well below that).
@@ -25,13 +25,12 @@ the cap) and caches them, observing on the way what the checks and diagnostics c
 second pass over the cache); each round then runs one for its weights and noise, which
 checkpoints the noisy item frame and counts the round's release on the way (an observation:
 the released items stay a filter of that checkpoint, with no job or cache of their own). A
-biased MAD round
-(MAD2R from round 2) computes its weights with every item's w_init in the same job: a pandas
-call per partition of pairs sums both per item of the partition, and the noise's pandas call,
-after the shuffle by bucket it needs anyway, adds those partial sums up before it noises them
-(no aggregation by item and no checkpoint of the weights of their own), and the same job
-observes the largest w_init on the way: no item is truncated in
-the usual case (then no w_init aggregation, heavy-item join or excess window, see
+biased MAD round (MAD2R from round 2) computes its weights with every item's w_init in the
+same job: a pandas call per partition of pairs sums both per item of the partition, and the
+noise's pandas call, after the shuffle by bucket it needs anyway, adds those partial sums up
+before it noises them (no aggregation by item and no checkpoint of the weights of their own),
+and the same job observes the largest w_init on the way: no item is truncated in the usual
+case (then no w_init aggregation, heavy-item join or excess window, see
 ``_biased_partials``); otherwise that noisy frame and its release are dropped (nothing
 composed or counted) and the round runs the full Alg. 3 and its noise again. Without
 re-capping, the first round that removes items caches the pairs that survive (the first capped

@@ -153,6 +153,39 @@ def test_default_selection_matches_local_under_production_settings(spark_default
     _assert_same_run(*_both(spark_defaults, pairs, "mad2r", seed=4))
 
 
+def test_items_removed_earlier_draw_no_noise(spark, tmp_path):
+    """The Spark runner noises, each round, only the items still in play: an item removed in
+    an earlier round holds no pair of a later one, and its noisy weight would never be read.
+    With the default (capped once), those are the items the round holds, which the local
+    runner's weights list; the release is the local one."""
+    rng = np.random.default_rng(3)
+    pairs = [(u, int(i)) for u in range(60) for i in rng.zipf(1.5, size=int(rng.integers(1, 12)))]
+    log = str(tmp_path / "noised")
+    base = _noise()
+
+    def noise(round_index, items, sigma):  # runs on the executors: appends what it noises
+        with open(log, "a") as f:
+            f.write("".join(f"{round_index} {item}\n" for item in items))
+        return base(round_index, items, sigma)
+
+    options = {**COMMON, "d_max": 4, "seed": 5}
+    lp, sp = Tap(noise=base), Tap(noise=noise)
+    local = _run(pairs, "mad2r", "local", lp, **options)
+    remote = _run(_frame(spark, pairs), "mad2r", "spark", sp, **options)
+    noised: dict[int, list[int]] = {}
+    with open(log) as f:
+        for line in f:
+            r, item = line.split()
+            noised.setdefault(int(r), []).append(int(item))
+    assert sorted(noised) == list(range(len(lp.weights)))
+    for r, weights in enumerate(lp.weights):
+        assert len(noised[r]) == len(set(noised[r]))  # one draw per item
+        assert set(noised[r]) == set(weights), r
+    assert len(noised[1]) < len(noised[0])  # items were removed after round 1
+    assert sorted(local.items) == remote.items
+    remote.dataframe.unpersist()
+
+
 def _assert_same_run(local, lp, remote, sp):
     """Equal weights every round (1e-9), equal releases, budgets and diagnostics."""
     assert len(lp.weights) == len(sp.weights) == len(local.diagnostics.round_sizes)

@@ -316,6 +316,62 @@ def test_shuffle_joins_match_broadcast_joins(spark, monkeypatch, name):
     remote.dataframe.unpersist()
 
 
+def _sorts(plan: str) -> list[list[str]]:
+    """The sort keys of every Sort in a physical plan's text, outside cached frames (the
+    subtree under an ``InMemoryRelation``, computed once by the job that filled it)."""
+    import re
+
+    out, skip = [], None
+    for line in plan.splitlines():
+        depth = len(line) - len(line.lstrip(" :+-"))
+        if skip is not None and depth > skip:
+            continue
+        skip = depth if "InMemoryRelation" in line else None
+        match = re.match(r"[ :+-]*Sort \[(.*?)\], ", line)
+        if match:
+            out.append([re.sub(r"#\d+L?", "", key).split()[0] for key in match[1].split(", ")])
+    return out
+
+
+@pytest.mark.parametrize("user_kind", ["int", "str"])
+@pytest.mark.parametrize("name", ["mad", "mad2r", "mad2r-no-recap"])
+def test_pairs_are_sorted_once_on_a_64_bit_key(spark, monkeypatch, name, user_kind):
+    """Every window by user sorts its partitions by the user first: on input in random order
+    that sort was most of the first job. The pairs are now sorted first on one 64-bit key
+    (Spark sorts such a key by radix): the user where it is integral, else the user's hash,
+    which then leads every window's keys. The first job sorts twice (that key, then the
+    window's capping order, within users); every round's windows by user (the degrees of
+    the surviving pairs, MAD's excess per user) read the cached pairs in their order and
+    sort nothing."""
+    keys = ["_u"] if user_kind == "int" else ["_hu", "_u"]
+    plans = {"cache": [], "cut": []}
+    for method in plans:
+        original = getattr(engine._SparkRun, method)
+
+        def spy(self, df, *args, _original=original, _seen=plans[method]):
+            _seen.append(df._jdf.queryExecution().executedPlan().toString())
+            return _original(self, df, *args)
+
+        monkeypatch.setattr(engine._SparkRun, method, spy)
+    rng = np.random.default_rng(3)
+    pairs = [
+        (int(u) if user_kind == "int" else f"user {u}", int(i))
+        for u in rng.permutation(60)
+        for i in rng.zipf(1.5, size=int(rng.integers(1, 14)))
+    ]
+    algorithm, extra = CASES[name]
+    remote = _run(_frame(spark, pairs), algorithm, "spark", **COMMON, **extra, seed=1)
+    prepare = _sorts(plans["cache"][0])
+    assert len(prepare) == 2, plans["cache"][0]
+    window, lower = prepare  # a plan's text lists its nodes from the top
+    assert lower == keys[:1]  # one 64-bit key
+    assert window[: len(keys)] == keys and len(window) > len(keys)  # then the capping order
+    assert len(plans["cut"]) >= (1 if name == "mad" else 2)  # every round checkpoints
+    for plan in plans["cut"]:
+        assert _sorts(plan) == [], plan
+    remote.dataframe.unpersist()
+
+
 def test_seeded_run_is_reproducible_across_partitionings(spark):
     pairs = [(u, f"w{(u * i) % 37}") for u in range(300) for i in range(1, 9)]
     df = _frame(spark, pairs)

@@ -53,7 +53,8 @@ every job (~25x per round: 165M characters for one job of a 3-round MAD2R on 40 
 3 GiB driver heap).
 
 Shuffles: the pairs once by user (de-duplication, capping and every per-user window share that
-partitioning); item-level partial aggregates by item (round 1, and the full Alg. 3); item-level
+partitioning, and one sort, on :attr:`_SparkRun.user_keys`, an order the cached pairs keep);
+item-level partial aggregates by item (round 1, and the full Alg. 3); item-level
 frames by noise bucket (a round's weights, or a biased round's partial sums, together with the
 items it carries over, as one union added up and joined in the noise's pandas call, not a join
 or aggregation shuffle of its own); and the pairs by item only when an item set is too large to
@@ -89,6 +90,7 @@ from userdp.partition._spark_weights import (
     _basic_weights,
     _functions,
     _mad_weights,
+    _user_window,
     sum_per_item,
     with_bucket,
 )
@@ -251,13 +253,17 @@ class _SparkRun:
             )
         self.item_column = item_column
         self._degrees: tuple[np.ndarray, np.ndarray] | None = None  # (degree, users), exact
+        #: The keys of every window by user: ``[_U]`` for an integral user column, else
+        #: ``[_HU, _U]`` (set by :meth:`_prepare`, which explains why).
+        self.user_keys: list[str] = [_U]
         self.pairs, self.n_rows = self._prepare(data, user_column, item_column)
 
     # -- input ----------------------------------------------------------------------------------
     def _prepare(self, df: DataFrame, user_column: str, item_column: str) -> tuple[DataFrame, int]:
-        """Distinct (user, item) pairs with salted hashes, partitioned by user (one shuffle),
-        each user's pairs ranked in the capping order (``_rn``, see :meth:`capped`) with the
-        user's degree ``_n``: cached, and checked and counted by the job that fills the cache.
+        """Distinct (user, item) pairs with salted hashes, partitioned by user (one shuffle) and
+        sorted by :attr:`user_keys`, each user's pairs ranked in the capping order (``_rn``, see
+        :meth:`capped`) with the user's degree ``_n``: cached (in that order), and checked and
+        counted by the job that fills the cache.
 
         The ranking does not depend on the cap, so round 1's capped sets are a filter of this
         frame (no second copy of the pairs is cached), and the degree histogram reads ``_n``.
@@ -267,8 +273,16 @@ class _SparkRun:
         decides on it whether item frames are small enough to broadcast).
         """
         F = _functions()
-        from pyspark.sql import Observation, Window
-        from pyspark.sql.types import DoubleType, FloatType
+        from pyspark.sql import Observation
+        from pyspark.sql.types import (
+            BooleanType,
+            ByteType,
+            DoubleType,
+            FloatType,
+            IntegerType,
+            LongType,
+            ShortType,
+        )
 
         for col in (user_column, item_column):
             if col not in df.columns:
@@ -281,15 +295,26 @@ class _SparkRun:
         types = {f.name: f.dataType for f in df.schema.fields}
         salt = F.lit(self.salt).cast("long")
         hu = F.xxhash64(salt, canonical_column(F.col(_U), types[user_column]))
+        # Every window by user sorts each partition by its keys. Spark sorts on one key that
+        # fits 64 bits by radix, in linear time, and n log n comparisons otherwise (each a
+        # string comparison for string ids), far slower on input in random order. So the pairs
+        # are first sorted on one such key, and the windows' own sort then only orders rows
+        # within a user: an integral user is that key itself; any other user is preceded by
+        # its 64-bit hash (windows by (hash, user), the same groups), which the cache then
+        # holds so that later windows find the pairs in their order (docs/spark.md).
+        integral = (BooleanType, ByteType, ShortType, IntegerType, LongType)
+        self.user_keys = [_U] if isinstance(types[user_column], integral) else [_HU, _U]
         pairs = (
             df.select(F.col(f"`{user_column}`").alias(_U), F.col(f"`{item_column}`").alias(_I))
             .repartition(_U)
             .groupBy(_U, _I)  # distinct pairs, keeping each one's number of copies
             .agg(F.count(F.lit(1)).alias("_c"))
             .withColumn(_HI, F.xxhash64(salt, canonical_column(F.col(_I), types[item_column])))
+            .withColumn(_HU, hu)
+            .sortWithinPartitions(self.user_keys[0])
         )
-        user = Window.partitionBy(_U)
-        order = user.orderBy(F.xxhash64(hu, F.col(_HI)), F.col(_HI))
+        user = _user_window(self.user_keys)
+        order = user.orderBy(F.xxhash64(F.col(_HU), F.col(_HI)), F.col(_HI))
         ranked = pairs.withColumn("_rn", F.row_number().over(order)).withColumn(
             "_n", F.count(F.lit(1)).over(user)
         )
@@ -310,14 +335,16 @@ class _SparkRun:
             checks.append(F.sum(F.when(bad, F.col("_c")).otherwise(0)).alias(name))
         # The checks are observed as the job that fills the cache computes its rows (no
         # second pass over the cached pairs). The cache holds what cannot be recomputed from
-        # a row: the user's hash and the item's noise bucket are projections over it (a
-        # narrower cache is cheaper to fill than the two columns are to compute again).
+        # a row, and the user's hash only where it orders the pairs for the windows by user:
+        # the item's noise bucket and otherwise the user's hash are projections over it (a
+        # narrower cache is cheaper to fill than a column is to compute again).
         observation = Observation()
-        cached = self.cache(ranked.observe(observation, *checks).select(_U, _I, _HI, "_rn", "_n"))
+        kept = dict.fromkeys([_U, _I, *self.user_keys, _HI, "_rn", "_n"])
+        cached = self.cache(ranked.observe(observation, *checks).select(*kept))
         with self.timed("prepare, rank and check the pairs"):
             cached.count()
             stats = observation.get
-        ranked = cached.withColumn(_HU, hu)
+        ranked = cached if _HU in kept else cached.withColumn(_HU, hu)
         if not stats["rows"]:
             raise DataError("The input has no (user, item) pairs; nothing to select from.")
         for name, col in (("user", user_column), ("item", item_column)):
@@ -425,9 +452,8 @@ class _SparkRun:
         input itself (:attr:`pairs`) is ranked already: its capped sets are a filter of it.
         """
         F = _functions()
-        from pyspark.sql import Window
 
-        user = Window.partitionBy(_U)
+        user = _user_window(self.user_keys)
         n = F.count(F.lit(1)).over(user)
         if not rank:  # no capping: the local engine records nothing either
             return pairs.withColumn("_deg", n.cast("double"))
@@ -726,8 +752,13 @@ class SparkRunner:
         # plan that does not nest every earlier round's (see the module docstring).
         assert self._first_capped is not None  # set with capped_pairs by the first call
         source = self._first_capped if self._survivors is None else self._survivors
-        # without re-capping no round orders by the user's hash: the survivors' cache omits it
-        base = run.pairs.select(*_BASE) if recap else source.select(_U, _I, _HI)
+        # without re-capping no round orders by the user's hash: the survivors' cache holds it
+        # only where the windows by user need it (:attr:`_SparkRun.user_keys`)
+        base = (
+            run.pairs.select(*_BASE)
+            if recap
+            else source.select(*dict.fromkeys([_U, _I, *run.user_keys, _HI]))
+        )
         left = base
         if self.info is not None:
             left = (

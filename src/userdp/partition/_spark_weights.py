@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,15 +40,6 @@ def with_bucket(items: DataFrame) -> DataFrame:
     and no bucket computed for every pair."""
     F = _functions()
     return items.withColumn(_IB, F.pmod(F.col(_HI), F.lit(BUCKETS)))
-
-
-def _user_window(keys: Sequence[str]) -> Any:
-    """The window of one user's pairs, partitioned by ``keys``: the run's
-    :attr:`~userdp.partition.spark._SparkRun.user_keys`, the user itself or (user hash
-    ``_hu``, user), the same groups either way."""
-    from pyspark.sql import Window
-
-    return Window.partitionBy(*keys)
 
 
 def _functions() -> Any:
@@ -156,7 +146,7 @@ def _user_weights(pairs: DataFrame, b_min: float, b_max: float) -> DataFrame:
 
 
 def _mad_weights(
-    run: Any,  # the run's book-keeping (spark._SparkRun): its join_items
+    run: Any,  # the run's book-keeping (spark._SparkRun): its join_items, user_window
     capped: DataFrame,
     *,
     tau: float,
@@ -186,7 +176,7 @@ def _mad_weights(
     )
     p = run.join_items(p, heavy, "left")
     # line 10: e_u = (1/|S_u|) sum r(i) over the adaptive user's items
-    r_sum = F.sum(F.coalesce(F.col("_r"), F.lit(0.0))).over(_user_window(run.user_keys))
+    r_sum = F.sum(F.coalesce(F.col("_r"), F.lit(0.0))).over(run.user_window())
     excess = F.when(adaptive, r_sum / deg).otherwise(0.0)
     alpha = b_min - 1.0 / (2.0 * math.sqrt(d_max))  # line 2
     p = p.withColumn("_c", F.lit(alpha / d_max) * excess - F.col("_init")).drop("_r")

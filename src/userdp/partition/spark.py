@@ -90,7 +90,6 @@ from userdp.partition._spark_weights import (
     _basic_weights,
     _functions,
     _mad_weights,
-    _user_window,
     sum_per_item,
     with_bucket,
 )
@@ -258,6 +257,13 @@ class _SparkRun:
         self.user_keys: list[str] = [_U]
         self.pairs, self.n_rows = self._prepare(data, user_column, item_column)
 
+    def user_window(self) -> Any:
+        """The window of one user's pairs, partitioned by :attr:`user_keys` (the user itself,
+        or (user hash, user): the same groups either way), in the order the cached pairs keep."""
+        from pyspark.sql import Window
+
+        return Window.partitionBy(*self.user_keys)
+
     # -- input ----------------------------------------------------------------------------------
     def _prepare(self, df: DataFrame, user_column: str, item_column: str) -> tuple[DataFrame, int]:
         """Distinct (user, item) pairs with salted hashes, partitioned by user (one shuffle) and
@@ -313,7 +319,7 @@ class _SparkRun:
             .withColumn(_HU, hu)
             .sortWithinPartitions(self.user_keys[0])
         )
-        user = _user_window(self.user_keys)
+        user = self.user_window()
         order = user.orderBy(F.xxhash64(F.col(_HU), F.col(_HI)), F.col(_HI))
         ranked = pairs.withColumn("_rn", F.row_number().over(order)).withColumn(
             "_n", F.count(F.lit(1)).over(user)
@@ -453,7 +459,7 @@ class _SparkRun:
         """
         F = _functions()
 
-        user = _user_window(self.user_keys)
+        user = self.user_window()
         n = F.count(F.lit(1)).over(user)
         if not rank:  # no capping: the local engine records nothing either
             return pairs.withColumn("_deg", n.cast("double"))

@@ -15,8 +15,9 @@ read once and cached (materialized before any timing), then, alternating in the 
 - the default selection (``select_partitions(df, engine="spark")``, eps 1, delta 1e-5, fixed
   seed; it materializes its result),
 
-each ``--repeats`` times. Reports medians, seconds per pair and the ratio (target <= 3x), with
-the engine's own step timings (``userdp.spark`` log) of the last run.
+each ``--repeats`` times. Reports medians, seconds per pair and the ratio (target <= 3x), the
+range of each repeat's own ratio (the figure moves by 10-20% between repeats and sessions on two
+cores), with the engine's own step timings (``userdp.spark`` log) of the last run.
 
 A third timing, the *skeleton*, bounds what any k-round selection costs on Spark from below: it
 does only what every round-based scheme must (group the pairs by user, drop repeated pairs and
@@ -156,6 +157,9 @@ def one_size(spark: Any, n_pairs: int, repeats: int, work: Path, rounds: int = 4
         ratio=med["select"] / med["floor"],
         skeleton_ratio=med["skeleton"] / med["floor"],
         mad_skeleton_ratio=med["mad_skeleton"] / med["floor"],
+        # each repeat's own ratios: how far the figure moves within one session
+        ratio_per_repeat=[s / f for s, f in zip(runs["select"], runs["floor"], strict=True)],
+        select_over_mad_skeleton=med["select"] / med["mad_skeleton"],
         rounds=rounds,
         us_per_row={k: v / n_rows * 1e6 for k, v in med.items()},
         engine_steps=steps,
@@ -201,17 +205,20 @@ def summary(results: dict[str, Any]) -> None:
         m, us = r["median"], r["us_per_row"]
         print(
             f"  {int(n):>11,} rows: floor {m['floor']:.1f} s ({us['floor']:.2f} us/row), "
-            f"select {m['select']:.1f} s ({us['select']:.2f} us/row) = {r['ratio']:.1f}x "
+            f"select {m['select']:.1f} s ({us['select']:.2f} us/row) = {r['ratio']:.2f}x "
             "(target <= 3x)"
         )
+        per = r["ratio_per_repeat"]
+        print(f"      each repeat's select / floor: {min(per):.2f}-{max(per):.2f}x")
         print(
             f"      skeleton of {r['rounds']} rounds {m['skeleton']:.1f} s = "
             f"{r['skeleton_ratio']:.1f}x the floor (no {r['rounds']}-round scheme does less)"
         )
         print(
             f"      MAD skeleton of {r['rounds']} rounds {m['mad_skeleton']:.1f} s = "
-            f"{r['mad_skeleton_ratio']:.1f}x the floor (capping order once, two item passes "
-            "and a user window per round; no noise draw, biasing or removal)"
+            f"{r['mad_skeleton_ratio']:.2f}x the floor (capping order once, two item passes "
+            "and a user window per round; no noise draw, biasing or removal); the selection "
+            f"{r['select_over_mad_skeleton']:.2f}x it"
         )
         for step in r["engine_steps"]:
             print(f"      {step}")

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SPARK_SEED",
     "canonical_column",
+    "is_integral",
     "pair_key",
     "salted_hash",
     "signed_salt",
@@ -442,12 +443,21 @@ def canonical_column(col: Column | str, data_type: DataType) -> Column:
 
     if isinstance(col, str):
         col = F.col(col)
-    integral = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.BooleanType)
-    if isinstance(data_type, integral):
+    if is_integral(data_type):
         return col.cast("long")
     if isinstance(data_type, T.StringType | T.BinaryType):
         return col
     return col.cast("string")
+
+
+def is_integral(data_type: DataType) -> bool:
+    """Whether a Spark type is Byte/Short/Integer/Long or Boolean: a value that fits 64 bits
+    as a ``long`` (hashed as one by :func:`canonical_column`, sorted by radix by Spark)."""
+    from pyspark.sql import types as T
+
+    return isinstance(
+        data_type, T.ByteType | T.ShortType | T.IntegerType | T.LongType | T.BooleanType
+    )
 
 
 def signed_salt(salt: int) -> int:

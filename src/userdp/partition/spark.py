@@ -76,7 +76,7 @@ import numpy as np
 
 from userdp._validation import check_int
 from userdp.data.encoding import run_bounds
-from userdp.data.hashing import canonical_column
+from userdp.data.hashing import canonical_column, is_integral
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.partition._spark_weights import (
     _BASE,
@@ -264,6 +264,11 @@ class _SparkRun:
 
         return Window.partitionBy(*self.user_keys)
 
+    def pair_columns(self) -> list[str]:
+        """A cached pair's own columns: user, item, :attr:`user_keys` (the user's hash only
+        where it orders the windows by user) and the item's hash."""
+        return list(dict.fromkeys([_U, _I, *self.user_keys, _HI]))
+
     # -- input ----------------------------------------------------------------------------------
     def _prepare(self, df: DataFrame, user_column: str, item_column: str) -> tuple[DataFrame, int]:
         """Distinct (user, item) pairs with salted hashes, partitioned by user (one shuffle) and
@@ -280,15 +285,7 @@ class _SparkRun:
         """
         F = _functions()
         from pyspark.sql import Observation
-        from pyspark.sql.types import (
-            BooleanType,
-            ByteType,
-            DoubleType,
-            FloatType,
-            IntegerType,
-            LongType,
-            ShortType,
-        )
+        from pyspark.sql.types import DoubleType, FloatType
 
         for col in (user_column, item_column):
             if col not in df.columns:
@@ -308,8 +305,7 @@ class _SparkRun:
         # within a user: an integral user is that key itself; any other user is preceded by
         # its 64-bit hash (windows by (hash, user), the same groups), which the cache then
         # holds so that later windows find the pairs in their order (docs/spark.md).
-        integral = (BooleanType, ByteType, ShortType, IntegerType, LongType)
-        self.user_keys = [_U] if isinstance(types[user_column], integral) else [_HU, _U]
+        self.user_keys = [_U] if is_integral(types[user_column]) else [_HU, _U]
         pairs = (
             df.select(F.col(f"`{user_column}`").alias(_U), F.col(f"`{item_column}`").alias(_I))
             .repartition(_U)
@@ -345,7 +341,7 @@ class _SparkRun:
         # the item's noise bucket and otherwise the user's hash are projections over it (a
         # narrower cache is cheaper to fill than a column is to compute again).
         observation = Observation()
-        kept = dict.fromkeys([_U, _I, *self.user_keys, _HI, "_rn", "_n"])
+        kept = [*self.pair_columns(), "_rn", "_n"]
         cached = self.cache(ranked.observe(observation, *checks).select(*kept))
         with self.timed("prepare, rank and check the pairs"):
             cached.count()
@@ -760,11 +756,7 @@ class SparkRunner:
         source = self._first_capped if self._survivors is None else self._survivors
         # without re-capping no round orders by the user's hash: the survivors' cache holds it
         # only where the windows by user need it (:attr:`_SparkRun.user_keys`)
-        base = (
-            run.pairs.select(*_BASE)
-            if recap
-            else source.select(*dict.fromkeys([_U, _I, *run.user_keys, _HI]))
-        )
+        base = run.pairs.select(*_BASE) if recap else source.select(*run.pair_columns())
         left = base
         if self.info is not None:
             left = (

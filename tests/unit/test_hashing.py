@@ -400,3 +400,23 @@ def test_spark_binary(spark):
     values = [rng.bytes(int(k)) for k in rng.integers(0, 140, size=300)]
     values = [b"", *values, None]
     check_against_spark(spark, values, pa.binary(), T.BinaryType())
+
+
+def test_is_integral_names_the_types_hashed_and_sorted_as_one_long():
+    # the Spark runner sorts and windows an integral user on the id itself, any other on its
+    # hash first; canonical_column casts exactly these to long before hashing
+    pytest.importorskip("pyspark")
+    from pyspark.sql import types as T
+
+    integral = [T.ByteType(), T.ShortType(), T.IntegerType(), T.LongType(), T.BooleanType()]
+    other = [
+        T.FloatType(),
+        T.DoubleType(),
+        T.DecimalType(10, 0),
+        T.StringType(),
+        T.BinaryType(),
+        T.DateType(),
+        T.TimestampType(),
+    ]
+    assert all(hashing.is_integral(t) for t in integral)
+    assert not any(hashing.is_integral(t) for t in other)

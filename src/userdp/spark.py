@@ -38,8 +38,9 @@ logger = logging.getLogger("userdp.spark")
 _MIN_JAVA = 17
 _GIB = 1 << 30
 #: Generated classes a session started by :func:`spark_session` keeps
-#: (``spark.sql.codegen.cache.maxEntries``; Spark's default is 100). A run of userdp's default
-#: selection or GROUP BY generates 110-130; this many hold several different runs.
+#: (``spark.sql.codegen.cache.maxEntries``). Spark's default, 100, drops the least recently
+#: used class first, and one default selection or GROUP BY compiles 110-130 in the same order
+#: every run, so each later run compiled them all again; this many hold several runs.
 CODEGEN_CACHE_ENTRIES = 1000
 
 
@@ -195,10 +196,7 @@ def spark_session(
         "spark.sql.ui.retainedExecutions": "20",
         "spark.ui.retainedJobs": "100",
         "spark.ui.retainedStages": "200",
-        # Spark keeps the classes it generates for a query plan in a cache of 100 by default,
-        # least recently used out first. One selection or GROUP BY compiles 110-130, in the
-        # same order every run, so a second run in the session found none of them and compiled
-        # (and the JVM JIT-compiled) every class again (docs/spark.md, "Generated code").
+        # why the default of 100 is too small: docs/spark.md, "Generated code"
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
     }
     if master.startswith("local"):

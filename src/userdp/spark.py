@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "ARROW_BATCH_BYTES",
+    "CODEGEN_CACHE_ENTRIES",
     "SparkUnavailableError",
     "is_spark_dataframe",
     "python_partitions",
@@ -42,6 +44,14 @@ _GIB = 1 << 30
 #: used class first, and one default selection or GROUP BY compiles 110-130 in the same order
 #: every run, so each later run compiled them all again; this many hold several runs.
 CODEGEN_CACHE_ENTRIES = 1000
+#: ``spark.sql.execution.arrow.maxBytesPerBatch`` in a session started by
+#: :func:`spark_session`: Spark's own "no limit" value. Below it (the default is 64 MB, since
+#: Spark 4.0) Spark measures the Arrow batch it is filling after every row it sends to a
+#: Python worker, walking the batch's vectors; on 10M rows that check took more CPU than
+#: writing the rows (docs/spark.md, "Rows to Python"). Batches stay bounded by
+#: ``spark.sql.execution.arrow.maxRecordsPerBatch`` (10,000 rows, about 1 MB of userdp's narrow
+#: frames).
+ARROW_BATCH_BYTES = 2**31 - 1
 
 
 class SparkUnavailableError(UserDPError):
@@ -167,7 +177,9 @@ def spark_session(
     master binds to 127.0.0.1 (``SPARK_LOCAL_IP``), the UI is off and Arrow transfer is on;
     local masters also get :func:`local_settings`. Existing environment variables win.
     Spark's cache of generated code holds :data:`CODEGEN_CACHE_ENTRIES` classes, so that a
-    second selection or GROUP BY in the session reuses the first one's compiled classes.
+    second selection or GROUP BY in the session reuses the first one's compiled classes, and
+    Arrow batches sent to Python are bounded by their rows alone
+    (:data:`ARROW_BATCH_BYTES`), which spares a check of their bytes after every row.
     """
     require_pyspark()
     from pyspark.sql import SparkSession
@@ -198,6 +210,8 @@ def spark_session(
         "spark.ui.retainedStages": "200",
         # why the default of 100 is too small: docs/spark.md, "Generated code"
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
+        # why the per-row byte check is off: ARROW_BATCH_BYTES
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(ARROW_BATCH_BYTES),
     }
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

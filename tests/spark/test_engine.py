@@ -168,6 +168,27 @@ def test_default_selection_matches_local_under_production_settings(spark_default
         assert compiled.getCount() == before
 
 
+def test_python_batches_are_bounded_by_rows_without_the_byte_check(spark):
+    """``spark_session()`` turns off Spark's check of an Arrow batch's bytes after every row sent
+    to Python (it cost more CPU than writing the rows). What bounds a pandas call's memory is
+    then the row limit alone: a partition of 2.5 batches' worth of rows arrives as two full
+    batches and the rest."""
+    import pandas as pd
+
+    from userdp.spark import ARROW_BATCH_BYTES
+
+    assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(ARROW_BATCH_BYTES)
+    limit = int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch"))
+    frame = spark.range(0, 2 * limit + limit // 2, numPartitions=1)
+
+    def sizes(batches):
+        for batch in batches:
+            yield pd.DataFrame({"n": [len(batch)]})
+
+    got = sorted(row["n"] for row in frame.mapInPandas(sizes, "n long").collect())
+    assert got == [limit // 2, limit, limit]
+
+
 def test_items_removed_earlier_draw_no_noise(spark, tmp_path):
     """The Spark runner noises, each round, only the items still in play: an item removed in
     an earlier round holds no pair of a later one, and its noisy weight would never be read.

@@ -49,8 +49,9 @@ CODEGEN_CACHE_ENTRIES = 1000
 #: Spark 4.0) Spark measures the Arrow batch it is filling after every row it sends to a
 #: Python worker, walking the batch's vectors; on 10M rows that check took more CPU than
 #: writing the rows (docs/spark.md, "Rows to Python"). Batches stay bounded by
-#: ``spark.sql.execution.arrow.maxRecordsPerBatch`` (10,000 rows, about 1 MB of userdp's narrow
-#: frames).
+#: ``spark.sql.execution.arrow.maxRecordsPerBatch`` (10,000 rows: about 1 MB where a row is a
+#: few numbers, as in every userdp pass but the recommenders' per-partition statistics, a few
+#: rows that their pandas call holds whole anyway).
 ARROW_BATCH_BYTES = 2**31 - 1
 
 

@@ -170,9 +170,9 @@ def test_default_selection_matches_local_under_production_settings(spark_default
 
 def test_python_batches_are_bounded_by_rows_without_the_byte_check(spark):
     """``spark_session()`` turns off Spark's check of an Arrow batch's bytes after every row sent
-    to Python (it cost more CPU than writing the rows). What bounds a pandas call's memory is
-    then the row limit alone: a partition of 2.5 batches' worth of rows arrives as two full
-    batches and the rest."""
+    to Python (it cost more CPU than writing the rows). What bounds each batch (the JVM's Arrow
+    buffer, each piece a pandas UDF receives) is then the row limit alone: a partition of 2.5
+    batches' worth of rows arrives as two full batches and the rest."""
     import pandas as pd
 
     from userdp.spark import ARROW_BATCH_BYTES

@@ -209,9 +209,9 @@ def spark_session(
         "spark.sql.ui.retainedExecutions": "20",
         "spark.ui.retainedJobs": "100",
         "spark.ui.retainedStages": "200",
-        # why the default of 100 is too small: docs/spark.md, "Generated code"
+        # why Spark's default of 100 is too small: CODEGEN_CACHE_ENTRIES
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
-        # why the per-row byte check is off: ARROW_BATCH_BYTES
+        # why Spark's per-row byte check is off: ARROW_BATCH_BYTES
         "spark.sql.execution.arrow.maxBytesPerBatch": str(ARROW_BATCH_BYTES),
     }
     if master.startswith("local"):

@@ -147,10 +147,9 @@ def test_default_selection_matches_local_under_production_settings(spark_default
     selection is compared once more under what users run: adaptive execution, compiled
     expressions, several shuffle partitions.
 
-    Run again, it compiles no new class. Spark's cache of generated code holds 100 classes by
-    default, fewer than one default selection compiles, and drops the least recently used
-    first: a second run in the same order found none of its classes and compiled them all
-    again. ``spark_session()`` sets a larger cache (a static setting, checked here)."""
+    Run again, it compiles no new class: ``spark_session()`` keeps
+    :data:`~userdp.spark.CODEGEN_CACHE_ENTRIES` generated classes (a static setting, checked
+    here; the constant says why Spark's default is too small)."""
     from userdp.spark import CODEGEN_CACHE_ENTRIES
 
     spark = spark_defaults

@@ -131,26 +131,41 @@ def test_selected_keys_differ_between_engines_only_by_the_selections_draws(spark
     assert a.diagnostics.n_users == b.diagnostics.n_users == pdf["user"].nunique()
 
 
-def test_spark_weight_column_is_the_local_user_weights_bit_for_bit(spark):
-    """The Spark engine writes the weighting rule min(1, C / r) as a column (no Python call);
-    it must give the local rule's doubles exactly, zero norms and ties with C included."""
-    from pyspark.sql import functions as F
+def test_engine_statistics_added_over_many_partitions_equal_the_local_engine(spark, monkeypatch):
+    """The Spark engine runs the local engine's functions on each partition of whole users and
+    adds the partitions' histograms and per-key sums: with the rows spread over many
+    partitions (a few hundred rows per pandas call), the norm histograms are the local ones
+    exactly and the per-key sums equal them up to the order of the additions, for smooth
+    bounds (C at a user's norm exactly included) and the hard-limit form (weight 1)."""
+    import pyarrow as pa
 
-    from userdp.aggregate.local import user_weights
-    from userdp.aggregate.spark import _weight
+    import userdp.aggregate.spark as spark_engine
+    from userdp.aggregate.local import Columns, LocalEngine
 
-    rng = np.random.default_rng(3)
-    c = 2.5
-    norms = np.concatenate(
-        [
-            [0.0, c, np.nextafter(c, 0.0), np.nextafter(c, 10.0), 5e-324, 1e300],
-            rng.uniform(0.0, 5.0, 500),
-            rng.lognormal(0.0, 3.0, 500),
-        ]
-    )
-    frame = spark.createDataFrame(pd.DataFrame({"i": np.arange(norms.size), "r": norms}))
-    rows = frame.select("i", _weight(F.col("r"), c).alias("w")).collect()
-    got = np.empty(norms.size)
-    for row in rows:
-        got[row["i"]] = row["w"]
-    np.testing.assert_array_equal(got, user_weights(norms, c))
+    monkeypatch.setattr(spark_engine, "_TASK_ROWS", 300)
+    pdf = _rows(6, n_users=800)
+    cols = Columns("user", "key", "v", (0.0, 10.0))
+    local = LocalEngine(pa.Table.from_pandas(pdf), cols)
+    remote = spark_engine.SparkEngine(spark.createDataFrame(pdf), cols)
+    assert remote._partitions() >= 8
+    keys = pa.array([*range(0, 12, 2), 99])
+    units = {"users": 1.0, "count": 1.0, "sum": 5.0}
+    for eng in (local, remote):
+        eng.set_keys(keys)
+        eng.restrict()
+    h_local, h_spark = local.norm_histograms(units, 5.0), remote.norm_histograms(units, 5.0)
+    for f in units:
+        np.testing.assert_array_equal(h_spark[f], h_local[f])
+        assert h_local[f].sum() == local.present_users().sum()
+    tie = float(local.norms(5.0)["count"][0])  # C equal to a user's norm
+    smooth = {"users": ("users",), "count": ("count", "sum"), "sum": ("count", "sum")}
+    for bounds_c, vectors in (
+        ({"users": 1.5, "count": tie, "sum": 7.0}, smooth),
+        ({"users": 1.0, "count": 1.0, "sum": 1.0}, {"users": (), "count": (), "sum": ()}),
+    ):
+        a = local.weighted_sums(bounds_c, vectors, 5.0)
+        b = remote.weighted_sums(bounds_c, vectors, 5.0)
+        for v in vectors:
+            np.testing.assert_allclose(b[v], a[v], rtol=1e-12, atol=1e-12)
+    assert remote.n_rows == local.n_rows == int(pdf["key"].isin(keys.to_pylist()).sum())
+    remote.finish(pa.table({"key": keys}))

@@ -152,6 +152,43 @@ def user_norms(pu: np.ndarray, n: np.ndarray, s: np.ndarray, n_users: int) -> di
     }
 
 
+def norm_counts(norms: dict[str, np.ndarray], units: dict[str, float]) -> dict[str, np.ndarray]:
+    """Users per norm bin (:func:`bin_of`) for each family of ``units``, over the given users'
+    norms: both engines' histograms (Spark's per partition of whole users, then added)."""
+    return {
+        f: np.bincount(bin_of(norms[f], u), minlength=HISTOGRAM_BINS).astype(np.float64)
+        for f, u in units.items()
+    }
+
+
+def key_sums(
+    pu: np.ndarray,
+    pk: np.ndarray,
+    n: np.ndarray,
+    s: np.ndarray,
+    norms: dict[str, np.ndarray],
+    bounds_c: dict[str, float],
+    vectors: dict[str, tuple[str, ...]],
+    n_keys: int,
+) -> dict[str, np.ndarray]:
+    """Per-key sums of ``w_u x_uk`` for each vector, over :func:`pair_stats`' pairs and the
+    users' :func:`user_norms` (indexed by ``pu``); both engines compute them with this function
+    (Spark once per partition of whole users, then adds the partitions' sums per key).
+
+    ``vectors[v]`` names the families whose bounds the vector's weight respects:
+    ``w_u = min over f of min(1, C_f / ||x_u^f||)`` (``()``: weight 1, the hard-limit form).
+    """
+    values = {"users": np.ones_like(n), "count": n, "sum": s}
+    n_users = norms["users"].size
+    out = {}
+    for v, fams in vectors.items():
+        w = np.ones(n_users)
+        for f in fams:
+            w = np.minimum(w, user_weights(norms[f], bounds_c[f]))
+        out[v] = np.bincount(pk, weights=w[pu] * values[v], minlength=n_keys)
+    return out
+
+
 class LocalEngine:
     """Rows held as NumPy arrays; statistics over a public key array."""
 
@@ -251,13 +288,7 @@ class LocalEngine:
     def norm_histograms(self, units: dict[str, float], centre: float) -> dict[str, np.ndarray]:
         """Exact users per norm bin for each family (one user in one bin: l2 sensitivity 1)."""
         present = self.present_users()
-        norms = self.norms(centre)
-        return {
-            f: np.bincount(bin_of(norms[f][present], u), minlength=HISTOGRAM_BINS).astype(
-                np.float64
-            )
-            for f, u in units.items()
-        }
+        return norm_counts({f: r[present] for f, r in self.norms(centre).items()}, units)
 
     @property
     def keys(self) -> pa.Array | None:
@@ -273,21 +304,9 @@ class LocalEngine:
     def weighted_sums(
         self, bounds_c: dict[str, float], vectors: dict[str, tuple[str, ...]], centre: float
     ) -> dict[str, np.ndarray]:
-        """Per-key sums of ``w_u x_uk`` for each vector.
-
-        ``vectors[v]`` names the families whose bounds the vector's weight respects:
-        ``w_u = min over f of min(1, C_f / ||x_u^f||)`` (``{}``: weight 1, the hard-limit form).
-        """
+        """Per-key sums of ``w_u x_uk`` for each vector (:func:`key_sums`)."""
         pu, pk, n, s = self._pairs(centre)
-        norms = self.norms(centre)
-        values = {"users": np.ones_like(n), "count": n, "sum": s}
-        out = {}
-        for v, fams in vectors.items():
-            w = np.ones(self.n_users)
-            for f in fams:
-                w = np.minimum(w, user_weights(norms[f], bounds_c[f]))
-            out[v] = np.bincount(pk, weights=w[pu] * values[v], minlength=self.n_keys)
-        return out
+        return key_sums(pu, pk, n, s, self.norms(centre), bounds_c, vectors, self.n_keys)
 
     def quantile_sizes(self) -> tuple[np.ndarray, np.ndarray]:
         """Distinct row counts on K of the users present there, and how many users have each."""

@@ -1,16 +1,17 @@
 """The Spark engine of :func:`userdp.aggregate`: the local engine's statistics as DataFrames.
 
 Answers the questions of :class:`userdp.aggregate.local.LocalEngine` with the same functions
-where floating point could differ (per-pair statistics and user norms by the local engine's
-NumPy arithmetic and norm bins by :func:`~userdp.aggregate.local.bin_of`, in pandas UDFs on the
-executors; user weights by the same two IEEE operations as
-:func:`~userdp.aggregate.local.user_weights`, as Spark columns), so its pre-noise statistics
-equal the local ones up to the order of floating-point sums.
+(per-pair statistics, user norms, norm bins, user weights and per-key sums by the local
+engine's NumPy code, run on each partition of whole users in a pandas call on the executors),
+so its pre-noise statistics equal the local ones up to the order of floating-point sums: the
+partitions' histograms and per-key sums are added by Spark.
 
-Steps: the input's columns are cached once (the selection reads them); the pairs are computed
-by one shuffle of the rows on K by user and one pandas call per partition (a partition holds
-its users whole), and cached; the norm histograms and the weighted per-key sums are each one
-aggregation over that cache, with no further shuffle of rows or pairs.
+Steps: the input's columns are cached once (the selection reads them); the rows on K are
+shuffled by user once and cached so partitioned; the norm histograms and the weighted per-key
+sums are then each one pandas pass over that cache (no shuffle: a partition holds its users
+whole), which sends back per partition only a histogram or one row per key present. Computing
+a user's pairs twice in Python costs less than sending every pair and its user's norms back
+to the JVM, caching them and aggregating them there (measured in benchmarks/README.md).
 
 What reaches the driver: counts (rows, users), the public key set (released keys or the
 public list, broadcast back to the executors), one histogram of at most
@@ -30,12 +31,13 @@ import pyarrow as pa
 from userdp.aggregate.local import (
     HISTOGRAM_BINS,
     Columns,
-    bin_of,
     draw_key_quantile,
+    key_sums,
+    norm_counts,
     pair_stats,
     user_norms,
 )
-from userdp.data.encoding import run_bounds, run_starts
+from userdp.data.encoding import run_bounds
 from userdp.exceptions import DataError
 from userdp.spark import python_partitions, require_pyspark, whole_partition
 
@@ -45,37 +47,19 @@ _U, _K, _V, _X = "_agg_u", "_agg_k", "_agg_v", "_agg_x"
 #: Rows of one pandas call at most (about 100 MB of input columns and as much again while
 #: it computes), when the input's row count sets the number of partitions.
 _TASK_ROWS = 2_000_000
-_PAIR_SCHEMA = (
-    f"{_X} long, n double, s double, r_users double, r_count double, r_sum double, first boolean"
-)
 
 
-def _weight(norm: Any, c: float) -> Any:
-    """:func:`~userdp.aggregate.local.user_weights` as a Spark column: ``min(C, r) / r`` for a
-    norm ``r > 0``, else 1. The same two IEEE-754 operations (a minimum, a correctly rounded
-    division) as ``smooth_weights``' ``np.minimum(h, s) / s``, so the same double per user."""
-    from pyspark.sql import functions as F
-
-    return F.when(norm > 0, F.least(F.lit(float(c)), norm) / norm).otherwise(F.lit(1.0))
-
-
-def _pair_stats(
-    pdf: pd.DataFrame, n_keys: int, centre: float, units: dict[str, float]
-) -> pd.DataFrame:
-    """One partition's (user, key) pairs (its users whole): row counts, centred value sums and
-    the user's norms over K, by :class:`~userdp.aggregate.local.LocalEngine`'s arithmetic
-    (pairs ordered by user, then key code), and the user's norm bin (:func:`bin_of`) for each
-    family of ``units``."""
+def _pairs_and_norms(
+    pdf: pd.DataFrame, n_keys: int, centre: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """One partition's (user, key) pairs (its users whole) and its users' norms over K, by
+    :class:`~userdp.aggregate.local.LocalEngine`'s arithmetic: :func:`pair_stats` (pairs
+    ordered by user, then key code) and :func:`user_norms`."""
     user = pd.factorize(pdf[_U])[0].astype(np.int64)
     pu, pk, n, s = pair_stats(
         user, pdf[_X].to_numpy(np.int64), pdf[_V].to_numpy(np.float64), n_keys, centre
     )
-    norms = user_norms(pu, n, s, int(pu[-1]) + 1 if pu.size else 0)
-    first = run_starts(pu)  # one pair per user (the partition is not empty)
-    out = {_X: pk, "n": n, "s": s, **{f"r_{f}": r[pu] for f, r in norms.items()}}
-    out["first"] = first
-    out.update({f"b_{f}": bin_of(norms[f], unit)[pu] for f, unit in units.items()})
-    return pd.DataFrame(out)
+    return pu, pk, n, s, user_norms(pu, n, s, int(pu[-1]) + 1)
 
 
 class SparkEngine:
@@ -115,8 +99,7 @@ class SparkEngine:
         self._n_rows: int | None
         self.total_rows = self._n_rows = int(row["n"])
         self._n_users: int | None = None  # a job of its own, only if asked for
-        self._memo: dict[tuple[str, float], Any] = {}  # cached frames of the current rows
-        self._pair_units: dict[str, float] = {}  # the norm bins the cached pairs carry
+        self._memo: dict[str, Any] = {}  # cached frames of the current rows
         self.key_type = dict(df.dtypes).get(cols.key) if cols.key is not None else None
         self.n_keys = 0
 
@@ -145,20 +128,27 @@ class SparkEngine:
         ).withColumn(_K, F.col(_K).cast(key_field))  # a key list read as text, int keys
         self._rows = self._rows.join(F.broadcast(frame), on=_K, how="left")
 
-    def restrict(self) -> None:
-        """Drop rows outside K: a filter after the broadcast join, over the cached rows (no
-        copy of its own: the pairs read it once, the quantiles' rows and sizes once each)."""
+    def _on_keys(self) -> Any:
+        """The rows on K: a filter after the broadcast join, over the cached rows."""
         from pyspark.sql import functions as F
 
-        self._replace_rows(self._rows.where(F.col(_X).isNotNull()))
+        return self._rows.where(F.col(_X).isNotNull()).select(_U, _X, _V)
+
+    def restrict(self) -> None:
+        """Drop rows outside K, shuffle the rest by user once and cache them so partitioned
+        (:meth:`_by_user`): every later pass reads them with no shuffle of its own."""
+        self._replace_rows(self._by_user(self._on_keys()), cache=True)
 
     def _replace_rows(self, rows: Any, *, cache: bool = False) -> None:
         """New rows (``cache``: cached once, materialised by the next job that needs them):
         every frame derived from the old rows is dropped, and the row count is left to that
-        next job."""
+        next job. Old rows this method cached are dropped too (nothing reads them again; if no
+        job has filled them yet, none will)."""
         for frame in self._memo.values():
             frame.unpersist()
         self._memo = {}
+        if len(self._cached) > 1 and self._rows is self._cached[-1]:
+            self._cached.pop().unpersist()
         if cache:
             rows = rows.cache()
             self._cached.append(rows)
@@ -190,9 +180,8 @@ class SparkEngine:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        self.restrict()
         seed = int(salt) % (2**31)
-        rows = self._rows.withColumn("_r", F.rand(seed))
+        rows = self._on_keys().withColumn("_r", F.rand(seed))
         rows = rows.withColumn(
             "_rr", F.row_number().over(Window.partitionBy(_U, _X).orderBy("_r"))
         ).where(F.col("_rr") <= linf)
@@ -200,9 +189,8 @@ class SparkEngine:
         pair_rank = pair_rank.withColumn(
             "_pk", F.row_number().over(Window.partitionBy(_U).orderBy("_pr"))
         ).where(F.col("_pk") <= l0)
-        self._replace_rows(
-            rows.join(pair_rank.select(_U, _X), on=[_U, _X]).select(_U, _K, _V, _X), cache=True
-        )
+        kept = rows.join(pair_rank.select(_U, _X), on=[_U, _X]).select(_U, _X, _V)
+        self._replace_rows(self._by_user(kept), cache=True)
 
     def _partitions(self) -> int:
         """Partitions for a pandas pass over the rows: one per core, in more waves when a
@@ -210,75 +198,68 @@ class SparkEngine:
         (:func:`~userdp.spark.python_partitions`)."""
         return python_partitions(self.spark, self.total_rows, _TASK_ROWS)
 
+    def _by_user(self, rows: Any) -> Any:
+        """``rows`` hash-partitioned by user into :meth:`_partitions` partitions (a shuffle,
+        which Spark leaves out where ``rows`` are already so partitioned, as the cached rows
+        on K are)."""
+        return rows.select(_U, _X, _V).repartition(self._partitions(), _U)
+
+    def _user_pass(self, body: Any, schema: str) -> Any:
+        """``body`` once per partition of the rows on K (whole users), as a pandas call."""
+        return self._by_user(self._rows).mapInPandas(whole_partition(body), schema)
+
     # -- per-(user, key) aggregates -----------------------------------------------------------
-    def _pairs(self, centre: float, units: dict[str, float] | None = None) -> Any:
-        """Per-(user, key) row counts ``n`` and centred sums ``s``, each with its user's three
-        norms (``r_users``, ``r_count``, ``r_sum``), its user's norm bin per family of
-        ``units`` (``b_<family>``) and a flag on one pair per user (``first``): one shuffle of
-        the rows by user, then one pandas call per partition (a partition holds its users
-        whole), computed as :class:`LocalEngine` computes them. Cached once per run: the norm
-        histograms and the weighted sums each read it with one aggregation and no Python."""
-        units = dict(units or {})
-        memo = self._memo.get(("pairs", centre))
-        if memo is None or not units.items() <= self._pair_units.items():
-            if memo is not None:  # bins for other units: computed again (the driver never asks)
-                memo.unpersist()
-            n_keys = max(self.n_keys, 1)
-
-            def body(pdf: pd.DataFrame) -> pd.DataFrame:
-                return _pair_stats(pdf, n_keys, centre, units)
-
-            schema = _PAIR_SCHEMA + "".join(f", b_{f} long" for f in units)
-            rows = self._rows.select(_U, _X, _V).repartition(self._partitions(), _U)
-            self._memo["pairs", centre] = rows.mapInPandas(whole_partition(body), schema).cache()
-            self._pair_units = units
-        return self._memo["pairs", centre]
-
     def norm_histograms(self, units: dict[str, float], centre: float) -> dict[str, np.ndarray]:
-        """Exact users per norm bin, bins computed by :func:`bin_of` on the executors with the
-        pairs (:meth:`_pairs`): one aggregation over the users' first pairs, at most families x
-        bins rows to the driver."""
+        """Exact users per norm bin (:func:`norm_counts` on each partition's users, added up):
+        one pandas pass, at most families x bins rows per partition back to the JVM and to
+        the driver."""
         from pyspark.sql import functions as F
 
         families = list(units)
-        bins = F.array(
-            *[
-                F.struct(F.lit(i).alias("f"), F.col(f"b_{f}").alias("b"))
-                for i, f in enumerate(families)
-            ]
-        )
-        counts = (
-            self._pairs(centre, units)
-            .where(F.col("first"))
-            .select(F.explode(bins).alias("fb"))
-            .groupBy("fb.f", "fb.b")
-            .count()
-        )
-        out = {f: np.zeros(HISTOGRAM_BINS) for f in families}
-        for row in counts.collect():
-            out[families[int(row["f"])]][int(row["b"])] = float(row["count"])
-        return out
+        n_keys = max(self.n_keys, 1)
+
+        def body(pdf: pd.DataFrame) -> pd.DataFrame:
+            *_, norms = _pairs_and_norms(pdf, n_keys, centre)
+            counts = norm_counts(norms, units)
+            flat = np.concatenate([counts[f] for f in families])  # family i: bins i*B...
+            at = np.flatnonzero(flat)
+            return pd.DataFrame({"_fb": at, "_c": flat[at]})
+
+        total = self._user_pass(body, "_fb long, _c double").groupBy("_fb").agg(F.sum("_c"))
+        flat = np.zeros(len(families) * HISTOGRAM_BINS)
+        for fb, c in total.collect():
+            flat[int(fb)] = float(c)
+        return {
+            f: flat[i * HISTOGRAM_BINS : (i + 1) * HISTOGRAM_BINS] for i, f in enumerate(families)
+        }
 
     def weighted_sums(
         self, bounds_c: dict[str, float], vectors: dict[str, tuple[str, ...]], centre: float
     ) -> dict[str, np.ndarray]:
-        """Per-key sums of ``w_u x_uk``, with the row count on K, by one aggregation over the
-        cached pairs (no Python call: :func:`_weight` is
-        :func:`~userdp.aggregate.local.user_weights`' arithmetic)."""
+        """Per-key sums of ``w_u x_uk`` (:func:`key_sums` on each partition's users, added up
+        per key), with the row count on K: one pandas pass, one row per key present in a
+        partition back to the JVM, one per key to the driver."""
         from pyspark.sql import functions as F
 
         names = list(vectors)
-        value = {"users": F.lit(1.0), "count": F.col("n"), "sum": F.col("s")}
-        sums = []
-        for v in names:
-            w = F.lit(1.0)
-            for f in vectors[v]:
-                w = F.least(w, _weight(F.col(f"r_{f}"), bounds_c[f]))
-            sums.append(F.sum(w * value[v]).alias(v))
-        total = self._pairs(centre).groupBy(_X).agg(F.sum("n").alias("_rows"), *sums)
+        n_keys = max(self.n_keys, 1)
+
+        def body(pdf: pd.DataFrame) -> pd.DataFrame:
+            pu, pk, n, s, norms = _pairs_and_norms(pdf, n_keys, centre)
+            sums = key_sums(pu, pk, n, s, norms, bounds_c, vectors, n_keys)
+            rows = np.bincount(pk, weights=n, minlength=n_keys)
+            at = np.flatnonzero(rows)
+            return pd.DataFrame({_X: at, "_rows": rows[at], **{v: sums[v][at] for v in names}})
+
+        schema = f"{_X} long, _rows double" + "".join(f", {v} double" for v in names)
+        total = (
+            self._user_pass(body, schema)
+            .groupBy(_X)
+            .agg(*[F.sum(c).alias(c) for c in ("_rows", *names)])
+        )
         out = {v: np.zeros(self.n_keys) for v in names}
         rows = 0.0
-        for row in total.collect():  # one row per key
+        for row in total.collect():  # one row per key with rows
             rows += row["_rows"]
             for v in names:
                 out[v][int(row[_X])] = row[v]
@@ -299,23 +280,21 @@ class SparkEngine:
 
     def _key_rows(self) -> Any:
         """The rows on K as (key code, value, the user's rows on K ``_s``), partitioned by key
-        code and cached for every quantile level: one shuffle by user (a pandas call per
-        partition counts each user's rows), one by key."""
-        if ("key_rows", 0.0) not in self._memo:
+        code and cached for every quantile level: a pandas call per partition of the rows on K
+        (whole users) counts each user's rows, then one shuffle by key."""
+        if "key_rows" not in self._memo:
 
             def sizes(pdf: pd.DataFrame) -> pd.DataFrame:
                 user = pd.factorize(pdf[_U])[0]
                 s = np.bincount(user)[user].astype(np.float64)
                 return pd.DataFrame({_X: pdf[_X], _V: pdf[_V], "_s": s})
 
-            parts = self._partitions()
-            rows = self._rows.select(_U, _X, _V).repartition(parts, _U)
-            self._memo["key_rows", 0.0] = (
-                rows.mapInPandas(whole_partition(sizes), f"{_X} long, {_V} double, _s double")
-                .repartition(parts, _X)
+            self._memo["key_rows"] = (
+                self._user_pass(sizes, f"{_X} long, {_V} double, _s double")
+                .repartition(self._partitions(), _X)
                 .cache()
             )
-        return self._memo["key_rows", 0.0]
+        return self._memo["key_rows"]
 
     def key_quantiles(
         self,

@@ -154,7 +154,10 @@ def user_norms(pu: np.ndarray, n: np.ndarray, s: np.ndarray, n_users: int) -> di
 
 def norm_counts(norms: dict[str, np.ndarray], units: dict[str, float]) -> dict[str, np.ndarray]:
     """Users per norm bin (:func:`bin_of`) for each family of ``units``, over the given users'
-    norms: both engines' histograms (Spark's per partition of whole users, then added)."""
+    norms: both engines' histograms (Spark's per partition of whole users, then added).
+
+    Each user falls in one bin per family, so adding or removing a user moves each histogram
+    by 1 in l2 (``tests/property/test_aggregate_neighbours.py`` replays neighbours)."""
     return {
         f: np.bincount(bin_of(norms[f], u), minlength=HISTOGRAM_BINS).astype(np.float64)
         for f, u in units.items()
@@ -177,6 +180,9 @@ def key_sums(
 
     ``vectors[v]`` names the families whose bounds the vector's weight respects:
     ``w_u = min over f of min(1, C_f / ||x_u^f||)`` (``()``: weight 1, the hard-limit form).
+    Since ``w_u`` depends on user u alone, adding or removing u moves vector ``v`` by
+    ``||w_u x_u^v||_2 <= C_f`` for each f it respects (the neighbour replay in
+    ``tests/property/test_aggregate_neighbours.py`` checks the declared bound).
     """
     values = {"users": np.ones_like(n), "count": n, "sum": s}
     n_users = norms["users"].size

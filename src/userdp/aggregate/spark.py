@@ -132,7 +132,7 @@ class SparkEngine:
         """The rows on K: a filter after the broadcast join, over the cached rows."""
         from pyspark.sql import functions as F
 
-        return self._rows.where(F.col(_X).isNotNull()).select(_U, _X, _V)
+        return self._rows.where(F.col(_X).isNotNull())
 
     def restrict(self) -> None:
         """Drop rows outside K, shuffle the rest by user once and cache them so partitioned
@@ -189,7 +189,7 @@ class SparkEngine:
         pair_rank = pair_rank.withColumn(
             "_pk", F.row_number().over(Window.partitionBy(_U).orderBy("_pr"))
         ).where(F.col("_pk") <= l0)
-        kept = rows.join(pair_rank.select(_U, _X), on=[_U, _X]).select(_U, _X, _V)
+        kept = rows.join(pair_rank.select(_U, _X), on=[_U, _X])
         self._replace_rows(self._by_user(kept), cache=True)
 
     def _partitions(self) -> int:
@@ -199,9 +199,9 @@ class SparkEngine:
         return python_partitions(self.spark, self.total_rows, _TASK_ROWS)
 
     def _by_user(self, rows: Any) -> Any:
-        """``rows`` hash-partitioned by user into :meth:`_partitions` partitions (a shuffle,
-        which Spark leaves out where ``rows`` are already so partitioned, as the cached rows
-        on K are)."""
+        """``rows``' user, key code and value, hash-partitioned by user into
+        :meth:`_partitions` partitions (a shuffle, which Spark leaves out where ``rows`` are
+        already so partitioned, as the cached rows on K are)."""
         return rows.select(_U, _X, _V).repartition(self._partitions(), _U)
 
     def _user_pass(self, body: Any, schema: str) -> Any:
@@ -257,13 +257,12 @@ class SparkEngine:
             .groupBy(_X)
             .agg(*[F.sum(c).alias(c) for c in ("_rows", *names)])
         )
+        got = total.toPandas()  # one row per key with rows, as columns
+        at = got[_X].to_numpy(np.int64)
         out = {v: np.zeros(self.n_keys) for v in names}
-        rows = 0.0
-        for row in total.collect():  # one row per key with rows
-            rows += row["_rows"]
-            for v in names:
-                out[v][int(row[_X])] = row[v]
-        self._n_rows = int(rows)
+        for v in names:
+            out[v][at] = got[v].to_numpy(np.float64)
+        self._n_rows = int(got["_rows"].sum())
         return out
 
     def quantile_sizes(self) -> tuple[np.ndarray, np.ndarray]:

@@ -35,6 +35,12 @@ row per (user, key)):
   then run with PipelineDP itself.
 
 Tumult Analytics runs from its own environment: benchmarks/aggregate_tumult.py.
+
+``--spark`` times the Spark engine (``local[2]``) against the local one on generated Zipf
+sets (users and means, epsilon 1, the file's read included), with the Spark key selection
+alone and a bare-Spark skeleton of the GROUP BY's passes beside them, all four in turn in each
+of ``--spark-repeats`` rounds after one untimed round on a small file; it reports medians and
+each round's own ratio, as ``partition_spark_floor.py`` does for the selection.
 """
 
 from __future__ import annotations
@@ -433,10 +439,15 @@ def _line(s: dict[str, Any], metrics: tuple[str, ...]) -> str:
 
 
 # -- Spark ---------------------------------------------------------------------------------------
-def bench_spark(sizes: list[int], seeds: int) -> list[dict[str, Any]]:
+def bench_spark(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
+    """Spark against local at each size: ``repeats`` rounds, each timing in turn the local
+    GROUP BY, the Spark GROUP BY, the Spark key selection alone and the GROUP BY skeleton
+    (seed = round), after one untimed round of all four on a small file (the JVM's
+    compilation and the Python workers' start, which a session pays once). Ratios are of the
+    medians, as in ``partition_spark_floor.py``: alternating the arms keeps the machine's
+    drift (10-30% within an hour on two cores) out of the ratio, and each round's own ratio is
+    kept to show the spread."""
     import pyarrow.parquet as pq
-
-    import userdp
 
     try:
         from userdp.spark import spark_session
@@ -447,67 +458,100 @@ def bench_spark(sizes: list[int], seeds: int) -> list[dict[str, Any]]:
         return []
     out = []
     with tempfile.TemporaryDirectory() as tmp:
+        log("  spark part: an untimed round on 20,000 rows (JVM and Python workers warm up)")
+        _spark_size(spark, pq, Path(tmp), 20_000, 1)
         for n in sizes:
-            ds = make_zipf_rows(n)
-            path = Path(tmp) / f"zipf_{n}.parquet"
-            pq.write_table(ds.table(), path)
-            true = truth(ds)
-            row: dict[str, Any] = {"rows": ds.rows}
-            for engine in ("local", "spark"):
-                runs = []
-                for s in range(seeds):
-                    t0 = time.perf_counter()
-                    data = (
-                        pq.read_table(path) if engine == "local" else spark.read.parquet(str(path))
-                    )
-                    r = run_userdp(ds, data, true, 1.0, s, engine)
-                    r["seconds"] = time.perf_counter() - t0  # reading the file included
-                    runs.append(r)
-                row[engine] = summarise_runs(runs, ds.metrics)
-                log(f"  spark part {ds.rows:,} rows {engine:5s} {_line(row[engine], ds.metrics)}")
-            row["selection_seconds"] = _selection_alone(spark, path, seeds)
-            row["skeleton_parts"] = _groupby_skeleton(spark, path, seeds)
-            row["skeleton_seconds"] = sum(row["skeleton_parts"])
-            local = row["local"]["seconds"]["mean"]
-            row["ratio"] = row["spark"]["seconds"]["mean"] / local
-            row["skeleton_ratio"] = row["skeleton_seconds"] / local
-            log(
-                f"  spark part {ds.rows:,} rows: the key selection alone (its default, same "
-                f"frame) {row['selection_seconds']:.1f} s of the GROUP BY's "
-                f"{row['spark']['seconds']['mean']:.1f} s; a GROUP BY skeleton "
-                f"{row['skeleton_seconds']:.1f} s = {row['skeleton_ratio']:.1f}x local "
-                "(selection part {:.1f} s, metrics part {:.1f} s)".format(*row["skeleton_parts"])
-            )
-            out.append(row)
-    _ = userdp
+            out.append(_spark_size(spark, pq, Path(tmp), n, repeats))
     return out
 
 
-def _selection_alone(spark: Any, path: Path, seeds: int) -> float:
-    """Mean seconds of the Spark key selection by itself (``select_partitions`` with its
-    default algorithm on the same file, the budget share the GROUP BY gives it by default does
-    not change its work): how much of the GROUP BY's Spark time is the selection."""
+def _spark_size(spark: Any, pq: Any, tmp: Path, n: int, repeats: int) -> dict[str, Any]:
+    """One size of :func:`bench_spark`."""
+    ds = make_zipf_rows(n)
+    path = tmp / f"zipf_{n}.parquet"
+    pq.write_table(ds.table(), path)
+    true = truth(ds)
+    runs: dict[str, list[Any]] = {"local": [], "spark": []}
+    secs: dict[str, list[float]] = {
+        "selection": [],
+        "skeleton_selection": [],
+        "skeleton_metrics": [],
+    }
+    for s in range(repeats):
+        for engine in ("local", "spark"):
+            t0 = time.perf_counter()
+            data = pq.read_table(path) if engine == "local" else spark.read.parquet(str(path))
+            r = run_userdp(ds, data, true, 1.0, s, engine)
+            r["seconds"] = time.perf_counter() - t0  # reading the file included
+            runs[engine].append(r)
+        secs["selection"].append(_selection_alone(spark, path, s))
+        a, b = _groupby_skeleton(spark, path)
+        secs["skeleton_selection"].append(a)
+        secs["skeleton_metrics"].append(b)
+        log(
+            f"  spark part {ds.rows:,} rows, round {s + 1}: local"
+            f" {runs['local'][-1]['seconds']:.1f} s, spark {runs['spark'][-1]['seconds']:.1f} s"
+            f" (x{runs['spark'][-1]['seconds'] / runs['local'][-1]['seconds']:.1f}), the key"
+            f" selection alone {secs['selection'][-1]:.1f} s, a GROUP BY skeleton {a + b:.1f} s"
+        )
+    row: dict[str, Any] = {"rows": ds.rows, "repeats": repeats}
+    for engine in ("local", "spark"):
+        row[engine] = summarise_runs(runs[engine], ds.metrics)
+        log(f"  spark part {ds.rows:,} rows {engine:5s} {_line(row[engine], ds.metrics)}")
+    local = [r["seconds"] for r in runs["local"]]
+    spark_secs = [r["seconds"] for r in runs["spark"]]
+    skeleton = np.add(secs["skeleton_selection"], secs["skeleton_metrics"])
+    row["median_seconds"] = {
+        "local": float(np.median(local)),
+        "spark": float(np.median(spark_secs)),
+        "selection": float(np.median(secs["selection"])),
+        "skeleton": float(np.median(skeleton)),
+    }
+    med = row["median_seconds"]
+    row["selection_seconds"] = med["selection"]
+    row["skeleton_parts"] = [
+        float(np.median(secs["skeleton_selection"])),
+        float(np.median(secs["skeleton_metrics"])),
+    ]
+    row["skeleton_seconds"] = med["skeleton"]
+    row["ratio"] = med["spark"] / med["local"]
+    row["skeleton_ratio"] = med["skeleton"] / med["local"]
+    row["round_ratios"] = [t / lo for t, lo in zip(spark_secs, local, strict=True)]
+    row["round_skeleton_ratios"] = [float(k / lo) for k, lo in zip(skeleton, local, strict=True)]
+    log(
+        f"  spark part {ds.rows:,} rows, medians of {repeats}: local {med['local']:.1f} s,"
+        f" spark {med['spark']:.1f} s = {row['ratio']:.2f}x (each round's"
+        f" {min(row['round_ratios']):.2f}-{max(row['round_ratios']):.2f}x); the key selection"
+        f" alone {med['selection']:.1f} s; a GROUP BY skeleton {med['skeleton']:.1f} s ="
+        f" {row['skeleton_ratio']:.2f}x local (selection part {row['skeleton_parts'][0]:.1f} s,"
+        f" metrics part {row['skeleton_parts'][1]:.1f} s)"
+    )
+    return row
+
+
+def _selection_alone(spark: Any, path: Path, seed: int) -> float:
+    """Seconds of the Spark key selection by itself (``select_partitions`` with its default
+    algorithm on the same file, the budget share the GROUP BY gives it by default does not
+    change its work): how much of the GROUP BY's Spark time is the selection."""
     from userdp.partition import select_partitions
 
-    secs = []
-    for s in range(seeds):
-        t0 = time.perf_counter()
-        r = select_partitions(
-            spark.read.parquet(str(path)),
-            epsilon=0.5,
-            delta=DELTA / 2,
-            engine="spark",
-            user_column="user",
-            item_column="key",
-            seed=s,
-        )
-        secs.append(time.perf_counter() - t0)  # the result is materialized by the call
-        r.dataframe.unpersist()
-    return float(np.mean(secs))
+    t0 = time.perf_counter()
+    r = select_partitions(
+        spark.read.parquet(str(path)),
+        epsilon=0.5,
+        delta=DELTA / 2,
+        engine="spark",
+        user_column="user",
+        item_column="key",
+        seed=seed,
+    )
+    secs = time.perf_counter() - t0  # the result is materialized by the call
+    r.dataframe.unpersist()
+    return secs
 
 
-def _groupby_skeleton(spark: Any, path: Path, seeds: int) -> tuple[float, float]:
-    """Mean seconds of a *GROUP BY skeleton* on Spark: what a Spark GROUP BY with privately
+def _groupby_skeleton(spark: Any, path: Path) -> tuple[float, float]:
+    """Seconds of a *GROUP BY skeleton* on Spark: what a Spark GROUP BY with privately
     selected keys must do, with none of userdp's book-keeping. The MAD skeleton of
     ``partition_spark_floor.py`` (four rounds of MAD's passes over the capped (user, key)
     pairs, ranked once; no noise, biasing or removal; it overstates biased rounds that
@@ -515,34 +559,30 @@ def _groupby_skeleton(spark: Any, path: Path, seeds: int) -> tuple[float, float]
     aggregation for the metrics: rows grouped by (user, key) with their count and value sum,
     each user's l2 norm (a window by user), and per key the weighted users, rows and sums (no
     bound choice, histogram, noise, join with the selected keys or quantiles). Reads the same
-    file as the timed runs. Returns the mean seconds of its two parts (selection, metrics)."""
+    file as the timed runs. Returns the seconds of its two parts (selection, metrics)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     norm = F.sqrt(F.sum(F.col("c") * F.col("c")).over(Window.partitionBy("user")))
-    secs = []
-    for _ in range(seeds):
-        t0 = time.perf_counter()
-        df = spark.read.parquet(str(path))
-        run_mad_skeleton(df, "user", "key")
-        t1 = time.perf_counter()
-        pairs = (
-            df.repartition("user")
-            .groupBy("user", "key")
-            .agg(F.count(F.lit(1)).alias("c"), F.sum("value").alias("s"))
-            .withColumn("n", norm)
-            .withColumn("w", F.least(F.lit(1.0), 3.0 / F.col("n")))
-        )
-        (
-            pairs.groupBy("key")
-            .agg(F.sum("w"), F.sum(F.col("w") * F.col("c")), F.sum(F.col("w") * F.col("s")))
-            .write.format("noop")
-            .mode("overwrite")
-            .save()
-        )
-        secs.append((t1 - t0, time.perf_counter() - t1))
-    a, b = np.mean(secs, axis=0)
-    return float(a), float(b)
+    t0 = time.perf_counter()
+    df = spark.read.parquet(str(path))
+    run_mad_skeleton(df, "user", "key")
+    t1 = time.perf_counter()
+    pairs = (
+        df.repartition("user")
+        .groupBy("user", "key")
+        .agg(F.count(F.lit(1)).alias("c"), F.sum("value").alias("s"))
+        .withColumn("n", norm)
+        .withColumn("w", F.least(F.lit(1.0), 3.0 / F.col("n")))
+    )
+    (
+        pairs.groupBy("key")
+        .agg(F.sum("w"), F.sum(F.col("w") * F.col("c")), F.sum(F.col("w") * F.col("s")))
+        .write.format("noop")
+        .mode("overwrite")
+        .save()
+    )
+    return t1 - t0, time.perf_counter() - t1
 
 
 # -- report --------------------------------------------------------------------------------------
@@ -596,15 +636,17 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     if sp:
         big = max(sp, key=lambda r: r["rows"])
         rows = np.array([r["rows"] for r in sp], dtype=float)
-        secs = np.array([r["spark"]["seconds"]["mean"] for r in sp])
+        secs = np.array([r["median_seconds"]["spark"] for r in sp])
         slope = float(np.polyfit(np.log(rows), np.log(secs), 1)[0]) if len(sp) > 1 else float("nan")
         out.append(
             {
-                "target": "Spark within 10x of local at the largest size, and linear in rows",
+                "target": "Spark within 10x of local at the largest size (medians), and linear "
+                "in rows",
                 "status": "PASS" if big["ratio"] <= 10 and slope <= 1.15 else "FAIL",
                 "detail": {
                     "rows": big["rows"],
                     "ratio": round(big["ratio"], 2),
+                    "each round's ratio": [round(x, 2) for x in big["round_ratios"]],
                     "log-log slope of Spark time": round(slope, 3),
                 },
             }
@@ -635,12 +677,13 @@ def print_summary(results: dict[str, Any]) -> None:
                     + f" {s['seconds']['mean']:8.2f}"
                 )
     for r in results.get("spark") or []:
+        med = r["median_seconds"]
         print(
-            f"Spark {r['rows']:,} rows: local {r['local']['seconds']['mean']:.1f} s,"
-            f" spark {r['spark']['seconds']['mean']:.1f} s (x{r['ratio']:.1f}; the key selection"
-            f" alone {r.get('selection_seconds', float('nan')):.1f} s; a GROUP BY skeleton"
-            f" {r.get('skeleton_seconds', float('nan')):.1f} s ="
-            f" x{r.get('skeleton_ratio', float('nan')):.1f})"
+            f"Spark {r['rows']:,} rows, medians of {r['repeats']}: local {med['local']:.1f} s,"
+            f" spark {med['spark']:.1f} s (x{r['ratio']:.2f}, each round's"
+            f" x{min(r['round_ratios']):.2f}-x{max(r['round_ratios']):.2f}; the key selection"
+            f" alone {med['selection']:.1f} s; a GROUP BY skeleton {med['skeleton']:.1f} s ="
+            f" x{r['skeleton_ratio']:.2f})"
         )
     print("\nTargets")
     for t in results["targets"]:
@@ -722,6 +765,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--spark", action="store_true", help="time engine='spark' against local")
     p.add_argument("--spark-sizes", default="1e6,3e6,10e6")
+    p.add_argument(
+        "--spark-repeats",
+        type=int,
+        default=3,
+        help="rounds of the Spark part per size (local, Spark, selection alone, skeleton in "
+        "turn); ratios are of the medians",
+    )
     p.add_argument("--out-dir", type=Path, default=RESULTS)
     return p.parse_args(argv)
 
@@ -816,7 +866,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"  eps 1.0: pipelinedp default {_line(e['pipelinedp default'], ds.metrics)}")
     if args.spark and have_aggregate:
         sizes = [int(float(s)) for s in args.spark_sizes.split(",")]
-        results["spark"] = bench_spark(sizes, 1 if args.quick else 2)
+        results["spark"] = bench_spark(sizes, 1 if args.quick else args.spark_repeats)
     results["targets"] = targets(results)
     finish(results, args.out_dir, args.name, plots=plots, summary=print_summary)
     return 0

@@ -484,19 +484,21 @@ def _spark_size(
         "skeleton_metrics": [],
     }
     first_local: list[float] = []
+
+    def timed(engine: str, seed: int) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        data = pq.read_table(path) if engine == "local" else spark.read.parquet(str(path))
+        r = run_userdp(ds, data, true, 1.0, seed, engine)
+        r["seconds"] = time.perf_counter() - t0  # reading the file included
+        return r
+
     for s in range(repeats):
         # The local engine runs twice in a row and the second run is timed: at 10M rows its
         # first run after other work took 3.6-4.9 s, its repeats 2.8-3.4 s (benchmarks/
         # README.md), so both engines are timed in their steady state.
-        for engine in ("local", "local", "spark"):
-            t0 = time.perf_counter()
-            data = pq.read_table(path) if engine == "local" else spark.read.parquet(str(path))
-            r = run_userdp(ds, data, true, 1.0, s, engine)
-            r["seconds"] = time.perf_counter() - t0  # reading the file included
-            if engine == "local" and len(first_local) == s:
-                first_local.append(r["seconds"])
-            else:
-                runs[engine].append(r)
+        first_local.append(timed("local", s)["seconds"])
+        runs["local"].append(timed("local", s))
+        runs["spark"].append(timed("spark", s))
         secs["selection"].append(_selection_alone(spark, path, s))
         a, b = _groupby_skeleton(spark, path)
         secs["skeleton_selection"].append(a)

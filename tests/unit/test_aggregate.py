@@ -41,7 +41,7 @@ def test_the_table_has_key_then_one_column_per_metric():
     assert rows[0].keys() == {"key", "users", "count", "sum", "mean", "q0.5"}
     assert isinstance(r.to_pandas(), pd.DataFrame)
     assert r.to_arrow() is r.table
-    assert set(r.noise_sd) == {"users", "count", "sum"}
+    assert set(r.noise_sd) == {"users", "count", "value_count", "sum"}
     assert {"users", "count", "sum"} <= set(r.contribution_bounds)
     means = r.to_arrow().column("mean").to_numpy()
     assert np.all((means >= 0) & (means <= 10))

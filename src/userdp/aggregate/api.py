@@ -30,7 +30,7 @@ from userdp.aggregate.result import AggregateDiagnostics, AggregateResult
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget, check_accountant
 
-__all__ = ["ENGINES", "METRICS", "aggregate"]
+__all__ = ["ENGINES", "METRICS", "aggregate", "ratio_mean"]
 
 METRICS = ("users", "count", "sum", "mean", "quantiles")
 BOUNDINGS = ("smooth", "limit")
@@ -228,11 +228,14 @@ def aggregate(
     selection_options = dict(o["selection"] or {})
 
     mean = "mean" in ms
+    # COUNT(*) is its own vector; the mean is SUM(v) / COUNT(v) (rows with a value) under one
+    # weight per user, so COUNT means the same with or without a mean beside it
     vectors = [
         v
         for v, want in (
             ("users", "users" in ms),
-            ("count", "count" in ms or mean),
+            ("count", "count" in ms),
+            ("value_count", mean),
             ("sum", "sum" in ms or mean),
         )
         if want
@@ -300,7 +303,7 @@ def aggregate(
         if lo_hi
         else 1.0
     )
-    units = {"users": 1.0, "count": 1.0, "sum": width}
+    units = {"users": 1.0, "count": 1.0, "value_count": 1.0, "sum": width}
     c_bound: dict[str, float] = {}
     # public: a user holds each key of K at most once, so sqrt(|K|) bounds the users norm
     users_cap = math.sqrt(max(n_keys, 1))
@@ -336,11 +339,16 @@ def aggregate(
             "count": ("count",),
             "sum": ("sum",),
         }
-        if mean:
-            fams["count"] = fams["sum"] = ("count", "sum")
+        if mean:  # the mean's two vectors share each user's weight
+            fams["value_count"] = fams["sum"] = ("value_count", "sum")
     else:
         root = math.sqrt(min(l0, max(n_keys, 1)))  # at most |K| keys are kept
-        c_bound = {"users": root, "count": root * linf, "sum": root * linf * units["sum"]}
+        c_bound = {
+            "users": root,
+            "count": root * linf,
+            "value_count": root * linf,
+            "sum": root * linf * units["sum"],
+        }
         c_bound = {v: c_bound[v] for v in vectors}
         fams = {v: () for v in vectors}
 
@@ -363,13 +371,12 @@ def aggregate(
     if "count" in ms:
         columns["count"] = noisy_v["count"]
     if "sum" in ms:
-        columns["sum"] = noisy_v["sum"] + centre * noisy_v["count"] if mean else noisy_v["sum"]
+        columns["sum"] = (
+            noisy_v["sum"] + centre * noisy_v["value_count"] if mean else noisy_v["sum"]
+        )
     if mean:
-        n = noisy_v["count"]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            m = np.where(n > 0, centre + noisy_v["sum"] / n, centre)
         assert lo_hi is not None  # mean needs values, so bounds
-        columns["mean"] = np.clip(m, lo_hi[0], lo_hi[1])
+        columns["mean"] = ratio_mean(noisy_v["sum"], noisy_v["value_count"], centre, lo_hi)
 
     # 4. quantiles
     if levels:
@@ -407,6 +414,17 @@ def aggregate(
         diagnostics=diag,
         engine=eng.name,
     )
+
+
+def ratio_mean(
+    noisy_sum: np.ndarray, noisy_count: np.ndarray, centre: float, bounds: tuple[float, float]
+) -> np.ndarray:
+    """The released mean per key: ``centre + noisy_sum / noisy_count`` clipped to ``bounds``,
+    the bounds' midpoint where the noisy count is <= 0. Both inputs are noisy releases, so
+    the ratio is post-processing (the auditor checks that it stays one under replay)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = np.where(noisy_count > 0, centre + noisy_sum / noisy_count, centre)
+    return np.clip(m, bounds[0], bounds[1])
 
 
 def _engine(engine: str, data: Any, cols: Columns) -> Any:
@@ -480,9 +498,7 @@ def _quantiles(
             h = float(limit_h)
         elif "h" in given:
             h = float(given["h"])
-        elif not sizes.size:
-            h = 1.0
-        else:
+        else:  # from the noisy histogram, whether or not any user holds a row on K
             h = best_smooth_h(table_h[0], q * (1 - q), 2 * spread / eps, counts=table_h[1])
         c_bound[f"h(q{q:g})"] = h
         out[f"q{q:g}"] = eng.key_quantiles(

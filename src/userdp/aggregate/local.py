@@ -72,6 +72,37 @@ class Columns:
     bounds: tuple[float, float] | None
 
 
+def clip_values(values: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
+    """Values clipped to the public ``bounds``, NaN kept as NaN: the one non-finite policy of
+    both engines (docs/guarantees.md). A NaN (or null) is a row without a value: it counts
+    for ``users`` and ``count``, adds nothing to ``sum``, is not a row of ``mean`` or
+    ``quantiles``; ``inf`` and ``-inf`` are clipped like any value out of range. No error,
+    branch or warning depends on whether a user holds one."""
+    lo, hi = bounds
+    return np.clip(np.asarray(values, dtype=np.float64), lo, hi)
+
+
+def value_column(column: pa.ChunkedArray | pa.Array, name: str) -> np.ndarray:
+    """A numeric (or boolean) value column as float64, nulls as NaN. Any other type is refused
+    by its type alone (public: the schema), never by a row's content."""
+    import pyarrow.compute as pc
+
+    kind = column.type
+    if not (
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_decimal(kind)
+        or pa.types.is_null(kind)
+    ):
+        raise DataError(
+            f"aggregate: the value column {name!r} holds {kind}; it must be numeric (a null "
+            "or NaN value is a row without a value)."
+        )
+    floats = pc.cast(column, pa.float64())
+    return np.asarray(floats.to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
 def limit_keep(
     user: np.ndarray, key: np.ndarray, rand: np.ndarray, l0: int, linf: int
 ) -> np.ndarray:
@@ -125,30 +156,42 @@ def row_keys(labels: pa.Array, user: np.ndarray, code: np.ndarray, salt: int) ->
 
 def pair_stats(
     user: np.ndarray, code: np.ndarray, value: np.ndarray | None, n_keys: int, centre: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct (user, key code) pairs, ordered by user then key, with their row counts and
-    value sums centred at ``centre`` (zeros without values): ``(user, key, n, s)``. Both
-    engines compute them with this function (Spark once per partition of whole users)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (user, key code) pairs, ordered by user then key, with their row counts, value
+    sums centred at ``centre`` and counts of rows with a value: ``(user, key, n, s, m)``.
+
+    A NaN value is a row without a value (:func:`clip_values`): it counts in ``n``, adds
+    nothing to ``s`` and is not counted in ``m`` (without values ``s`` is zero and ``m = n``).
+    Both engines compute the pairs with this function (Spark once per partition of whole
+    users)."""
     if user.size == 0:
         e = np.zeros(0, dtype=np.int64)
-        return e, e, e.astype(np.float64), e.astype(np.float64)
+        f = e.astype(np.float64)
+        return e, e, f, f, f
     uniq, inv = np.unique(user * n_keys + code, return_inverse=True)
     n = np.bincount(inv).astype(np.float64)
     s: np.ndarray
+    m: np.ndarray
     if value is not None:
-        s = np.bincount(inv, weights=value - centre, minlength=uniq.size)
+        valued = ~np.isnan(value)
+        s = np.bincount(inv, weights=np.where(valued, value - centre, 0.0), minlength=uniq.size)
+        m = np.bincount(inv, weights=valued, minlength=uniq.size)
     else:
         s = np.zeros(uniq.size)
-    return uniq // n_keys, uniq % n_keys, n, s
+        m = n
+    return uniq // n_keys, uniq % n_keys, n, s, m
 
 
-def user_norms(pu: np.ndarray, n: np.ndarray, s: np.ndarray, n_users: int) -> dict[str, np.ndarray]:
-    """Per-user l2 norms of the three contribution vectors (users: ones, count: ``n``, sum:
-    ``s``) from :func:`pair_stats`' pairs."""
+def user_norms(
+    pu: np.ndarray, n: np.ndarray, s: np.ndarray, m: np.ndarray, n_users: int
+) -> dict[str, np.ndarray]:
+    """Per-user l2 norms of the four contribution vectors (users: ones, count: ``n``, sum:
+    ``s``, value_count: ``m``) from :func:`pair_stats`' pairs."""
     return {
         "users": np.sqrt(np.bincount(pu, minlength=n_users).astype(np.float64)),
         "count": np.sqrt(np.bincount(pu, weights=n * n, minlength=n_users)),
         "sum": np.sqrt(np.bincount(pu, weights=s * s, minlength=n_users)),
+        "value_count": np.sqrt(np.bincount(pu, weights=m * m, minlength=n_users)),
     }
 
 
@@ -169,6 +212,7 @@ def key_sums(
     pk: np.ndarray,
     n: np.ndarray,
     s: np.ndarray,
+    m: np.ndarray,
     norms: dict[str, np.ndarray],
     bounds_c: dict[str, float],
     vectors: dict[str, tuple[str, ...]],
@@ -184,7 +228,7 @@ def key_sums(
     ``||w_u x_u^v||_2 <= C_f`` for each f it respects (the neighbour replay in
     ``tests/property/test_aggregate_neighbours.py`` checks the declared bound).
     """
-    values = {"users": np.ones_like(n), "count": n, "sum": s}
+    values = {"users": np.ones_like(n), "count": n, "sum": s, "value_count": m}
     n_users = norms["users"].size
     out = {}
     for v, fams in vectors.items():
@@ -213,10 +257,12 @@ class LocalEngine:
             self._key_raw = None
         else:
             self._key_raw = table.column(cols.key).combine_chunks()
+        self._value: np.ndarray | None
         if cols.value is not None:
-            lo, hi = cols.bounds  # type: ignore[misc]
-            v = table.column(cols.value).to_numpy().astype(np.float64)
-            self._value = np.clip(v, lo, hi)
+            assert cols.bounds is not None  # values come with bounds
+            self._value = clip_values(
+                value_column(table.column(cols.value), cols.value), cols.bounds
+            )
         else:
             self._value = None
         self._keys: pa.Array | None = None
@@ -275,21 +321,24 @@ class LocalEngine:
         self.restrict(limit_keep(self._user, self._code, keys, l0, linf))
 
     # -- per-(user, key) aggregates -----------------------------------------------------------
-    def _pairs(self, centre: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Distinct (user, key) pairs in K with their row counts and (centred) value sums."""
+    def _pairs(
+        self, centre: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Distinct (user, key) pairs in K with their row counts, (centred) value sums and
+        counts of rows with a value (:func:`pair_stats`)."""
         if centre not in self._memo:
             self._memo[centre] = self._compute_pairs(centre)
         return self._memo[centre]
 
     def _compute_pairs(
         self, centre: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return pair_stats(self._user, self._code, self._value, self.n_keys, centre)
 
     def norms(self, centre: float) -> dict[str, np.ndarray]:
-        """Per-user l2 norms of the three contribution vectors (users, count, sum)."""
-        pu, _, n, s = self._pairs(centre)
-        return user_norms(pu, n, s, self.n_users)
+        """Per-user l2 norms of the contribution vectors (:func:`user_norms`)."""
+        pu, _, n, s, m = self._pairs(centre)
+        return user_norms(pu, n, s, m, self.n_users)
 
     def norm_histograms(self, units: dict[str, float], centre: float) -> dict[str, np.ndarray]:
         """Exact users per norm bin for each family (one user in one bin: l2 sensitivity 1)."""
@@ -311,12 +360,19 @@ class LocalEngine:
         self, bounds_c: dict[str, float], vectors: dict[str, tuple[str, ...]], centre: float
     ) -> dict[str, np.ndarray]:
         """Per-key sums of ``w_u x_uk`` for each vector (:func:`key_sums`)."""
-        pu, pk, n, s = self._pairs(centre)
-        return key_sums(pu, pk, n, s, self.norms(centre), bounds_c, vectors, self.n_keys)
+        pu, pk, n, s, m = self._pairs(centre)
+        return key_sums(pu, pk, n, s, m, self.norms(centre), bounds_c, vectors, self.n_keys)
+
+    def _valued(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows on K that have a value (the rows of ``quantiles``): user, key code, value."""
+        assert self._value is not None  # quantiles come with values
+        has = ~np.isnan(self._value)
+        return self._user[has], self._code[has], self._value[has]
 
     def quantile_sizes(self) -> tuple[np.ndarray, np.ndarray]:
-        """Distinct row counts on K of the users present there, and how many users have each."""
-        sizes = np.bincount(self._user, minlength=self.n_users)
+        """Distinct counts of rows with a value on K of the users holding such rows, and how
+        many users have each."""
+        sizes = np.bincount(self._valued()[0], minlength=self.n_users)
         values, counts = np.unique(sizes[sizes > 0], return_counts=True)
         return values.astype(np.int64), counts.astype(np.int64)
 
@@ -332,11 +388,12 @@ class LocalEngine:
         bounds: tuple[float, float],
         entropy: int,
     ) -> np.ndarray:
-        """One draw per key (:func:`draw_key_quantile`)."""
-        sizes = np.bincount(self._user, minlength=self.n_users)[self._user]
-        order = np.argsort(self._code, kind="stable")
-        starts = np.searchsorted(self._code[order], np.arange(self.n_keys + 1))
-        y, s = self._value[order], sizes[order]
+        """One draw per key (:func:`draw_key_quantile`), over the rows with a value."""
+        user, code, value = self._valued()
+        sizes = np.bincount(user, minlength=self.n_users)[user]
+        order = np.argsort(code, kind="stable")
+        starts = np.searchsorted(code[order], np.arange(self.n_keys + 1))
+        y, s = value[order], sizes[order]
         out = np.empty(self.n_keys)
         for k in range(self.n_keys):
             a, b = starts[k], starts[k + 1]

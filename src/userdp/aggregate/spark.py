@@ -22,6 +22,7 @@ drawing from its own noise sub-stream, as locally.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,8 @@ from userdp.spark import python_partitions, require_pyspark, whole_partition
 __all__ = ["SparkEngine"]
 
 _U, _K, _V, _X = "_agg_u", "_agg_k", "_agg_v", "_agg_x"
+#: Spark's numeric and boolean type names (``DataFrame.dtypes``): what a value column may be.
+_NUMERIC = re.compile(r"^(tinyint|smallint|int|bigint|float|double|boolean|decimal\(.*\))$")
 #: Rows of one pandas call at most (about 100 MB of input columns and as much again while
 #: it computes), when the input's row count sets the number of partitions.
 _TASK_ROWS = 2_000_000
@@ -51,15 +54,15 @@ _TASK_ROWS = 2_000_000
 
 def _pairs_and_norms(
     pdf: pd.DataFrame, n_keys: int, centre: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """One partition's (user, key) pairs (its users whole) and its users' norms over K, by
     :class:`~userdp.aggregate.local.LocalEngine`'s arithmetic: :func:`pair_stats` (pairs
     ordered by user, then key code) and :func:`user_norms`."""
     user = pd.factorize(pdf[_U])[0].astype(np.int64)
-    pu, pk, n, s = pair_stats(
+    pu, pk, n, s, m = pair_stats(
         user, pdf[_X].to_numpy(np.int64), pdf[_V].to_numpy(np.float64), n_keys, centre
     )
-    return pu, pk, n, s, user_norms(pu, n, s, int(pu[-1]) + 1)
+    return pu, pk, n, s, m, user_norms(pu, n, s, m, int(pu[-1]) + 1)
 
 
 class SparkEngine:
@@ -83,8 +86,18 @@ class SparkEngine:
         sel.append(F.col(f"`{cols.key}`").alias(_K) if cols.key is not None else F.lit(0).alias(_K))
         if cols.value is not None:
             lo, hi = cols.bounds  # type: ignore[misc]
+            kind = dict(df.dtypes)[cols.value]
+            if not _NUMERIC.match(kind):
+                raise DataError(
+                    f"aggregate: the value column {cols.value!r} holds {kind}; it must be "
+                    "numeric (a null or NaN value is a row without a value)."
+                )
             v = F.col(f"`{cols.value}`").cast("double")
-            sel.append(F.least(F.greatest(v, F.lit(lo)), F.lit(hi)).alias(_V))
+            # clip_values' policy in SQL: null and NaN stay missing (NaN; Spark's greatest()
+            # and least() skip nulls and order NaN above every number), +-inf are clipped
+            clipped = F.least(F.greatest(v, F.lit(lo)), F.lit(hi))
+            missing = v.isNull() | F.isnan(v)
+            sel.append(F.when(missing, F.lit(float("nan"))).otherwise(clipped).alias(_V))
         else:
             sel.append(F.lit(0.0).alias(_V))
         self._rows = df.select(*sel).cache()
@@ -245,8 +258,8 @@ class SparkEngine:
         n_keys = max(self.n_keys, 1)
 
         def body(pdf: pd.DataFrame) -> pd.DataFrame:
-            pu, pk, n, s, norms = _pairs_and_norms(pdf, n_keys, centre)
-            sums = key_sums(pu, pk, n, s, norms, bounds_c, vectors, n_keys)
+            pu, pk, n, s, m, norms = _pairs_and_norms(pdf, n_keys, centre)
+            sums = key_sums(pu, pk, n, s, m, norms, bounds_c, vectors, n_keys)
             rows = np.bincount(pk, weights=n, minlength=n_keys)
             at = np.flatnonzero(rows)
             return pd.DataFrame({_X: at, "_rows": rows[at], **{v: sums[v][at] for v in names}})
@@ -270,7 +283,8 @@ class SparkEngine:
         never one entry per user)."""
         from pyspark.sql import functions as F
 
-        per_user = self._rows.groupBy(_U).agg(F.count(F.lit(1)).alias("s"))
+        valued = self._rows.where(~F.isnan(_V))  # the rows of quantiles: with a value
+        per_user = valued.groupBy(_U).agg(F.count(F.lit(1)).alias("s"))
         rows = per_user.groupBy("s").count().collect()
         return (
             np.array([r["s"] for r in rows], dtype=np.int64),
@@ -284,6 +298,7 @@ class SparkEngine:
         if "key_rows" not in self._memo:
 
             def sizes(pdf: pd.DataFrame) -> pd.DataFrame:
+                pdf = pdf[~np.isnan(pdf[_V].to_numpy(np.float64))]  # rows with a value only
                 user = pd.factorize(pdf[_U])[0]
                 s = np.bincount(user)[user].astype(np.float64)
                 return pd.DataFrame({_X: pdf[_X], _V: pdf[_V], "_s": s})

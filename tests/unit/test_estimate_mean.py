@@ -229,12 +229,26 @@ def test_bad_data_raise_data_error(fn):
     name = fn.__name__
     with pytest.raises(DataError, match="same length; got 3 values and 2 users"):
         fn([1.0, 2.0, 3.0], [1, 2], epsilon=1.0, bounds=BOUNDS)
-    with pytest.raises(DataError, match="'values' must be finite; row 1 holds nan"):
-        fn([1.0, float("nan")], [1, 2], epsilon=1.0, bounds=BOUNDS)
-    with pytest.raises(DataError, match="must be finite; row 0 holds inf"):
-        fn([float("inf")], [1], epsilon=1.0, bounds=BOUNDS)
     with pytest.raises(DataError, match=f"{name} needs at least one record"):
         fn([], [], epsilon=1.0, bounds=BOUNDS)
+
+
+@pytest.mark.parametrize("public", [False, True])
+@pytest.mark.parametrize("fn", MEANS)
+def test_nan_or_inf_paths_never_fail_only_because_a_user_holds_one(fn, public):
+    """The non-finite policy: a NaN is a record without a value (the release equals the one
+    without that record, or with the bounds' midpoint when sizes are public), +-inf is
+    clipped like any value. No error depends on whether one user holds such a value."""
+    rng = np.random.default_rng(4)
+    y, u = rng.uniform(0, 10, 300), rng.integers(0, 60, 300)
+    kw = dict(epsilon=1.0, bounds=BOUNDS, public_user_sizes=public, seed=5)
+    with_nan = fn(np.append(y, [np.nan, 2.0]), np.append(u, [999, 998]), **kw)
+    mid = np.append(y, [5.0, 2.0]) if public else np.append(y, 2.0)
+    without = fn(mid, np.append(u, [999, 998]) if public else np.append(u, 998), **kw)
+    assert with_nan.estimate == without.estimate
+    inf = fn(np.append(y, [np.inf, -np.inf]), np.append(u, [999, 998]), **kw)
+    ends = fn(np.append(y, [10.0, 0.0]), np.append(u, [999, 998]), **kw)
+    assert inf.estimate == ends.estimate
 
 
 @pytest.mark.parametrize("fn", MEANS)

@@ -240,7 +240,18 @@ def test_bad_data_raise_data_error(fn):
     kw = dict(q=0.5, epsilon=1.0, bounds=BOUNDS)
     with pytest.raises(DataError, match="same length; got 2 values and 3 users"):
         fn([1.0, 2.0], [1, 2, 3], **kw)
-    with pytest.raises(DataError, match="must be finite; row 0 holds nan"):
-        fn([float("nan"), 2.0], [1, 2], **kw)
     with pytest.raises(DataError, match=f"{fn.__name__} needs at least one record"):
         fn([], [], **kw)
+
+
+@pytest.mark.parametrize("fn", QUANTILES)
+def test_a_missing_value_is_a_record_without_a_value(fn):
+    """A NaN never moves a quantile: the release equals the one without that record (before
+    this policy a NaN drew the top of the grid), and +-inf is clipped like any value."""
+    rng = np.random.default_rng(6)
+    y, u = rng.uniform(0, 10, 300), rng.integers(0, 60, 300)
+    kw = dict(q=0.5, epsilon=1.0, bounds=BOUNDS, seed=7)
+    nan = fn(np.append(y, [np.nan, np.nan]), np.append(u, [999, 999]), **kw)
+    assert nan.estimate == fn(y, u, **kw).estimate
+    inf = fn(np.append(y, np.inf), np.append(u, 999), **kw)
+    assert inf.estimate == fn(np.append(y, 10.0), np.append(u, 999), **kw).estimate

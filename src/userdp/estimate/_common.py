@@ -38,7 +38,7 @@ from userdp.estimate.weighting import (
     record_keys,
     smooth_weights,
 )
-from userdp.exceptions import InvalidParameterError
+from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget, format_delta
 from userdp.privacy.calibrate import laplace_scale
@@ -195,11 +195,27 @@ class Records:
     users: np.ndarray | None = None  # the user labels, for keyed sampling keys
 
 
-def read_records(values: object, users: object, bounds: object, caller: str) -> Records:
+def read_records(
+    values: object, users: object, bounds: object, caller: str, *, public_sizes: bool = False
+) -> Records:
     """Check ``(values, users)`` (:class:`DataError` on bad data), factorise the users and clip
-    the values to ``bounds`` (already checked by the parameter table)."""
+    the values to ``bounds`` (already checked by the parameter table).
+
+    The non-finite policy (docs/guarantees.md), decided by a public rule and never by the data:
+    ``+-inf`` is clipped like any value out of range; a NaN is a record without a value, left
+    out before the users are counted, or, when user sizes are public (``public_sizes``: a
+    record's existence is public, only its value is private), kept at the bounds' midpoint.
+    No error or warning depends on whether a user holds one.
+    """
     y, u = check_records(values, users, caller)
     lo, hi = check_bounds(bounds, caller)
+    missing = np.isnan(y)
+    if public_sizes:
+        y = np.where(missing, 0.5 * (lo + hi), y)
+    else:  # the same output as if those records had never been given
+        y, u = y[~missing], u[~missing]
+        if y.size == 0:
+            raise DataError(f"{caller} needs at least one record with a value; got 0.")
     codes, sizes = factorize_users(u)
     return Records(codes, sizes, np.clip(y, lo, hi), (lo, hi), u)
 

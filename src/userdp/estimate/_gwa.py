@@ -82,11 +82,16 @@ def _as_labels(y: object, n: int, caller: str) -> np.ndarray:
         raise DataError(f"{caller}: 'y' must be 1-D; got shape {arr.shape}.")
     if arr.size != n:
         raise DataError(f"{caller}: 'X' and 'y' must have the same length; got {n} and {arr.size}.")
-    finite = np.isfinite(arr)
-    if not finite.all():
-        bad = int(np.flatnonzero(~finite)[0])
-        raise DataError(f"{caller}: 'y' must be finite; row {bad} holds {float(arr[bad])!r}.")
     return arr
+
+
+def clip_labels(labels: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
+    """Private labels on the public label range, by the non-finite policy (docs/guarantees.md):
+    ``+-inf`` clipped like any label out of range, a missing label (NaN) at the range's
+    midpoint (the record and its public features stay; only its label is private). No error
+    depends on whether a user holds one."""
+    lo, hi = bounds
+    return np.clip(np.where(np.isnan(labels), 0.5 * (lo + hi), labels), lo, hi)
 
 
 def _as_codes(users: object, n: int, caller: str) -> tuple[np.ndarray, np.ndarray]:

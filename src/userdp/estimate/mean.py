@@ -411,7 +411,7 @@ def _run(
         noise_variance=nv,
     )
     ledger = Ledger(params["accountant"], plan.events())  # refuses before any work
-    records = read_records(values, users, params["bounds"], caller)
+    records = read_records(values, users, params["bounds"], caller, public_sizes=public)
     noise = NoiseSource(params["seed"])
     release = _public_mean if public else _private_mean
     estimate, h_used, noise_scale = release(records, plan, h, nv, bounding, noise, ledger.local)

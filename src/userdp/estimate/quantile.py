@@ -370,7 +370,7 @@ def _run(
     )
     ledger = Ledger(params["accountant"], plan.events())  # refuses before any work
     grid = _make_grid(params["bounds"], params["resolution"], caller)  # public values only
-    records = read_records(values, users, params["bounds"], caller)
+    records = read_records(values, users, params["bounds"], caller, public_sizes=public)
     codes, sizes = records.codes, records.sizes
     cells = grid.codes(records.values)
     order = np.argsort(cells, kind="stable")  # the order among equal codes does not matter

@@ -70,6 +70,7 @@ from userdp.estimate._gwa import (
     _check_rank,
     _nonnegative,
     _solve_codes,
+    clip_labels,
     gwa_matrix,
     gwa_objective,
     gwa_sensitivity,
@@ -269,7 +270,7 @@ def gwa_linear_regression(
     bounds = check_bounds(label_range, caller)
     nv = None if noise_variance is None else float(noise_variance)
     x = check_features(X, caller)
-    labels = _as_labels(y, x.shape[0], caller)
+    labels = clip_labels(_as_labels(y, x.shape[0], caller), bounds)
     codes, sizes = _as_codes(users, x.shape[0], caller)
     _check_rank(x, caller)
     if matrix is not None:
@@ -564,7 +565,7 @@ class LabelPrivateLinearRegression(ParamsMixin):
         eps_sel, planned = self._plan(h_mode, public_variance)
         ledger = Ledger(accountant, planned)  # refuses before any work
         x, labels, codes, sizes = self._validate_data(X, y, users)
-        labels = np.clip(labels, *bounds)
+        labels = clip_labels(labels, bounds)
         width = bounds[1] - bounds[0]
         noise, acc = NoiseSource(self.seed), ledger.local
         eps = float(self.epsilon)

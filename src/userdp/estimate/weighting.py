@@ -60,8 +60,10 @@ __all__ = [
 def check_records(values: object, users: object, caller: str) -> tuple[np.ndarray, np.ndarray]:
     """Validate ``(values, users)`` once at a public boundary.
 
-    Returns ``values`` as float64 and ``users`` as a 1-D array. Raises :class:`DataError` for
-    empty input, a length mismatch, a non-1-D column or a non-finite value (naming the row).
+    Returns ``values`` as float64 (NaN and +-inf kept: :func:`userdp.estimate._common.read_records`
+    applies the non-finite policy) and ``users`` as a 1-D array. Raises :class:`DataError` for
+    empty input, a length mismatch or a non-1-D column: properties of the whole input, never of
+    one record's value.
     """
     try:
         y = np.asarray(values, dtype=np.float64)
@@ -81,13 +83,6 @@ def check_records(values: object, users: object, caller: str) -> tuple[np.ndarra
         )
     if y.size == 0:
         raise DataError(f"{caller} needs at least one record; got 0.")
-    finite = np.isfinite(y)
-    if not finite.all():
-        row = int(np.flatnonzero(~finite)[0])
-        raise DataError(
-            f"{caller}: 'values' must be finite; row {row} holds {float(y[row])!r} "
-            f"({int((~finite).sum())} non-finite values in all)."
-        )
     return y, u
 
 

@@ -50,7 +50,10 @@ def test_every_release_of_every_capability_stays_within_its_declared_sensitivity
     assert rows, notes
     assert all(r.compared > 0 and r.not_replayable == 0 for r in rows if r.norm != "grid")
     # and every release has its float check
-    assert {r.statistic for r in rows if r.norm == "grid"} == {r.statistic for r in rows}
+    releases = {r.statistic for r in rows if r.norm != "replay"}
+    assert {r.statistic for r in rows if r.norm == "grid"} == releases
+    # and one check that the released values and parameters are equal under replayed noise
+    assert [r.statistic for r in rows if r.norm == "replay"] == ["released values"]
 
 
 def test_every_capability_is_audited_with_replayable_recorded_releases(small_table):
@@ -141,7 +144,12 @@ def test_a_test_only_count_with_an_understated_bound_fails():
         )
 
     rows, _ = audit_sensitivity("toy", run, audit_table(20, 15, seed=1), **SMALL)
-    assert [(r.norm, r.verdict) for r in rows] == [("l2", "FAIL"), ("grid", "FAIL")]
+    assert [(r.norm, r.verdict) for r in rows] == [
+        ("l2", "FAIL"),
+        ("grid", "FAIL"),
+        ("replay", "FAIL"),  # its grid follows the number of the data's own labels
+    ]
+    assert "declared grid of toy.counts" in rows[2].reason
     assert rows[0].ratio == pytest.approx(1.01, rel=1e-9)
     assert "labels depend on the data" in rows[1].reason  # the data's own items, published
 

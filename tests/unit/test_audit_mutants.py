@@ -14,8 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
+import userdp.aggregate.api as aggregate_api
+import userdp.aggregate.local as aggregate_local
 import userdp.partition.baselines as baselines_module
 import userdp.partition.rounds as rounds_module
 import userdp.privacy.noise as noise_module
@@ -31,7 +34,12 @@ from userdp.audit import (
 from userdp.audit.hard import EXPERIMENTS
 from userdp.privacy import NoiseSource
 
-TABLE_ARGS = (25, 20)
+#: The GROUP BY's mutants are audited with public keys: the small table leaves a private key
+#: selection with few keys to release.
+PUBLIC_KEYS = "aggregate[all metrics, public keys]"
+#: A choice made from exact statistics shows on the far data sets of the replay check only
+#: once the table is large enough for a bin to pass the histograms' thresholds.
+LARGE = (1000, 30)
 REMOVALS = 4
 
 
@@ -45,6 +53,7 @@ class Mutant:
     mechanism: str
     check: str
     experiment: str = ""
+    table: tuple[int, int] = (25, 20)  # the audit table's (users, items)
 
 
 # -- the seams -------------------------------------------------------------------------------
@@ -144,6 +153,72 @@ def _old_greedy(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(baselines_module._Run, "__init__", init)
 
 
+def _aggregate_data_keys(mp: pytest.MonkeyPatch) -> None:
+    """The GROUP BY over the data's own keys instead of the released (or public) key set."""
+    original = aggregate_local.LocalEngine.set_keys
+
+    def set_keys(self, keys):
+        if keys is not None and self._key_raw is not None:
+            keys = pa.array(np.unique(self._key_raw.to_numpy(zero_copy_only=False)))
+        return original(self, keys)
+
+    mp.setattr(aggregate_local.LocalEngine, "set_keys", set_keys)
+
+
+def _aggregate_exact_bounds(mp: pytest.MonkeyPatch) -> None:
+    """The bounds C chosen from the exact norm histograms: the noise is drawn, then ignored."""
+    original_hist = aggregate_local.LocalEngine.norm_histograms
+    original_choose = aggregate_api.choose_bound
+    exact: list[dict] = []
+
+    def norm_histograms(self, units, centre):
+        exact.append(original_hist(self, units, centre))
+        return exact[-1]
+
+    def choose_bound(noisy, z_hist, unit, *args, **kwargs):
+        (family,) = [f for f, h in exact[-1].items() if h.size == noisy.size][:1] or [None]
+        return original_choose(exact[-1][family], z_hist, unit, *args, **kwargs)
+
+    mp.setattr(aggregate_local.LocalEngine, "norm_histograms", norm_histograms)
+    mp.setattr(aggregate_api, "choose_bound", choose_bound)
+
+
+def _aggregate_exact_denominator(mp: pytest.MonkeyPatch) -> None:
+    """The mean divided by the exact weighted count (its numerator still noisy)."""
+    original_sums = aggregate_local.LocalEngine.weighted_sums
+    original_mean = aggregate_api.ratio_mean
+    exact: list[dict] = []
+
+    def weighted_sums(self, *args, **kwargs):
+        exact.append(original_sums(self, *args, **kwargs))
+        return exact[-1]
+
+    def ratio_mean(noisy_sum, noisy_count, centre, bounds):
+        return original_mean(noisy_sum, exact[-1]["value_count"], centre, bounds)
+
+    mp.setattr(aggregate_local.LocalEngine, "weighted_sums", weighted_sums)
+    mp.setattr(aggregate_api, "ratio_mean", ratio_mean)
+
+
+def _aggregate_h_branch(mp: pytest.MonkeyPatch) -> None:
+    """h for the quantiles chosen on the exact sizes instead of the noisy size histogram."""
+    import userdp.estimate.weighting as weighting
+
+    original = weighting.best_smooth_h
+    exact: list[tuple] = []
+    sizes = aggregate_local.LocalEngine.quantile_sizes
+
+    def quantile_sizes(self):
+        exact.append(sizes(self))
+        return exact[-1]
+
+    def best_smooth_h(values, nv, nu, *, counts=None):
+        return original(exact[-1][0], nv, nu, counts=exact[-1][1])
+
+    mp.setattr(aggregate_local.LocalEngine, "quantile_sizes", quantile_sizes)
+    mp.setattr(weighting, "best_smooth_h", best_smooth_h)
+
+
 CATALOGUE: dict[str, Mutant] = {
     "textbook_noise": Mutant(_textbook, "weighted_mean", "grid"),
     "textbook_noise_partition": Mutant(_textbook, "select[mad2r]", "grid"),
@@ -189,6 +264,18 @@ CATALOGUE: dict[str, Mutant] = {
         _old_implicit, "recommend[adadpals, unobserved_weight=0.5]", "item gram"
     ),
     "threshold_without_grid_margin": Mutant(_no_grid_margin, "select[mad2r]", "threshold"),
+    "halved_aggregate_count": Mutant(_halved("aggregate.count"), PUBLIC_KEYS, "aggregate.count"),
+    "halved_aggregate_sum": Mutant(_halved("aggregate.sum"), PUBLIC_KEYS, "aggregate.sum"),
+    "aggregate_data_keys": Mutant(_aggregate_data_keys, PUBLIC_KEYS, "grid"),
+    "aggregate_bounds_from_exact_histograms": Mutant(
+        _aggregate_exact_bounds, PUBLIC_KEYS, "released values", table=LARGE
+    ),
+    "aggregate_mean_over_exact_count": Mutant(
+        _aggregate_exact_denominator, PUBLIC_KEYS, "released values"
+    ),
+    "aggregate_h_from_exact_sizes": Mutant(
+        _aggregate_h_branch, PUBLIC_KEYS, "released values", table=LARGE
+    ),
     "old_greedy_update": Mutant(
         _old_greedy, "select[greedy-update]", "epsilon", "a novel item released (delta 0.05)"
     ),
@@ -214,7 +301,7 @@ def catch(name: str, mp: pytest.MonkeyPatch) -> tuple[str, str]:
         if bound.verdict == "VIOLATION":
             return "epsilon", f"lower bound {bound.lower_bound:.2f} > 1 (p1 {bound.p1:.3f})"
         return "", f"lower bound {bound.lower_bound:.2f}"
-    table = audit_table(*TABLE_ARGS, seed=3)
+    table = audit_table(*m.table, seed=3)
     rows, _ = audit_sensitivity(
         name, MECHANISMS[m.mechanism].runner(table), table, max_removals=REMOVALS
     )
@@ -228,6 +315,8 @@ def catch(name: str, mp: pytest.MonkeyPatch) -> tuple[str, str]:
     r = max(failed, key=lambda r: r.ratio)
     if r.norm == "grid":
         return "float", f"{r.statistic}: {r.reason}"
+    if r.norm == "replay":
+        return "replay", f"{r.statistic}: {r.reason}"
     return "sensitivity", f"{r.statistic} ({r.norm}): {r.reason}"
 
 

@@ -170,3 +170,21 @@ def neighbours(
     if "replace-values" in relations:
         out.extend(_replaced(table, chosen[: max(1, max_removals // 3)]))
     return out
+
+
+def far_tables(table: Table) -> list[Neighbour]:
+    """Data sets far from ``table``, for the replay check only (never for a sensitivity): every
+    user's records twice (the copies under new ids), and the lighter half of the users. Under
+    replayed noise a release must not change even there, since everything it publishes is a
+    function of the noisy outputs and public inputs; an exact statistic that one user cannot
+    move (a threshold crossed, an argmin flipped) moves with half of them."""
+    if not table.n_records:
+        return []
+    ids, _ = table.sizes()
+    shift = int(table.user.max()) + 1
+    copy = replace(table, user=table.user + shift)
+    light = table.take(np.isin(table.user, ids[ids.size // 2 :]))
+    return [
+        Neighbour("far: every user twice", "add-remove", table.append(copy)),
+        Neighbour("far: the lighter half of the users", "add-remove", light),
+    ]

@@ -27,12 +27,14 @@ are not on a grid.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from userdp.audit.neighbours import Neighbour, Table, neighbours
+from userdp.audit.neighbours import Neighbour, Table, far_tables, neighbours
 from userdp.privacy.recording import Release, recording
 
 __all__ = ["AuditRow", "Comparison", "audit_sensitivity", "compare_releases"]
@@ -40,6 +42,10 @@ __all__ = ["AuditRow", "Comparison", "audit_sensitivity", "compare_releases"]
 RTOL = 1e-9  # relative slack for float summation order in the exact statistics
 NORMS = ("l1", "l2", "linf")
 GRID = "grid"  # the norm column of the float check's rows
+REPLAY = "replay"  # the norm column of the released-values check's rows
+#: Fields of a result's ``to_dict()`` that name or count the released labels: the label checks
+#: above cover them (a novel label may pass its threshold with probability delta).
+_LABEL_FIELDS = frozenset({"items", "keys"})
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,8 @@ class AuditRow:
             return "FAIL"
         if self.norm == GRID:
             return "pass"
+        if self.norm == REPLAY:
+            return "pass" if self.compared else "FAIL"
         if self.ratio > 1.0 + RTOL or self.not_replayable or self.compared == 0:
             return "FAIL"
         return "pass"
@@ -108,7 +116,10 @@ class AuditRow:
     def reason(self) -> str:
         """Why the row failed ("" when it passed)."""
         out = list(self.problems)
-        if self.norm != GRID:
+        if self.norm == REPLAY:
+            if not self.compared and not self.problems:
+                out.append("not compared on any fully replayed neighbour")
+        elif self.norm != GRID:
             if self.ratio > 1.0 + RTOL:
                 out.append(f"{self.ratio:.4g}x the declared bound")
             if self.not_replayable:
@@ -249,6 +260,102 @@ def _check_grid(
         row.problem(f"released values off the declared grid {rel.grid:.6g}", where)
 
 
+def released_view(result: object) -> dict[str, Any] | None:
+    """What a result publishes, as flat ``path -> value`` (None: the result has no
+    ``to_dict()``). A table's rows (``rows``, each with a ``key``) are keyed by that label."""
+    to_dict = getattr(result, "to_dict", None)
+    if not callable(to_dict):
+        return None
+    out: dict[str, Any] = {}
+
+    def walk(path: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{path}.{k}" if path else str(k), v)
+        elif (
+            isinstance(value, list)
+            and value
+            and all(isinstance(r, dict) and "key" in r for r in value)
+        ):
+            for r in value:
+                walk(f"{path}[key={r['key']!r}]", {k: v for k, v in r.items() if k != "key"})
+        elif isinstance(value, list | tuple):
+            for j, v in enumerate(value):
+                walk(f"{path}[{j}]", v)
+        else:
+            out[path] = value
+
+    walk("", {k: v for k, v in to_dict().items() if k not in _LABEL_FIELDS})
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=RTOL, abs_tol=0.0) or a == b
+    return bool(a == b)
+
+
+def compare_views(base: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """The paths whose released value differs between two runs (rows of a table: the labels
+    both runs released; another path present on one side only is a difference too)."""
+    out = []
+    for path in sorted(set(base) | set(other)):
+        if "[key=" in path and (path not in base or path not in other):
+            continue  # a label released on one side only: the label checks' business
+        if path not in base or path not in other:
+            out.append(f"{path} released on one side only")
+        elif not _same(base[path], other[path]):
+            out.append(f"{path}: {base[path]!r} against {other[path]!r}")
+    return out
+
+
+def _fully_replayed(base: Sequence[Release], other: Sequence[Release]) -> bool:
+    """``other`` made the same releases as ``base`` in the same order from the same generator
+    states, so each took the replayed output (labels new on one side excepted: fresh noise)."""
+    if len(base) != len(other):
+        return False
+    for a, b in zip(base, other, strict=True):
+        if a.statistic != b.statistic:
+            return False
+        if a.rng_state is not None and b.rng_state is not None and a.rng_state != b.rng_state:
+            return False
+    return True
+
+
+def _declared_differences(base: Sequence[Release], other: Sequence[Release]) -> list[str]:
+    """Releases whose declared sensitivity or grid differs between two replayed runs: both
+    must be functions of public inputs and earlier releases only."""
+    out = []
+    for a, b in zip(base, other, strict=True):
+        for what in (*NORMS, "grid"):
+            x, y = getattr(a, what), getattr(b, what)
+            if (x is None) != (y is None) or (x is not None and not _same(x, y)):
+                out.append(f"the declared {what} of {a.statistic}: {x!r} against {y!r}")
+    return out
+
+
+def _replay_check(
+    row: AuditRow,
+    base: Sequence[Release],
+    other: Sequence[Release],
+    view: dict[str, Any] | None,
+    theirs: dict[str, Any] | None,
+    where: str,
+) -> None:
+    """Every released value and parameter (bounds, h, C, grids, noise sd, a ratio's terms) is a
+    function of the noisy outputs and public inputs: under replayed noise, equal."""
+    row.compared += 1
+    diff = _declared_differences(base, other)
+    if view is not None and theirs is not None:
+        diff += compare_views(view, theirs)
+    if diff:
+        row.worst += len(diff)
+        row.worst_neighbour = row.worst_neighbour or where
+        row.problem(f"a released value depends on the data under replayed noise: {diff[0]}", where)
+
+
 def audit_sensitivity(
     name: str,
     run: Callable[[Table, int], object],
@@ -281,7 +388,7 @@ def audit_sensitivity(
         neighbour, shapes that changed, mechanisms that recorded nothing).
     """
     with recording() as base:
-        run(table, seed)
+        view = released_view(run(table, seed))
     notes: list[str] = []
     if not base:
         return [], [f"{name}: recorded no release (its noise does not go through the hook)"]
@@ -300,11 +407,14 @@ def audit_sensitivity(
             )
         _check_grid(grids[rel.statistic], rel, "the data", None)
     declared = _by_occurrence(base)
+    replay_row = AuditRow(name, "released values", REPLAY, relations[0], 0.0)
     for nb in neighbours(
         table, relations=relations, max_removals=max_removals, seed=neighbour_seed
     ):
         with recording(replay=base) as other:
-            run(nb.table, seed)
+            theirs = released_view(run(nb.table, seed))
+        if _fully_replayed(base, other):
+            _replay_check(replay_row, base, other, view, theirs, nb.label)
         if len(other) != len(base):
             notes.append(f"{name}: {nb.label}: {len(other)} releases vs {len(base)} on the data")
         for occurrence, rel in _by_occurrence(other).items():
@@ -324,4 +434,12 @@ def audit_sensitivity(
                     row.notes.append(f"{nb.label}: shape changed at occurrence {c.occurrence}")
                     continue
                 row.add(c.change[norm], bound, nb.label, c.replayable)
-    return [*rows.values(), *grids.values()], notes
+    if relations == ("add-remove",):  # with public sizes, far data change public inputs
+        for far in far_tables(table):
+            with recording(replay=base) as other:
+                theirs = released_view(run(far.table, seed))
+            if _fully_replayed(base, other):
+                _replay_check(replay_row, base, other, view, theirs, far.label)
+    if view is None:
+        notes.append(f"{name}: its result has no to_dict(): only declared bounds replayed")
+    return [*rows.values(), *grids.values(), replay_row], notes

@@ -215,7 +215,10 @@ def released(statistic: str, output: np.ndarray) -> np.ndarray:
     if old is None or old.output is None:
         return output
     if old.index is not None and current is not None and current.index is not None:
-        return _aligned_replay(old, current.index, output)
+        if np.ndim(output) and len(current.index) == np.shape(output)[0]:
+            return _aligned_replay(old, current.index, output)
+    # unlabelled, or labels of the recorded value rather than of the output (an exponential
+    # mechanism's utility over grid points, released as one draw): replayed by shape
     if old.output.shape == np.shape(output):
         return np.array(old.output, copy=True)
     return output

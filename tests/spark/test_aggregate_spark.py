@@ -169,3 +169,32 @@ def test_engine_statistics_added_over_many_partitions_equal_the_local_engine(spa
             np.testing.assert_allclose(b[v], a[v], rtol=1e-12, atol=1e-12)
     assert remote.n_rows == local.n_rows == int(pdf["key"].isin(keys.to_pylist()).sum())
     remote.finish(pa.table({"key": keys}))
+
+
+def test_missing_and_infinite_values_follow_the_local_engine_s_policy(spark):
+    """NaN, null and +-inf: the Spark release equals the local one for the same seed (Spark
+    once clipped NaN to the upper bound and null to the lower), and a user whose only row has
+    no value leaves every quantile unchanged."""
+    pdf = _rows(4, 120)
+    v = pdf["v"].to_numpy().copy()
+    v[:6] = [np.nan, np.inf, -np.inf, np.nan, 5.0, np.inf]
+    pdf = pdf.assign(v=pd.array(v, dtype="Float64"))
+    pdf.loc[6, "v"] = pd.NA
+    kw = dict(
+        value_column="v",
+        bounds=(0.0, 10.0),
+        metrics="users,count,sum,mean,quantiles",
+        keys=[*range(12)],
+        epsilon=1.0,
+        delta=1e-5,
+        seed=2,
+    )
+    local = aggregate(pdf.assign(v=pdf["v"].astype("float64")), **kw).to_pandas()
+    remote = aggregate(spark.createDataFrame(pdf.assign(v=pdf["v"].astype(object))), **kw)
+    pd.testing.assert_frame_equal(local, remote.to_pandas(), rtol=1e-9)
+    extra = pd.DataFrame({"user": [10_000], "key": [0], "v": [np.nan]})
+    more = pd.concat([pdf.assign(v=pdf["v"].astype("float64")), extra], ignore_index=True)
+    q = dict(kw, metrics="quantiles")
+    a = aggregate(spark.createDataFrame(pdf.assign(v=pdf["v"].astype("float64"))), **q)
+    b = aggregate(spark.createDataFrame(more), **q)
+    pd.testing.assert_frame_equal(a.to_pandas(), b.to_pandas())

@@ -368,10 +368,9 @@ def _read(args: argparse.Namespace, numeric: Sequence[str]) -> tuple[np.ndarray,
         )
     cast = {}
     for col in numeric:
-        values = to_float64(table.column(col), col, args.input)
-        if values.null_count:
-            raise DataError(f"{args.input}: column {col!r} has {values.null_count} empty values.")
-        cast[col] = values
+        # a cell that is no number is a missing value (NaN): the library's non-finite policy
+        # decides, never a refusal that one user's cell could trigger
+        cast[col] = to_float64(table.column(col), col, args.input).fill_null(float("nan"))
     users_np = users.to_numpy(zero_copy_only=False)
     return users_np, pa.table(cast)
 

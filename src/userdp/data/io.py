@@ -368,42 +368,30 @@ def _read_json(path: str | os.PathLike[str]) -> pa.Table:
     return _table_from_rows(rows)
 
 
+#: A cell of a text column that reads as a number (what Arrow's float parser takes); any other
+#: cell is a missing value.
+_NUMBER = r"(?i)^\s*[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|nan|inf|infinity)\s*$"
+
+
 def to_float64(values: pa.ChunkedArray, column: str, where: str) -> pa.ChunkedArray:
-    """Cast a column to float64; a DataError names the column and first bad row, not the value.
+    """Cast a value column to float64 by the non-finite policy (docs/guarantees.md): a text cell
+    that is not a number (empty, ``NA``, a word) is a missing value (null), like ``nan``; a
+    column is refused by its type only (a DataError names the column), never by one row's
+    content, so no refusal happens only because one user wrote such a cell.
 
     ``where`` prefixes the message (the file name).
     """
+    import pyarrow.compute as pc
+
     try:
         return values.cast(pa.float64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-        row = _first_bad_row(values)
-        at = "" if row is None else f" (first bad value at row {row})"
-        raise DataError(
-            f"{where}: column {column!r} must hold numbers{at}; rerun with --debug to see the "
-            "value."
-        ) from err
-
-
-def _first_bad_row(values: pa.ChunkedArray) -> int | None:
-    """Index of the first value that does not cast to float64, by bisection on slices."""
-
-    def ok(lo: int, hi: int) -> bool:
-        try:
-            values.slice(lo, hi - lo).cast(pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return False
-        return True
-
-    lo, hi = 0, len(values)
-    if hi == 0 or ok(lo, hi):
-        return None
-    while hi - lo > 1:  # invariant: [lo, hi) holds the first bad value, [0, lo) is clean
-        mid = (lo + hi) // 2
-        if ok(lo, mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+        if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+            raise DataError(
+                f"{where}: column {column!r} must hold numbers; it holds {values.type}."
+            ) from err
+        number = pc.match_substring_regex(values, _NUMBER).fill_null(False)
+        return pc.if_else(number, values, pa.scalar(None, values.type)).cast(pa.float64())
 
 
 def _beyond_int64(value: object) -> bool:

@@ -239,3 +239,17 @@ def test_a_truncation_is_not_undone_by_a_later_transform():
         _run(heavy, "count", 0, **kw)
     (x,), (y,) = ([r for r in rel if r.statistic == "aggregate.count"] for rel in (a, b))
     assert x.l2 == 2.0 and np.linalg.norm(y.value - x.value) <= 2.0
+
+
+def test_a_seed_is_refused_on_a_second_release_charged_to_one_accountant():
+    """Two counts with seed=11 on one accountant carried the same noise (3 r1 - 2 r2 gave the
+    exact counts back); the second is now refused before any data is read."""
+    from userdp.privacy import PrivacyAccountant, PrivacyBudget
+
+    acc = PrivacyAccountant(PrivacyBudget(10.0, 1e-4))
+    kw = dict(metrics="count", keys=["a", "b"], epsilon=1.0, delta=1e-5, accountant=acc)
+    aggregate(_two_keys(200), seed=11, **kw)
+    with pytest.raises(InvalidParameterError, match="'seed' parameter of aggregate"):
+        aggregate(_two_keys(200), seed=11, **kw)
+    aggregate(_two_keys(200), seed=12, **kw)
+    aggregate(_two_keys(200), seed=None, **kw)

@@ -13,6 +13,7 @@ import userdp.privacy.noise as noise_module
 from userdp.audit import (
     EXPERIMENTS,
     MECHANISMS,
+    Mechanism,
     Table,
     audit_sensitivity,
     audit_table,
@@ -27,7 +28,8 @@ from userdp.audit.neighbours import Neighbour
 from userdp.audit.replay import compare_releases
 from userdp.cli import main
 from userdp.estimate.weighting import smooth_weights
-from userdp.privacy import NoiseSource, Release, recording
+from userdp.exceptions import InvalidParameterError
+from userdp.privacy import NoiseSource, Release, record, recording
 
 SMALL = dict(max_removals=4)
 
@@ -394,3 +396,37 @@ def test_cli_audits_a_given_file_and_names_a_missing_column(tmp_path, capsys):
     bad.write_text("person,item\n1,2\n")
     assert main(["audit", "--input", str(bad), "--epsilon-runs", "0"]) == 2
     assert "missing column(s) 'user'" in capsys.readouterr().err
+
+
+# -- a mechanism that compared nothing is never a pass ---------------------------------------------
+def _silent(table: Table, seed: int) -> None:
+    """Records no release at all (its noise would bypass the hook)."""
+
+
+def _thresholded_only(table: Table, seed: int) -> None:
+    """Records one thresholded release with no declared norm: nothing for a neighbour to bound."""
+    labels, counts = np.unique(table.item, return_counts=True)
+    record("toy.kept", counts, index=labels, thresholded=True)
+
+
+@pytest.mark.parametrize("run", [_silent, _thresholded_only], ids=["silent", "thresholded only"])
+def test_a_mechanism_that_made_no_comparison_fails_the_report(run, monkeypatch, small_table):
+    monkeypatch.setitem(MECHANISMS, "toy", Mechanism("toy", "estimate", run))
+    report = run_audit(["toy"], table=small_table, max_removals=2)
+    assert not any(r.compared for r in report.rows if r.norm != "grid")
+    assert report.failed
+    (summary,) = report.as_dict()["mechanisms"]
+    assert summary["mechanism"] == "toy" and summary["statistics_compared"] == 0
+    assert summary["verdict"] == "FAIL" and "no statistic compared" in summary["reason"]
+    assert report.table().splitlines()[-1].startswith("audit: FAIL")
+
+
+def test_run_audit_refuses_to_audit_nothing(small_table):
+    with pytest.raises(InvalidParameterError, match="'mechanisms' parameter of run_audit"):
+        run_audit([], table=small_table)
+
+
+def test_run_audit_refuses_a_named_mechanism_the_table_cannot_feed():
+    pairs = Table(user=np.arange(10), item=np.arange(10) % 3)
+    with pytest.raises(InvalidParameterError, match=r"'weighted_mean' \(needs a value column\)"):
+        run_audit(["weighted_mean", "select[basic]"], table=pairs)

@@ -257,8 +257,8 @@ def aggregate(
     planned = dp_accounting.ComposedDpEvent(plan.events(None))
     own = PrivacyAccountant(budget)
     own.check(planned)
-    if accountant is not None:
-        accountant.check(planned)  # refuses before any data is read
+    if accountant is not None:  # refuses before any data is read (budget, a repeated seed)
+        accountant.check(planned, seed=seed, caller=caller)
 
     centre = 0.5 * (lo_hi[0] + lo_hi[1]) if (mean and lo_hi) else 0.0
     cols = Columns(user_column, key_column, value_column if needs_values else None, lo_hi)
@@ -391,7 +391,7 @@ def aggregate(
     event = dp_accounting.ComposedDpEvent(events)
     own.compose(event)
     if accountant is not None:
-        accountant.compose(event)
+        accountant.compose(event, seed=seed, caller=caller)
     parameters.update(
         keys_released=n_keys,
         noise_multipliers=dict(plan.metric_z),

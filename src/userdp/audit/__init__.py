@@ -7,7 +7,9 @@ Four checks:
   (:func:`userdp.privacy.record`, called by the noise helpers). The auditor reruns a mechanism
   on neighbours of the data with the same seed, replaying the released outputs, and reports
   the largest change of each statistic against its declared bound (FAIL above it, and FAIL
-  where a comparison could not be made: randomness not replayable, nothing compared).
+  where a comparison could not be made: randomness not replayable, nothing compared; a
+  mechanism that compared no statistic on any neighbour FAILs, one the data cannot feed is
+  reported as not run, and an audit of nothing is refused).
 * The float check, in the same runs: every released output lies on the grid its release
   declared, the grid and a published release's labels are the same on every neighbour
   (textbook float noise fails it).
@@ -30,7 +32,7 @@ from userdp.audit.hard import EXPERIMENTS, Experiment, run_experiment
 from userdp.audit.mechanisms import MECHANISMS, Mechanism, audit_table
 from userdp.audit.neighbours import Neighbour, Table, neighbours
 from userdp.audit.replay import AuditRow, audit_sensitivity
-from userdp.audit.report import AuditReport, run_audit
+from userdp.audit.report import AuditReport, MechanismSummary, run_audit
 from userdp.audit.threshold import ThresholdRow, threshold_rows
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "EpsilonBound",
     "Experiment",
     "Mechanism",
+    "MechanismSummary",
     "Neighbour",
     "Table",
     "ThresholdRow",

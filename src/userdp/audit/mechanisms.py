@@ -15,7 +15,8 @@ Adding a capability
 GROUP BY) adds one ``Mechanism(name, capability, run)`` there per configuration whose
 sensitivity differs: ``run(table, seed)`` calls the public entry point on the audit table
 (``bind`` instead when a public input, such as an item catalogue, must be fixed from the
-audited data before any neighbour is built). Its noise must go through
+audited data before any neighbour is built), with ``needs`` naming the table's columns it
+reads when they differ from its capability's (:data:`NEEDS`). Its noise must go through
 :class:`~userdp.privacy.NoiseSource`'s helpers (or declare ``grid`` and call ``released``),
 so that the float check and the replay see it. The mutation catalogue
 (``tests/unit/test_audit_mutants.py``) should gain a halved-bound mutant for it.
@@ -31,11 +32,24 @@ import numpy as np
 
 from userdp.audit.neighbours import Table
 
-__all__ = ["MECHANISMS", "Mechanism", "audit_table"]
+__all__ = ["MECHANISMS", "NEEDS", "Mechanism", "audit_table", "describe_unrunnable", "unrunnable"]
 
 EPSILON, DELTA = 1.0, 1e-5
 SELECT_EPSILON, SELECT_DELTA = 8.0, 1e-2  # the private item set's selection on the audit table
 RATING_RANGE = (1.0, 5.0)
+
+#: The :class:`Table` columns (besides ``user``) a capability's configurations read, unless a
+#: :class:`Mechanism` names its own ``needs``: ``item``, ``value`` (with the table's declared,
+#: public ``value_range``) and ``x`` (features).
+NEEDS: dict[str, tuple[str, ...]] = {
+    "estimate": ("value",),
+    "partition": ("item",),
+    "recommend": ("item", "value"),
+    "multitask": ("item", "value", "x"),
+    "aggregate": ("item", "value"),
+}
+FEATURES = ("value", "x")  # regression and ERM: labels and features
+_NEEDS_TEXT = {"item": "an item column", "value": "a value column", "x": "features"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +61,16 @@ class Mechanism:
     run: Callable[[Table, int], object] | None = None
     notes: str = ""
     bind: Callable[[Table], Callable[[Table, int], object]] | None = None
+    needs: tuple[str, ...] | None = None  # None: its capability's NEEDS
+
+    def missing(self, table: Table) -> str:
+        """Why this release cannot run on ``table`` ("" when it can): the columns it reads
+        that the table lacks, e.g. "needs a value column and features"."""
+        needs = self.needs if self.needs is not None else NEEDS[self.capability]
+        lacking = [_NEEDS_TEXT[c] for c in needs if getattr(table, c) is None]
+        if "value" in needs and table.value is not None and table.value_range is None:
+            lacking.append("a declared value range")
+        return f"needs {' and '.join(lacking)}" if lacking else ""
 
     def runner(self, base: Table) -> Callable[[Table, int], object]:
         """``run``, or ``bind(base)`` for mechanisms with public inputs fixed from the data."""
@@ -55,6 +79,26 @@ class Mechanism:
         if self.run is None:
             raise TypeError(f"Mechanism {self.name!r} has neither run nor bind.")
         return self.run
+
+
+def unrunnable(names: list[str], table: Table) -> dict[str, str]:
+    """The mechanisms among ``names`` that cannot run on ``table``, each with the reason."""
+    return {n: why for n in names if (why := MECHANISMS[n].missing(table))}
+
+
+def describe_unrunnable(cannot: dict[str, str]) -> str:
+    """``cannot`` (from :func:`unrunnable`) in a line, grouped by reason:
+    "'a', 'b' (needs a value column); 'c' (needs a value column and features)"."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in cannot.items():
+        by_reason.setdefault(why, []).append(repr(name))
+    return "; ".join(f"{', '.join(names)} ({why})" for why, names in by_reason.items())
+
+
+def _bounds(t: Table) -> tuple[float, float]:
+    """The declared, public range of the table's values (never the data's own min and max):
+    ``value_range`` (``userdp audit --value-range``), else the configurations' rating range."""
+    return t.value_range if t.value_range is not None else RATING_RANGE
 
 
 def audit_table(n_users: int = 40, n_items: int = 30, *, seed: int = 0) -> Table:
@@ -81,7 +125,7 @@ def _mean(public: bool, limit: bool) -> Callable[[Table, int], object]:
             t.value,
             t.user,
             epsilon=EPSILON,
-            bounds=RATING_RANGE,
+            bounds=_bounds(t),
             public_user_sizes=public,
             seed=seed,
         )
@@ -99,7 +143,7 @@ def _quantile(public: bool, limit: bool) -> Callable[[Table, int], object]:
             t.user,
             q=0.5,
             epsilon=EPSILON,
-            bounds=RATING_RANGE,
+            bounds=_bounds(t),
             public_user_sizes=public,
             seed=seed,
         )
@@ -112,7 +156,7 @@ def _regression(method: str) -> Callable[[Table, int], object]:
         from userdp.estimate import LabelPrivateLinearRegression
 
         model = LabelPrivateLinearRegression(
-            epsilon=EPSILON, label_range=RATING_RANGE, method=method, seed=seed
+            epsilon=EPSILON, label_range=_bounds(t), method=method, seed=seed
         )
         return model.fit(t.x, t.value, t.user)
 
@@ -156,8 +200,8 @@ def _selection(algorithm: str, **options: Any) -> Callable[[Table, int], object]
 # -- multitask -----------------------------------------------------------------------------------
 def _multitask(solver: str) -> Callable[[Table], Callable[[Table, int], object]]:
     """Task-weighted SSP / noisy GD with tasks = the catalogue's items, features the table's
-    (clipped), labels centred ratings and weights ``1/sqrt(n_u)`` (each user's squared weights
-    sum to 1: the user budget ``beta = 1``)."""
+    (clipped), labels the values centred on their range's midpoint and weights
+    ``1/sqrt(n_u)`` (each user's squared weights sum to 1: the user budget ``beta = 1``)."""
 
     def bind(base: Table) -> Callable[[Table, int], object]:
         n_tasks = int(_catalogue(base).size)
@@ -170,7 +214,8 @@ def _multitask(solver: str) -> Callable[[Table], Callable[[Table, int], object]]
             _, inverse, counts = np.unique(t.user, return_inverse=True, return_counts=True)
             w: np.ndarray = (1.0 - 1e-12) / np.sqrt(counts[inverse])  # squares sum to < 1 in floats
             x = clip_rows(t.x, 1.0)
-            y = t.value - 3.0
+            lo, hi = _bounds(t)
+            y = np.clip(t.value, lo, hi) - 0.5 * (lo + hi)
             if solver == "ssp":
                 return task_weighted_ssp(
                     t.user,
@@ -180,7 +225,7 @@ def _multitask(solver: str) -> Callable[[Table], Callable[[Table, int], object]]
                     w,
                     n_tasks=n_tasks,
                     feature_bound=1.0,
-                    label_bound=2.0,
+                    label_bound=0.5 * (hi - lo),
                     ridge=1.0,
                     epsilon=EPSILON,
                     delta=DELTA,
@@ -245,7 +290,7 @@ def _factorization(
                 method=method,
                 dim=4,
                 steps=2,
-                rating_range=RATING_RANGE,
+                rating_range=_bounds(t),
                 epsilon=EPSILON,
                 delta=DELTA,
                 items=items,
@@ -298,7 +343,7 @@ def _public_features(
                     delta=DELTA,
                     steps=2,
                     inner_steps=3,
-                    rating_range=RATING_RANGE,
+                    rating_range=_bounds(t),
                     seed=seed,
                     **options,
                 )
@@ -311,7 +356,7 @@ def _public_features(
                 delta=DELTA,
                 steps=2,
                 inner_steps=3,
-                rating_range=RATING_RANGE,
+                rating_range=_bounds(t),
                 seed=seed,
                 biases=biases,
                 **options,
@@ -331,10 +376,18 @@ def _all() -> list[Mechanism]:
         Mechanism("weighted_quantile", "estimate", _quantile(False, False)),
         Mechanism("weighted_quantile[public sizes]", "estimate", _quantile(True, False)),
         Mechanism("sample_limited_quantile", "estimate", _quantile(False, True)),
-        Mechanism("linreg[gwa]", "estimate", _regression("gwa")),
-        Mechanism("linreg[sample-limit]", "estimate", _regression("sample-limit")),
-        Mechanism("weighted_erm", "estimate", _erm(False), "steps=20 (default 100)"),
-        Mechanism("weighted_erm[public sizes]", "estimate", _erm(True), "steps=20 (default 100)"),
+        Mechanism("linreg[gwa]", "estimate", _regression("gwa"), needs=FEATURES),
+        Mechanism("linreg[sample-limit]", "estimate", _regression("sample-limit"), needs=FEATURES),
+        Mechanism(
+            "weighted_erm", "estimate", _erm(False), "steps=20 (default 100)", needs=FEATURES
+        ),
+        Mechanism(
+            "weighted_erm[public sizes]",
+            "estimate",
+            _erm(True),
+            "steps=20 (default 100)",
+            needs=FEATURES,
+        ),
     ]
     for algorithm in ("mad2r", "mad", "basic", "dp-sips", "policy-gaussian", "greedy-update"):
         out.append(Mechanism(f"select[{algorithm}]", "partition", _selection(algorithm)))

@@ -1,4 +1,9 @@
-"""Run the whole audit and format it: a table (or JSON) of every mechanism's statistics."""
+"""Run the whole audit and format it: a table (or JSON) of every mechanism's statistics.
+
+A check that cannot fail is not a check: a mechanism that compared no statistic on any
+neighbour (it recorded nothing, or only releases with no declared bound) FAILs, a mechanism the
+data cannot feed is listed as not run (never as a pass), and an audit of nothing is refused.
+"""
 
 from __future__ import annotations
 
@@ -9,32 +14,97 @@ from dataclasses import dataclass, field
 
 from userdp.audit.epsilon import EpsilonBound
 from userdp.audit.hard import EXPERIMENTS, run_experiment
-from userdp.audit.mechanisms import MECHANISMS, audit_table
+from userdp.audit.mechanisms import MECHANISMS, audit_table, describe_unrunnable, unrunnable
 from userdp.audit.neighbours import Table
 from userdp.audit.replay import GRID, AuditRow, audit_sensitivity
 from userdp.audit.threshold import ThresholdRow, threshold_rows
+from userdp.exceptions import InvalidParameterError
 
-__all__ = ["AuditReport", "run_audit"]
+__all__ = ["AuditReport", "MechanismSummary", "run_audit", "summarize"]
+
+
+@dataclass(frozen=True)
+class MechanismSummary:
+    """One audited mechanism: its declared statistics, how many were compared on some
+    neighbour, and its verdict (FAIL when a row failed or no statistic was compared)."""
+
+    mechanism: str
+    statistics: int
+    statistics_compared: int
+    comparisons: int
+    verdict: str
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "mechanism": self.mechanism,
+            "statistics": self.statistics,
+            "statistics_compared": self.statistics_compared,
+            "comparisons": self.comparisons,
+            "verdict": self.verdict,
+            "reason": self.reason,
+        }
+
+
+def summarize(mechanism: str, rows: Sequence[AuditRow]) -> MechanismSummary:
+    """The verdict of ``mechanism`` from its rows: a pass needs every row to pass and at least
+    one declared statistic compared on a neighbour (the float check alone compares nothing)."""
+    mine = [r for r in rows if r.mechanism == mechanism]
+    bounded = [r for r in mine if r.norm != GRID]
+    compared = {r.statistic for r in bounded if r.compared > 0}
+    reasons = []
+    if not compared:
+        why = "recorded no release" if not mine else "declared no bound to compare"
+        reasons.append(f"no statistic compared on any neighbour ({why})")
+    failing = sorted({r.statistic for r in mine if r.verdict == "FAIL"})
+    if failing:
+        reasons.append(f"failing: {', '.join(failing)}")
+    return MechanismSummary(
+        mechanism,
+        statistics=len({r.statistic for r in mine}),
+        statistics_compared=len(compared),
+        comparisons=sum(r.compared for r in bounded),
+        verdict="FAIL" if reasons else "pass",
+        reason="; ".join(reasons),
+    )
 
 
 @dataclass
 class AuditReport:
-    """Sensitivity rows, epsilon lower bounds and notes of one audit run."""
+    """Sensitivity rows, epsilon lower bounds and notes of one audit run; ``audited``: the
+    mechanisms run, ``not_run``: those the data could not feed, each with the reason."""
 
     rows: list[AuditRow] = field(default_factory=list)
     bounds: list[EpsilonBound] = field(default_factory=list)
     thresholds: list[ThresholdRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    audited: list[str] = field(default_factory=list)
+    not_run: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def mechanisms(self) -> list[MechanismSummary]:
+        """One summary per audited mechanism, in the order run."""
+        return [summarize(name, self.rows) for name in self.audited]
 
     @property
     def failed(self) -> bool:
-        """True if a row failed (sensitivity, float check, threshold) or an epsilon lower bound
-        exceeds epsilon."""
+        """True if a row failed (sensitivity, float check, threshold), an audited mechanism
+        compared no statistic, an epsilon lower bound exceeds epsilon, or nothing was audited."""
         return (
-            any(r.verdict == "FAIL" for r in self.rows)
+            not self.audited
+            or any(r.verdict == "FAIL" for r in self.rows)
+            or any(m.verdict == "FAIL" for m in self.mechanisms)
             or any(b.verdict == "VIOLATION" for b in self.bounds)
             or any(t.verdict == "FAIL" for t in self.thresholds)
+        )
+
+    def summary(self) -> str:
+        """The closing line: verdict, worst ratio, mechanisms audited and not run, seconds."""
+        verdict = "FAIL" if self.failed else "pass"
+        return (
+            f"{verdict}; worst ratio {self.worst_ratio:.4f}; {len(self.audited)} audited, "
+            f"{len(self.not_run)} not run; {self.seconds:.1f} s"
         )
 
     @property
@@ -46,6 +116,8 @@ class AuditReport:
         return {
             "failed": self.failed,
             "worst_ratio": self.worst_ratio,
+            "mechanisms": [m.as_dict() for m in self.mechanisms],
+            "not_run": [{"mechanism": n, "reason": why} for n, why in self.not_run.items()],
             "sensitivity": [r.as_dict() for r in self.rows],
             "epsilon_lower_bounds": [b.as_dict() for b in self.bounds],
             "thresholds": [t.as_dict() for t in self.thresholds],
@@ -135,8 +207,11 @@ class AuditReport:
             ]
             lines += _format(head3, body3)
         lines += [f"note: {n}" for n in self.notes]
-        verdict = "FAIL" if self.failed else "pass"
-        lines.append(f"audit: {verdict}; worst ratio {self.worst_ratio:.4f}; {self.seconds:.1f} s")
+        lines += [
+            f"FAIL: {m.mechanism}: {m.reason}" for m in self.mechanisms if m.verdict == "FAIL"
+        ]
+        lines += [f"not run: {name} ({why})" for name, why in self.not_run.items()]
+        lines.append(f"audit: {self.summary()}")
         return "\n".join(lines)
 
 
@@ -155,10 +230,40 @@ def _format(head: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
+def _chosen(
+    mechanisms: Sequence[str] | None, capability: str | None, table: Table | None
+) -> tuple[list[str], dict[str, str]]:
+    """(names to audit, those not run with the reason): see :func:`run_audit`."""
+    names = list(MECHANISMS) if mechanisms is None else list(mechanisms)
+    unknown = [n for n in names if n not in MECHANISMS]
+    if unknown:
+        raise InvalidParameterError(
+            f"Unknown mechanism(s) {', '.join(map(repr, unknown))}; choose from "
+            f"{', '.join(MECHANISMS)}."
+        )
+    if capability is not None:
+        names = [n for n in names if MECHANISMS[n].capability == capability]
+    cannot = {} if table is None else unrunnable(names, table)
+    if mechanisms is not None and cannot:
+        raise InvalidParameterError(
+            "The 'mechanisms' parameter of run_audit names mechanisms the table cannot feed: "
+            f"{describe_unrunnable(cannot)}. Give the table those columns or leave them out."
+        )
+    names = [n for n in names if n not in cannot]
+    if not names:
+        raise InvalidParameterError(
+            "The 'mechanisms' parameter of run_audit leaves nothing to audit"
+            + (f" on the table: {describe_unrunnable(cannot)}." if cannot else ".")
+            + " An audit of no mechanism cannot fail, so it is not run."
+        )
+    return names, cannot
+
+
 def run_audit(
     mechanisms: Sequence[str] | None = None,
     *,
     table: Table | None = None,
+    capability: str | None = None,
     users: int = 40,
     max_removals: int = 20,
     seed: int = 0,
@@ -172,9 +277,15 @@ def run_audit(
     Parameters
     ----------
     mechanisms : sequence of str or None
-        Names from :data:`~userdp.audit.MECHANISMS`; None audits all.
+        Names from :data:`~userdp.audit.MECHANISMS`, each of which must be able to run on
+        ``table`` (:meth:`~userdp.audit.Mechanism.missing`); None audits all those that can
+        and lists the others in the report's ``not_run``, with the reason.
     table : Table or None
-        The data; default a synthetic :func:`~userdp.audit.mechanisms.audit_table` of ``users``.
+        The data; default a synthetic :func:`~userdp.audit.mechanisms.audit_table` of ``users``
+        (which feeds every mechanism). Its ``value_range`` is the declared, public range the
+        value mechanisms clip to: never set it from the data's own values.
+    capability : str or None
+        Audit only this capability's mechanisms.
     max_removals : int, default=20
         Users removed one at a time per mechanism (the heaviest first).
     seed : int, default=0
@@ -184,19 +295,17 @@ def run_audit(
         those of :data:`~userdp.audit.hard.EXPERIMENTS` whose mechanism is audited.
     epsilon_scale : int, default=1
         Size factor of the hard neighbours (novel items held by the added user: 200 x scale).
+
+    Raises
+    ------
+    InvalidParameterError
+        An unknown name, a named mechanism ``table`` cannot feed, or nothing left to audit,
+        before anything is run.
     """
     started = time.perf_counter()
-    names = list(MECHANISMS) if mechanisms is None else list(mechanisms)
-    unknown = [n for n in names if n not in MECHANISMS]
-    if unknown:
-        from userdp.exceptions import InvalidParameterError
-
-        raise InvalidParameterError(
-            f"Unknown mechanism(s) {', '.join(map(repr, unknown))}; choose from "
-            f"{', '.join(MECHANISMS)}."
-        )
+    names, cannot = _chosen(mechanisms, capability, table)
     data = table if table is not None else audit_table(users, seed=seed)
-    report = AuditReport()
+    report = AuditReport(audited=names, not_run=cannot)
     for name in names:
         mech = MECHANISMS[name]
         rows, notes = audit_sensitivity(

@@ -42,14 +42,19 @@ Audit the releases of userdp. Four checks:
 
 Default configuration of every capability (epsilon 1, delta 1e-5), and one configuration per
 option that changes a sensitivity, on synthetic data of --users users, or on --input (columns
-user, item and optionally value). Exit status 0 when nothing failed, 1 when a check failed
-(like a failing test suite), 2 on bad input.
+user, item or key, and optionally value, clipped to the declared --value-range). On --input,
+every mechanism its columns can feed is audited and the others are listed as not run (features
+are not read from a file, so regression, ERM and multi-task learning are not run); a
+--mechanism the file cannot feed is refused. A mechanism that compared no statistic on any
+neighbour FAILs: a check that cannot fail is not a pass. Exit status 0 when nothing failed, 1
+when a check failed (like a failing test suite), 2 on bad input.
 """
 
 EPILOG = """\
 examples:
   userdp audit                         # every configuration (a few minutes on 2 cores)
   userdp audit --mechanism weighted_mean --mechanism 'select[mad2r]' --json
+  userdp audit --input ratings.csv --value-range 1 5 --capability aggregate --max-removals 5
   userdp audit --list
 """
 
@@ -82,7 +87,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--input",
         metavar="FILE",
         default=None,
-        help="CSV or Parquet file with columns 'user', 'item' and optionally "
+        help="CSV or Parquet file with columns 'user', 'item' (or 'key') and optionally "
         "'value' to audit on. Default: synthetic data.",
     )
     parser.add_argument(
@@ -91,7 +96,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=float,
         metavar=("LO", "HI"),
         default=(1.0, 5.0),
-        help="Declared range of --input's values. Default: 1 5.",
+        help="Declared, public range of --input's values: they are clipped to it, and it is "
+        "never read from the data. Default: 1 5, the audited configurations' rating range.",
     )
     parser.add_argument(
         "--users",
@@ -139,11 +145,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _read_input(path: str, value_range: tuple[float, float]) -> Any:
+    """The audit table of ``path``: integer codes of its users and items (``key`` is read as
+    ``item``), its values clipped to the declared ``value_range``; no features."""
     from userdp.audit import Table
     from userdp.data.io import read_table, to_float64
 
+    lo, hi = value_range
+    if not lo < hi:
+        raise InvalidParameterError(f"--value-range must have LO < HI; got {lo!r} {hi!r}.")
     table = read_table(Path(path))  # its errors name lines and columns, never a cell value
-    missing = [c for c in ("user", "item") if c not in table.column_names]
+    item_column = (
+        "key" if "item" not in table.column_names and "key" in table.column_names else "item"
+    )
+    missing = [c for c in ("user", item_column) if c not in table.column_names]
     if missing:
         raise DataError(
             f"{path}: missing column(s) {', '.join(map(repr, missing))}; found "
@@ -152,14 +166,12 @@ def _read_input(path: str, value_range: tuple[float, float]) -> Any:
     if table.num_rows == 0:
         raise DataError(f"{path}: no rows.")
     _, user = np.unique(table.column("user").to_numpy(zero_copy_only=False), return_inverse=True)
-    _, item = np.unique(table.column("item").to_numpy(zero_copy_only=False), return_inverse=True)
+    items = table.column(item_column).to_numpy(zero_copy_only=False)
+    _, item = np.unique(items, return_inverse=True)
     value = None
     if "value" in table.column_names:
         numbers = to_float64(table.column("value"), "value", str(path))
-        value = np.clip(numbers.to_numpy(zero_copy_only=False), *value_range)
-    lo, hi = value_range
-    if not lo < hi:
-        raise InvalidParameterError(f"--value-range must have LO < HI; got {lo!r} {hi!r}.")
+        value = np.clip(numbers.to_numpy(zero_copy_only=False), lo, hi)
     return Table(
         user=user.astype(np.int64),
         item=item.astype(np.int64),
@@ -168,8 +180,11 @@ def _read_input(path: str, value_range: tuple[float, float]) -> Any:
     )
 
 
-def _names(args: argparse.Namespace, table: Any) -> list[str]:
+def _check_names(args: argparse.Namespace, table: Any) -> None:
+    """Refuse, before anything runs, an unknown --mechanism, one --input cannot feed, or a
+    selection that leaves nothing to audit (an audit of nothing cannot fail)."""
     from userdp.audit import MECHANISMS
+    from userdp.audit.mechanisms import describe_unrunnable, unrunnable
 
     names = list(args.mechanism) if args.mechanism else list(MECHANISMS)
     unknown = [n for n in names if n not in MECHANISMS]
@@ -179,12 +194,19 @@ def _names(args: argparse.Namespace, table: Any) -> list[str]:
         )
     if args.capability:
         names = [n for n in names if MECHANISMS[n].capability == args.capability]
-    if table is not None and (table.value is None or table.x is None):
-        skipped = [n for n in names if MECHANISMS[n].capability != "partition"]
-        if skipped:
-            logger.warning("skipped (need values and features): %s", ", ".join(skipped))
-        names = [n for n in names if MECHANISMS[n].capability == "partition"]
-    return names
+    cannot = {} if table is None else unrunnable(names, table)
+    listed = describe_unrunnable(cannot)
+    if args.mechanism and cannot:
+        raise DataError(
+            f"{args.input}: cannot audit {listed}; leave them out of --mechanism, or audit "
+            "them on the synthetic data (without --input), which has values and features."
+        )
+    if len(cannot) == len(names):
+        if cannot:
+            raise DataError(f"{args.input}: nothing to audit: {listed}.")
+        raise InvalidParameterError(
+            f"Nothing to audit: no --mechanism named is of --capability {args.capability}."
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -196,22 +218,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name}\t{mech.capability}")
         return ExitCode.OK
     table = _read_input(args.input, tuple(args.value_range)) if args.input else None
-    names = _names(args, table)
-    logger.info("auditing %d mechanisms", len(names))
+    _check_names(args, table)
     report = run_audit(
-        names,
+        args.mechanism,
         table=table,
+        capability=args.capability,
         users=args.users,
         max_removals=args.max_removals,
         seed=args.seed,
         epsilon_runs=args.epsilon_runs,
         epsilon_scale=max(1, args.novel_items // 200),
     )
+    for name, why in report.not_run.items():
+        logger.warning("not run: %s (%s)", name, why)
     print(report.to_json() if args.json else report.table())
     if args.json and not args.quiet:
-        print(
-            f"{PROG}: {'FAIL' if report.failed else 'pass'}; worst ratio "
-            f"{report.worst_ratio:.4f}; {report.seconds:.1f} s",
-            file=sys.stderr,
-        )
+        print(f"{PROG}: {report.summary()}", file=sys.stderr)
     return ExitCode.FAILURE if report.failed else ExitCode.OK

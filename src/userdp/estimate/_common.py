@@ -136,25 +136,32 @@ class Ledger:
 
     ``planned`` is the release's cost computed from its parameters alone (the same epsilon and
     delta as the events the release composes). With a shared ``accountant`` it is checked
-    here, before any data is read or noise drawn; the release's own events go on ``local``
-    (its ``dp_event`` and ``budget``) and :meth:`close` charges them to the shared accountant
-    as one ``ComposedDpEvent``.
+    here, before any data is read or noise drawn, with the release's ``seed``: a seed the
+    accountant already holds is refused (the same seed repeats the noise). The release's own
+    events go on ``local`` (its ``dp_event`` and ``budget``) and :meth:`close` charges them to
+    the shared accountant as one ``ComposedDpEvent``, with the seed.
     """
 
     def __init__(
-        self, accountant: PrivacyAccountant | None, planned: Iterable[dp_accounting.DpEvent]
+        self,
+        accountant: PrivacyAccountant | None,
+        planned: Iterable[dp_accounting.DpEvent],
+        *,
+        seed: int | None,
+        caller: str,
     ) -> None:
         if accountant is not None:
-            accountant.check(dp_accounting.ComposedDpEvent(list(planned)))
+            accountant.check(dp_accounting.ComposedDpEvent(list(planned)), seed=seed, caller=caller)
         self.shared = accountant
         self.local = PrivacyAccountant()
+        self.seed, self.caller = seed, caller
 
     def close(self, gaussian_delta: float = 0.0) -> tuple[PrivacyBudget, dp_accounting.DpEvent]:
         """``(budget, dp_event)`` of the release; charges the shared accountant."""
         event = self.local.event
         budget = self.local.spent(gaussian_delta)
         if self.shared is not None:
-            self.shared.compose(event)
+            self.shared.compose(event, seed=self.seed, caller=self.caller)
         return budget, event
 
 

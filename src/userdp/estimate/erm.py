@@ -214,6 +214,9 @@ class WeightedERM(ParamsMixin):
     seed : int or None, default=None
         None draws noise from OS entropy. An integer is for tests and reproducible benchmarks
         only: a model trained with a known seed offers no privacy.
+        A seed may be used once per accountant: a second release with a seed its
+        ``accountant`` already holds is refused before any data is read (the same seed
+        draws the same noise, and differencing the two releases would cancel it).
 
     Attributes
     ----------
@@ -432,7 +435,10 @@ class WeightedERM(ParamsMixin):
             check_accountant(accountant, "accountant", f"{_CALLER}.fit")
         eps_hist, z, z_n, gaussians = self._plan()
         histogram_event = [laplace_event(eps_hist)] if eps_hist else []
-        ledger = Ledger(accountant, [*histogram_event, *gaussians])  # refuses before any work
+        # refuses before any work (a budget it cannot afford, a seed it already holds)
+        ledger = Ledger(
+            accountant, [*histogram_event, *gaussians], seed=self.seed, caller=f"{_CALLER}.fit"
+        )
         x, labels, users = self._validate_data(X, y, users)
         try:
             codes, sizes = factorize_users(users)

@@ -410,7 +410,8 @@ def _run(
         h=h,
         noise_variance=nv,
     )
-    ledger = Ledger(params["accountant"], plan.events())  # refuses before any work
+    # refuses before any work (a budget it cannot afford, a seed it already holds)
+    ledger = Ledger(params["accountant"], plan.events(), seed=params["seed"], caller=caller)
     records = read_records(values, users, params["bounds"], caller, public_sizes=public)
     noise = NoiseSource(params["seed"])
     release = _public_mean if public else _private_mean
@@ -494,6 +495,9 @@ def weighted_mean(
     seed : int or None, default=None
         Seeds the noise. None (the default) uses OS entropy; a fixed seed is for tests and
         reproducible benchmarks only.
+        A seed may be used once per accountant: a second release with a seed its
+        ``accountant`` already holds is refused before any data is read (the same seed
+        draws the same noise, and differencing the two releases would cancel it).
     accountant : PrivacyAccountant or None, default=None
         A shared accountant to charge the release to (its ``dp_event``). If it holds a total
         budget that this release would exceed, :class:`BudgetExceededError` is raised before

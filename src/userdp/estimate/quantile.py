@@ -368,7 +368,8 @@ def _run(
         public=public,
         h_given=h is not None,
     )
-    ledger = Ledger(params["accountant"], plan.events())  # refuses before any work
+    # refuses before any work (a budget it cannot afford, a seed it already holds)
+    ledger = Ledger(params["accountant"], plan.events(), seed=params["seed"], caller=caller)
     grid = _make_grid(params["bounds"], params["resolution"], caller)  # public values only
     records = read_records(values, users, params["bounds"], caller, public_sizes=public)
     codes, sizes = records.codes, records.sizes
@@ -483,6 +484,9 @@ def weighted_quantile(
     seed : int or None, default=None
         Seeds the noise. None (the default) uses OS entropy; a fixed seed is for tests and
         reproducible benchmarks only.
+        A seed may be used once per accountant: a second release with a seed its
+        ``accountant`` already holds is refused before any data is read (the same seed
+        draws the same noise, and differencing the two releases would cancel it).
     accountant : PrivacyAccountant or None, default=None
         A shared accountant to charge the release to (its ``dp_event``). If it holds a total
         budget that this release would exceed, :class:`BudgetExceededError` is raised before

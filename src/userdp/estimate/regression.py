@@ -223,6 +223,9 @@ def gwa_linear_regression(
         ``C`` (the noise is calibrated to it); ``C X = I`` makes ``beta~`` unbiased.
     seed : int or None, default=None
         None draws noise from OS entropy; an integer is for tests and benchmarks only.
+        A seed may be used once per accountant: a second release with a seed its
+        ``accountant`` already holds is refused before any data is read (the same seed
+        draws the same noise, and differencing the two releases would cancel it).
     accountant : PrivacyAccountant or None, default=None
         A shared accountant to charge the release to. If it holds a total budget that this
         release would exceed, :class:`BudgetExceededError` is raised before the data are read.
@@ -266,7 +269,8 @@ def gwa_linear_regression(
             "LabelPrivateLinearRegression(noise_variance='estimate') to estimate it privately."
         )
     eps = float(epsilon)
-    ledger = Ledger(accountant, [laplace_event(eps)])  # refuses before any work
+    # refuses before any work (a budget it cannot afford, a seed it already holds)
+    ledger = Ledger(accountant, [laplace_event(eps)], seed=seed, caller=caller)
     bounds = check_bounds(label_range, caller)
     nv = None if noise_variance is None else float(noise_variance)
     x = check_features(X, caller)
@@ -361,6 +365,9 @@ class LabelPrivateLinearRegression(ParamsMixin):
     seed : int or None, default=None
         None draws noise from OS entropy. An integer is for tests and reproducible benchmarks
         only: a model fitted with a known seed offers no privacy.
+        A seed may be used once per accountant: a second release with a seed its
+        ``accountant`` already holds is refused before any data is read (the same seed
+        draws the same noise, and differencing the two releases would cancel it).
 
     Attributes
     ----------
@@ -563,7 +570,8 @@ class LabelPrivateLinearRegression(ParamsMixin):
         if accountant is not None:
             check_accountant(accountant, "accountant", f"{_CALLER}.fit")
         eps_sel, planned = self._plan(h_mode, public_variance)
-        ledger = Ledger(accountant, planned)  # refuses before any work
+        # refuses before any work (a budget it cannot afford, a seed it already holds)
+        ledger = Ledger(accountant, planned, seed=self.seed, caller=f"{_CALLER}.fit")
         x, labels, codes, sizes = self._validate_data(X, y, users)
         labels = clip_labels(labels, bounds)
         width = bounds[1] - bounds[0]

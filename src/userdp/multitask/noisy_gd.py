@@ -206,6 +206,9 @@ def task_weighted_noisy_gd(
         nothing charged) when it would exceed the accountant's total budget.
     seed : int or None, default=None
         For tests and reproducible benchmarks only; None draws from OS entropy.
+        A seed may be used once per accountant: a second release with a seed its
+        ``accountant`` already holds is refused before any data is read (the same seed
+        draws the same noise, and differencing the two releases would cancel it).
 
     Returns
     -------
@@ -227,8 +230,8 @@ def task_weighted_noisy_gd(
         return dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(scale), steps)
 
     scale = calibrate_noise_scale(event, epsilon, delta)
-    if accountant is not None:
-        accountant.compose(event(scale))
+    if accountant is not None:  # refuses before any data is read, a held seed included
+        accountant.compose(event(scale), seed=seed, caller=caller)
     result = noisy_gd_mechanism(
         users,
         tasks,

@@ -285,6 +285,9 @@ def task_weighted_ssp(
         nothing charged) when it would exceed the accountant's total budget.
     seed : int or None, default=None
         For tests and reproducible benchmarks only; None draws from OS entropy.
+        A seed may be used once per accountant: a second release with a seed its
+        ``accountant`` already holds is refused before any data is read (the same seed
+        draws the same noise, and differencing the two releases would cancel it).
 
     Returns
     -------
@@ -309,8 +312,8 @@ def task_weighted_ssp(
         )
 
     scale = calibrate_noise_scale(event, epsilon, delta)
-    if accountant is not None:
-        accountant.compose(event(scale))
+    if accountant is not None:  # refuses before any data is read, a held seed included
+        accountant.compose(event(scale), seed=seed, caller=caller)
     result = ssp_mechanism(
         users,
         tasks,

@@ -105,7 +105,11 @@ or pyspark.sql.DataFrame
     if spec.function is not None:  # sequential baselines: one local function each
         if accountant is not None:
             # same basic-composition cost (epsilon, delta) as the baselines' own events
-            accountant.check(LaplaceThresholdDpEvent(epsilon, delta, 1.0, 1.0))
+            accountant.check(
+                LaplaceThresholdDpEvent(epsilon, delta, 1.0, 1.0),
+                seed=options.get("seed"),
+                caller="select_partitions",
+            )
         result = spec.function(data, epsilon=epsilon, delta=delta, **options)
     else:
         # a spec without a function has check, plan and steps
@@ -114,7 +118,7 @@ or pyspark.sql.DataFrame
         o["auto_cap"] = o["max_items_per_user"] == "auto"
         plan = spec.plan(total, o)
         if accountant is not None:
-            accountant.check(plan.event)
+            accountant.check(plan.event, seed=o["seed"], caller="select_partitions")
         runner = _runner(engine, data, spec, o, _tap)
         try:
             if o["auto_cap"]:
@@ -127,7 +131,7 @@ or pyspark.sql.DataFrame
                 runner.abort()
             raise
     if accountant is not None:
-        accountant.compose(result.dp_event)
+        accountant.compose(result.dp_event, seed=options.get("seed"), caller="select_partitions")
     return result
 
 

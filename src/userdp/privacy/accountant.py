@@ -5,6 +5,12 @@ exponential mechanism) compose by basic composition,
 which is what the partition-selection papers prove (Chen et al. 2025, Thm. 5.1; DP-SIPS).
 Gaussian events compose exactly as one Gaussian (``sigma_total^-2 = sum sigma_i^-2``) and are
 converted to (epsilon, delta) with dp-accounting's analytic Gaussian at a delta the caller names.
+
+Composition assumes independent noise, which a repeated seed breaks: two releases seeded alike
+draw the same noise, and differencing them cancels it (the difference of two counts over
+neighbouring data is then exact). So the accountant also keeps the seeds of the seeded releases
+composed into it, and refuses a release whose seed it already holds: a seed may be used once per
+accountant.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from dataclasses import dataclass
 import dp_accounting
 import numpy as np
 
+from userdp._validation import check_int
 from userdp.exceptions import BudgetExceededError, InvalidParameterError, UnsupportedEventError
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.events import (
@@ -99,6 +106,13 @@ class PrivacyAccountant:
         If given, ``compose`` raises :class:`BudgetExceededError` (and records nothing) when the
         basic-composition spend would exceed it.
 
+    Notes
+    -----
+    A seeded release passes its ``seed`` to :meth:`check` and :meth:`compose`; a seed the
+    accountant already holds is refused (:class:`InvalidParameterError`), since the same seed
+    draws the same noise and differencing the two releases cancels it. ``seed=None`` (fresh OS
+    entropy) is never refused.
+
     Examples
     --------
     >>> from userdp.privacy import PrivacyAccountant, PrivacyBudget, WeightAndThresholdDpEvent
@@ -106,17 +120,28 @@ class PrivacyAccountant:
     >>> e = WeightAndThresholdDpEvent(0.5, 5e-6, 4.0, 20.0, 100)
     >>> acc.compose(e).compose(e).spent().epsilon
     1.0
+    >>> acc = PrivacyAccountant().compose(e, seed=11)
+    >>> acc.check(e, seed=11, caller="my_release")
+    Traceback (most recent call last):
+    ...
+    userdp.exceptions.InvalidParameterError: The 'seed' parameter of my_release must not repeat ...
     """
 
     def __init__(self, budget: PrivacyBudget | None = None) -> None:
         self.budget = budget
         self._cost = _Cost()
         self._ledger: list[dp_accounting.DpEvent] = []
+        self._seeds: set[int] = set()
 
     @property
     def ledger(self) -> tuple[dp_accounting.DpEvent, ...]:
         """Every composed event, in order."""
         return tuple(self._ledger)
+
+    @property
+    def seeds(self) -> frozenset[int]:
+        """The seeds of the seeded releases composed so far (each may be used once)."""
+        return frozenset(self._seeds)
 
     @property
     def event(self) -> dp_accounting.DpEvent:
@@ -140,11 +165,21 @@ class PrivacyAccountant:
         sigma = 1.0 / math.sqrt(cost.gaussian_precision)
         return b.fits(cost.epsilon + dp_accounting.get_epsilon_gaussian(sigma, left), b.delta)
 
-    def check(self, event: dp_accounting.DpEvent, count: int = 1) -> None:
-        """Raise :class:`BudgetExceededError` if composing ``event`` would exceed the budget.
+    def check(
+        self,
+        event: dp_accounting.DpEvent,
+        count: int = 1,
+        *,
+        seed: int | None = None,
+        caller: str = "PrivacyAccountant.check",
+    ) -> None:
+        """Raise :class:`BudgetExceededError` if composing ``event`` would exceed the budget,
+        or :class:`InvalidParameterError` if ``seed`` is one a composed release already used.
 
-        Lets a release refuse before any work: call it with the release's planned event.
+        Lets a release refuse before any work: call it with the release's planned event and
+        its seed (None when unseeded); ``caller`` names the release in the error.
         """
+        self._check_seed(seed, caller)
         cost = self._cost + _cost_of(event).times(count)
         if not self._fits(cost):
             raise BudgetExceededError(
@@ -152,16 +187,39 @@ class PrivacyAccountant:
                 f"(already spent: {self._describe()})."
             )
 
-    def compose(self, event: dp_accounting.DpEvent, count: int = 1) -> PrivacyAccountant:
-        """Add ``event`` (``count`` times) to the ledger; returns self.
+    def compose(
+        self,
+        event: dp_accounting.DpEvent,
+        count: int = 1,
+        *,
+        seed: int | None = None,
+        caller: str = "PrivacyAccountant.compose",
+    ) -> PrivacyAccountant:
+        """Add ``event`` (``count`` times) to the ledger, and ``seed`` to :attr:`seeds`; returns
+        self.
 
-        Raises :class:`BudgetExceededError` (and records nothing) when the total, Gaussian
-        events included, would exceed the budget.
+        Raises :class:`BudgetExceededError` when the total, Gaussian events included, would
+        exceed the budget, and :class:`InvalidParameterError` when ``seed`` is already held;
+        either way it records nothing.
         """
-        self.check(event, count)
+        self.check(event, count, seed=seed, caller=caller)
         self._cost = self._cost + _cost_of(event).times(count)
         self._ledger.extend([event] * count)
+        if seed is not None:
+            self._seeds.add(int(seed))
         return self
+
+    def _check_seed(self, seed: int | None, caller: str) -> None:
+        """Refuse a seed already held: the same seed repeats the noise of an earlier release."""
+        if seed is None:
+            return
+        if check_int(seed, "seed", caller, low=0) in self._seeds:
+            raise InvalidParameterError(
+                f"The 'seed' parameter of {caller} must not repeat the seed of a release "
+                f"already charged to its accountant. Got {seed!r} instead. The same seed draws "
+                "the same noise, so differencing the two releases cancels it: use a different "
+                "seed per release, or seed=None."
+            )
 
     def _describe(self) -> str:
         c = self._cost

@@ -197,6 +197,9 @@ class MatrixFactorization(RecommenderBase):
     seed : int or None, default=None
         None draws noise from OS entropy. An integer is for tests and reproducible benchmarks
         only: a model trained with a known seed offers no privacy.
+        A seed may be used once per accountant: a second release with a seed its
+        ``accountant`` already holds is refused before any data is read (the same seed
+        draws the same noise, and differencing the two releases would cancel it).
     progress : bool, default=False
         Show a progress bar over the alternating steps on stderr.
 
@@ -498,8 +501,8 @@ class MatrixFactorization(RecommenderBase):
                 moment_share=self.moment_share,
                 gravity_share=0.05 if self.unobserved_weight > 0 else None,
             )
-            if accountant is not None:
-                accountant.compose(plan.event())
+            if accountant is not None:  # refuses before training, a held seed included
+                accountant.compose(plan.event(), seed=self.seed, caller="MatrixFactorization.fit")
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x4D46)  # initialisation (data-independent: the item set is fixed)
         prep = runner.prepare(

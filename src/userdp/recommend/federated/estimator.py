@@ -171,8 +171,8 @@ class FederatedPublicFeatureRecommender(RecommenderBase):
             center_fraction=self._center_fraction(),
             moment_share=self.moment_share,
         )
-        if accountant is not None:
-            accountant.compose(plan.event())
+        if accountant is not None:  # refuses before any data is read, a held seed included
+            accountant.compose(plan.event(), seed=self.seed, caller=caller)
         noise = NoiseSource(self.seed)
         settings = {
             k: getattr(self, k)

@@ -442,7 +442,7 @@ class PublicFeatureRecommender(RecommenderBase):
         run_spec = self._run_spec(self.encoder.dim, self._biased)
         runner.check(run_spec, item_set)
         per_step = self.inner_steps if self.variant in ("ssp1", "dpsgd") else 1
-        plan = self._charged_plan(budget, per_step, user_features is not None, accountant)
+        plan = self._charged_plan(budget, per_step, user_features is not None, accountant, caller)
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x5353)  # mini-batch sampling
         prep = runner.prepare(
@@ -495,9 +495,11 @@ class PublicFeatureRecommender(RecommenderBase):
         releases_per_step: int,
         user_features: bool,
         accountant: PrivacyAccountant | None,
+        caller: str,
     ) -> NoisePlan | None:
-        """The training's noise plan (None without a budget), composed in ``accountant``: the
-        one plan of both the squared-loss and the convex paths."""
+        """The training's noise plan (None without a budget), composed in ``accountant`` with
+        the seed (refused when the accountant holds it): the one plan of both the squared-loss
+        and the convex paths."""
         if budget is None:
             return None
         plan = plan_noise(
@@ -511,7 +513,7 @@ class PublicFeatureRecommender(RecommenderBase):
             user_fraction=self.user_feature_fraction if user_features else None,
         )
         if accountant is not None:
-            accountant.compose(plan.event())
+            accountant.compose(plan.event(), seed=self.seed, caller=caller)
         return plan
 
     def _fit_convex(
@@ -534,7 +536,7 @@ class PublicFeatureRecommender(RecommenderBase):
             self._check_encoder_size(len(item_set))
         dpsgd = self.variant == "dpsgd"
         per_step = self.inner_steps if dpsgd else 1
-        plan = self._charged_plan(budget, per_step, user_features is not None, accountant)
+        plan = self._charged_plan(budget, per_step, user_features is not None, accountant, caller)
         noise = NoiseSource(self.seed)
         rng = noise.stream(0x5353)  # mini-batch sampling, as in the squared-loss path
         prep = self._prepare(

@@ -378,8 +378,13 @@ class WeightedERM(ParamsMixin):
 
     def _validate_data(
         self, X: object, y: object, users: object
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        x = check_features(X, f"{_CALLER}.fit")
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(X, labels, users, usable)``: ``usable`` marks the records whose features and
+        label are finite (and, for the logistic loss, a declared class). The others are
+        records without a usable value (the non-finite policy, docs/guarantees.md): left out,
+        or, with public user sizes, kept at weight 0; never an error that one user's record
+        could trigger."""
+        x = check_features(X, f"{_CALLER}.fit", finite=False)
         labels = _as_float(y, "y")
         users = np.asarray(users)
         if users.ndim != 1:
@@ -393,9 +398,15 @@ class WeightedERM(ParamsMixin):
             raise DataError(f"{_CALLER}.fit: at least one record is required; got 0.")
         if users.dtype.kind == "f" and not np.all(np.isfinite(users)):
             raise DataError(f"{_CALLER}.fit: 'users' contains NaN or infinite ids.")
+        usable = np.isfinite(x).all(axis=1) & np.isfinite(labels)
         if self.loss == "logistic":
+            neg, pos = (float(c) for c in self.classes)
+            usable &= np.isin(labels, (neg, pos))
+            labels = np.where(usable, labels, pos)
             labels = self._encode_labels(labels)
-        return x, labels, users
+        x = np.where(usable[:, None], x, 0.0)
+        labels = np.where(usable, labels, 0.0 if self.loss == "squared" else labels)
+        return x, labels, users, usable
 
     def _encode_labels(self, labels: np.ndarray) -> np.ndarray:
         """Map labels in the declared ``classes`` to {-1, +1}; ``classes_`` is the declaration."""
@@ -439,7 +450,12 @@ class WeightedERM(ParamsMixin):
         ledger = Ledger(
             accountant, [*histogram_event, *gaussians], seed=self.seed, caller=f"{_CALLER}.fit"
         )
-        x, labels, users = self._validate_data(X, y, users)
+        x, labels, users, usable = self._validate_data(X, y, users)
+        if not self.public_user_sizes:  # as if those records had never been given
+            x, labels, users = x[usable], labels[usable], users[usable]
+            usable = usable[usable]
+            if x.shape[0] == 0:
+                raise DataError(f"{_CALLER}.fit: at least one usable record is required; got 0.")
         try:
             codes, sizes = factorize_users(users)
         except TypeError as err:  # e.g. a mix of strings and None
@@ -463,7 +479,7 @@ class WeightedERM(ParamsMixin):
             )
         else:
             h = float(math.floor(self.h)) if self.weighting == "limit" else float(self.h)
-        x, labels, w = self._record_weights(x, labels, codes, sizes, h, noise)
+        x, labels, w = self._record_weights(x, labels, codes, sizes, h, noise, usable)
         count = self._count(sizes, h, z_n, noise)
         sensitivity = factor * self.lipschitz * h
         sigma = z * sensitivity
@@ -523,13 +539,15 @@ class WeightedERM(ParamsMixin):
         sizes: np.ndarray,
         h: float,
         noise: NoiseSource,
+        usable: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Unnormalised weights (each user's sum <= h); sample limiting keeps a subset."""
+        """Unnormalised weights (each user's sum <= h; an unusable record's is 0); sample
+        limiting keeps a subset."""
         if self.weighting == "smooth":
             # Lemma 3 up to 1/n_h: w_i = min(h, s_l) / s_l.
-            return x, labels, smooth_weights(codes, sizes, h)
+            return x, labels, smooth_weights(codes, sizes, h) * usable
         keep = limit_mask(codes, sizes, h, noise)  # Sec. 3.2: floor(h) records per user
-        return x[keep], labels[keep], np.ones(int(keep.sum()))
+        return x[keep], labels[keep], usable[keep].astype(np.float64)
 
     def _count(self, sizes: np.ndarray, h: float, z_n: float | None, noise: NoiseSource) -> float:
         """n_h, exact from public sizes or released as ``n_h + N(0, (z_n h)^2)`` (clipped at 1)."""
@@ -597,7 +615,4 @@ def _as_float(values: object, name: str) -> np.ndarray:
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 1:
         raise DataError(f"{_CALLER}.fit: {name!r} must be 1-D; got shape {arr.shape}.")
-    if not np.all(np.isfinite(arr)):
-        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise DataError(f"{_CALLER}.fit: {name!r} has a non-finite value at row {bad}.")
-    return arr
+    return arr  # non-finite values: the caller's policy (``_validate_data``)

@@ -109,8 +109,9 @@ def check_bounds(bounds: Any, caller: str) -> tuple[float, float]:
 
 
 # -- weights --------------------------------------------------------------------------------------
-def check_features(X: object, caller: str) -> np.ndarray:
-    """``X`` as a finite 2-D float64 array; DataError naming the first bad row otherwise."""
+def check_features(X: object, caller: str, *, finite: bool = True) -> np.ndarray:
+    """``X`` as a 2-D float64 array, finite (``finite``; public features: a DataError names
+    the first bad row) or as given (private features: the caller's non-finite policy)."""
     try:
         x = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as err:
@@ -119,9 +120,11 @@ def check_features(X: object, caller: str) -> np.ndarray:
         ) from err
     if x.ndim != 2:
         raise DataError(f"{caller}: 'X' must be 2-D; got shape {x.shape}.")
-    finite = np.isfinite(x).all(axis=1)
-    if not finite.all():
-        bad = int(np.flatnonzero(~finite)[0])
+    if not finite:
+        return x
+    ok = np.isfinite(x).all(axis=1)
+    if not ok.all():
+        bad = int(np.flatnonzero(~ok)[0])
         raise DataError(f"{caller}: 'X' has a non-finite value in row {bad}.")
     return x
 

@@ -108,32 +108,13 @@ def test_h_is_a_function_of_the_released_size_histogram_whether_or_not_users_exi
     d = {"user": np.array([0]), "key": np.array(["zz"], dtype=object), "v": np.array([0.5])}
     d2 = _plus(d, ["a"] * 40, [0.5] * 40)
     # a budget large enough for the histogram to see the one user (a test, not a setting)
-    kw = dict(shares={"quantiles": 0.9})
+    kw = dict(value_column="v", bounds=(0.0, 1.0), metrics="quantiles", keys=["a", "b"])
+    kw.update(epsilon=1000.0, delta=1e-5, seed=3, shares={"quantiles": 0.9})
     with recording() as base:
-        r2 = aggregate(
-            d2,
-            value_column="v",
-            bounds=(0.0, 1.0),
-            metrics="quantiles",
-            keys=["a", "b"],
-            epsilon=1000.0,
-            delta=1e-5,
-            seed=3,
-            **kw,
-        )
+        r2 = aggregate(d2, **kw)
     assert r2.contribution_bounds["h(q0.5)"] > 1.0  # the histogram saw the user
     with recording(replay=base):
-        r = aggregate(
-            d,
-            value_column="v",
-            bounds=(0.0, 1.0),
-            metrics="quantiles",
-            keys=["a", "b"],
-            epsilon=1000.0,
-            delta=1e-5,
-            seed=3,
-            **kw,
-        )
+        r = aggregate(d, **kw)
     assert r.contribution_bounds == r2.contribution_bounds
     assert r.to_dict(rows=False) == r2.to_dict(rows=False)
 

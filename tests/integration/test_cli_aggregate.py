@@ -52,7 +52,9 @@ def test_writes_the_table_in_each_format(ratings, tmp_path, capsys):
             names = pq.read_table(out).column_names
         else:
             names = list(json.loads(out.read_text())[0])
-        assert names == ["key", "users", "count", "sum", "mean"]
+        assert names == ["key"] + [
+            c for m in ("users", "count", "sum", "mean") for c in (m, f"{m}_low", f"{m}_high")
+        ]
     assert "m1" in pacsv.read_csv(out.with_suffix(".csv")).column("key").to_pylist()
 
 
@@ -68,7 +70,7 @@ def test_public_keys_from_a_file(ratings, tmp_path, capsys):
 def test_verbose_labels_the_exact_counts_not_private(ratings, capsys):
     assert main(["aggregate", str(ratings), *BASE, "-v"]) == 0
     captured = capsys.readouterr()
-    assert captured.out.startswith('"key","users","count"')
+    assert captured.out.startswith('"key","users","users_low","users_high","count"')
     assert "NOT differentially private" in captured.err
     assert main(["aggregate", str(ratings), *BASE]) == 0
     err = capsys.readouterr().err

@@ -35,10 +35,11 @@ def test_the_table_has_key_then_one_column_per_metric():
         _rows(), value_column="v", bounds=(0, 10), metrics=ALL, epsilon=1.0, delta=1e-5, seed=0
     )
     assert isinstance(r, AggregateResult)
-    assert r.table.column_names == ["key", "users", "count", "sum", "mean", "q0.5"]
+    cells = [c for m in ("users", "count", "sum", "mean") for c in (m, f"{m}_low", f"{m}_high")]
+    assert r.table.column_names == ["key", *cells, "q0.5"]
     assert len(r) == r.table.num_rows > 0
     rows = list(r)
-    assert rows[0].keys() == {"key", "users", "count", "sum", "mean", "q0.5"}
+    assert rows[0].keys() == {"key", *cells, "q0.5"}
     assert isinstance(r.to_pandas(), pd.DataFrame)
     assert r.to_arrow() is r.table
     assert set(r.noise_sd) == {"users", "count", "value_count", "sum"}

@@ -30,7 +30,16 @@ from userdp.aggregate.result import AggregateDiagnostics, AggregateResult
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget, check_accountant
 
-__all__ = ["ENGINES", "METRICS", "aggregate", "ratio_mean"]
+__all__ = [
+    "ENGINES",
+    "INTEGER_METRICS",
+    "METRICS",
+    "Z95",
+    "aggregate",
+    "count_cells",
+    "mean_cells",
+    "ratio_mean",
+]
 
 METRICS = ("users", "count", "sum", "mean", "quantiles")
 BOUNDINGS = ("smooth", "limit")
@@ -366,17 +375,27 @@ def aggregate(
         events.append(dp_accounting.GaussianDpEvent(plan.metric_z[v]))
 
     columns: dict[str, Any] = {}
-    if "users" in ms:
-        columns["users"] = noisy_v["users"]
-    if "count" in ms:
-        columns["count"] = noisy_v["count"]
+    for m in ("users", "count"):
+        if m in ms:
+            columns.update(count_cells(m, noisy_v[m], noise_sd[m]))
     if "sum" in ms:
-        columns["sum"] = (
-            noisy_v["sum"] + centre * noisy_v["value_count"] if mean else noisy_v["sum"]
-        )
+        s, sd = noisy_v["sum"], noise_sd["sum"]
+        if mean:  # the sum of the centred values plus the centre times COUNT(v)
+            s = s + centre * noisy_v["value_count"]
+            sd = math.hypot(sd, centre * noise_sd["value_count"])
+        columns.update({"sum": s, "sum_low": s - Z95 * sd, "sum_high": s + Z95 * sd})
     if mean:
         assert lo_hi is not None  # mean needs values, so bounds
-        columns["mean"] = ratio_mean(noisy_v["sum"], noisy_v["value_count"], centre, lo_hi)
+        columns.update(
+            mean_cells(
+                noisy_v["sum"],
+                noisy_v["value_count"],
+                noise_sd["sum"],
+                noise_sd["value_count"],
+                centre,
+                lo_hi,
+            )
+        )
 
     # 4. quantiles
     if levels:
@@ -384,10 +403,23 @@ def aggregate(
             _quantiles(eng, plan, levels, lo_hi, smooth, given_c, l0 * linf, noise, events, c_bound)
         )
 
-    ordered = {m: columns[m] for m in ["users", "count", "sum", "mean"] if m in columns}
+    ordered = {
+        c: columns[c]
+        for m in ["users", "count", "sum", "mean"]
+        for c in (m, f"{m}_low", f"{m}_high")
+        if c in columns
+    }
     ordered.update({k: v for k, v in columns.items() if k.startswith("q")})
     key_col = key_array if key_array is not None else pa.array([None], pa.string())
-    table = pa.table({"key": key_col, **{k: pa.array(v, pa.float64()) for k, v in ordered.items()}})
+    table = pa.table(
+        {
+            "key": key_col,
+            **{
+                k: pa.array(v, pa.int64() if k.split("_")[0] in INTEGER_METRICS else pa.float64())
+                for k, v in ordered.items()
+            },
+        }
+    )
     event = dp_accounting.ComposedDpEvent(events)
     own.compose(event)
     if accountant is not None:
@@ -414,6 +446,49 @@ def aggregate(
         diagnostics=diag,
         engine=eng.name,
     )
+
+
+#: The two-sided 95% quantile of the standard normal, for the per-cell intervals.
+Z95 = 1.959963984540054
+#: Metrics that count (users, rows): released as non-negative integers (post-processing).
+INTEGER_METRICS = ("users", "count")
+
+
+def count_cells(name: str, noisy: np.ndarray, sd: float) -> dict[str, np.ndarray]:
+    """A count's column and its 95% interval ``noisy +- Z95 sd`` (the Gaussian noise's), as
+    non-negative integers: rounding and clipping at 0 are post-processing, and a count's true
+    value, being >= 0, lies in the clipped interval whenever it lies in the raw one. The
+    interval covers the noise only: it holds the weighted (bounded) count, which is the true
+    count when no user is scaled down, and is biased low by what heavy users lose."""
+    return {
+        name: np.maximum(np.rint(noisy), 0),
+        f"{name}_low": np.maximum(np.floor(noisy - Z95 * sd), 0),
+        f"{name}_high": np.maximum(np.ceil(noisy + Z95 * sd), 0),
+    }
+
+
+def mean_cells(
+    noisy_sum: np.ndarray,
+    noisy_count: np.ndarray,
+    sd_sum: float,
+    sd_count: float,
+    centre: float,
+    bounds: tuple[float, float],
+) -> dict[str, np.ndarray]:
+    """The mean's column (:func:`ratio_mean`) and its 95% interval by the delta method, from
+    released values and public noise scales only: ``m +- Z95 sqrt(sd_S^2 + (m - c)^2 sd_N^2)
+    / N``, clipped to the bounds (the whole bounds where the noisy count is <= 0). It covers
+    the weighted mean ``c + S / N`` to first order in ``sd_N / N``: close to 95% once a key's
+    count is several noise sd's, wider or narrower below."""
+    m = ratio_mean(noisy_sum, noisy_count, centre, bounds)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        half = Z95 * np.sqrt(sd_sum**2 + ((m - centre) * sd_count) ** 2) / noisy_count
+    half = np.where(noisy_count > 0, half, np.inf)
+    return {
+        "mean": m,
+        "mean_low": np.clip(m - half, bounds[0], bounds[1]),
+        "mean_high": np.clip(m + half, bounds[0], bounds[1]),
+    }
 
 
 def ratio_mean(

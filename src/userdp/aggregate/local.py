@@ -83,23 +83,31 @@ def clip_values(values: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
 
 
 def value_column(column: pa.ChunkedArray | pa.Array, name: str) -> np.ndarray:
-    """A numeric (or boolean) value column as float64, nulls as NaN. Any other type is refused
-    by its type alone (public: the schema), never by a row's content."""
+    """A value column as float64, nulls as NaN: numbers and booleans as they are, text parsed
+    as numbers (a cell that is not one is a missing value, as the file readers and Spark's
+    cast read it). Any other type is refused by its type alone (public: the schema), never by
+    a row's content."""
     import pyarrow.compute as pc
 
+    from userdp.data.io import to_float64
+
     kind = column.type
-    if not (
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        chunked = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
+        floats = to_float64(chunked, name, "aggregate")
+    elif (
         pa.types.is_integer(kind)
         or pa.types.is_floating(kind)
         or pa.types.is_boolean(kind)
         or pa.types.is_decimal(kind)
         or pa.types.is_null(kind)
     ):
+        floats = pc.cast(column, pa.float64())
+    else:
         raise DataError(
-            f"aggregate: the value column {name!r} holds {kind}; it must be numeric (a null "
-            "or NaN value is a row without a value)."
+            f"aggregate: the value column {name!r} holds {kind}; it must hold numbers (a "
+            "null or NaN value is a row without a value)."
         )
-    floats = pc.cast(column, pa.float64())
     return np.asarray(floats.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 

@@ -45,8 +45,9 @@ from userdp.spark import python_partitions, require_pyspark, whole_partition
 __all__ = ["SparkEngine"]
 
 _U, _K, _V, _X = "_agg_u", "_agg_k", "_agg_v", "_agg_x"
-#: Spark's numeric and boolean type names (``DataFrame.dtypes``): what a value column may be.
-_NUMERIC = re.compile(r"^(tinyint|smallint|int|bigint|float|double|boolean|decimal\(.*\))$")
+#: Spark's type names (``DataFrame.dtypes``) a value column may have: numbers, booleans and
+#: text (cast to double: a cell that is not a number is null, a missing value, as locally).
+_NUMERIC = re.compile(r"^(tinyint|smallint|int|bigint|float|double|boolean|decimal\(.*\)|string)$")
 #: Rows of one pandas call at most (about 100 MB of input columns and as much again while
 #: it computes), when the input's row count sets the number of partitions.
 _TASK_ROWS = 2_000_000
@@ -89,8 +90,8 @@ class SparkEngine:
             kind = dict(df.dtypes)[cols.value]
             if not _NUMERIC.match(kind):
                 raise DataError(
-                    f"aggregate: the value column {cols.value!r} holds {kind}; it must be "
-                    "numeric (a null or NaN value is a row without a value)."
+                    f"aggregate: the value column {cols.value!r} holds {kind}; it must hold "
+                    "numbers (a null or NaN value is a row without a value)."
                 )
             v = F.col(f"`{cols.value}`").cast("double")
             # clip_values' policy in SQL: null and NaN stay missing (NaN; Spark's greatest()

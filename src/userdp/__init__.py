@@ -25,7 +25,7 @@ from userdp.exceptions import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from userdp.aggregate import AggregateResult, aggregate
+    from userdp.aggregate import AggregatePlan, AggregateResult, aggregate, aggregate_plan
     from userdp.data import Contributions, read
     from userdp.partition import SelectionResult, select_partitions
     from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
@@ -34,8 +34,10 @@ __version__ = "0.1.0"
 
 #: public name -> module that defines it
 _LAZY = {
+    "AggregatePlan": "userdp.aggregate",
     "AggregateResult": "userdp.aggregate",
     "aggregate": "userdp.aggregate",
+    "aggregate_plan": "userdp.aggregate",
     "Contributions": "userdp.data",
     "read": "userdp.data",
     "SelectionResult": "userdp.partition",
@@ -46,6 +48,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "AggregatePlan",
     "AggregateResult",
     "BudgetExceededError",
     "Contributions",
@@ -60,6 +63,7 @@ __all__ = [
     "UserDPError",
     "__version__",
     "aggregate",
+    "aggregate_plan",
     "read",
     "select_partitions",
 ]

@@ -11,6 +11,7 @@ import types
 from typing import Any
 
 from userdp.aggregate.api import ENGINES, METRICS, aggregate
+from userdp.aggregate.explain import AggregatePlan, aggregate_plan
 from userdp.aggregate.plan import DEFAULT_SHARES
 from userdp.aggregate.result import AggregateDiagnostics, AggregateResult
 
@@ -19,8 +20,10 @@ __all__ = [
     "ENGINES",
     "METRICS",
     "AggregateDiagnostics",
+    "AggregatePlan",
     "AggregateResult",
     "aggregate",
+    "aggregate_plan",
 ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import dp_accounting
@@ -90,6 +91,131 @@ def _bounds(bounds: Any) -> tuple[float, float]:
     from userdp.estimate.weighting import check_bounds
 
     return check_bounds(bounds, "aggregate")
+
+
+@dataclass(frozen=True)
+class _Query:
+    """A GROUP BY's validated parameters and its budget plan, from public inputs only."""
+
+    metrics: tuple[str, ...]
+    bounding: str
+    needs_values: bool
+    bounds: tuple[float, float] | None
+    select: bool
+    l0: int
+    linf: int
+    levels: tuple[float, ...]
+    shares: dict[str, float]
+    given_c: dict[str, float]
+    selection_options: dict[str, Any]
+    vectors: list[str]
+    families: list[str]
+    plan: Plan
+    options: dict[str, Any]
+
+
+def _query(
+    *,
+    metrics: Sequence[str] | str,
+    key_column: str | None,
+    value_column: str | None,
+    bounds: Any,
+    keys: Any,
+    epsilon: float,
+    delta: float,
+    options: Mapping[str, Any],
+    caller: str,
+) -> _Query:
+    """Validate the parameters and plan the budget (no data read), once for ``aggregate`` and
+    ``aggregate_plan``."""
+    PrivacyBudget(epsilon, delta)  # the budget's own checks, before anything else
+    ms = _metrics(metrics)
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise InvalidParameterError(
+            f"aggregate does not take the option(s) {', '.join(map(repr, unknown))}; it takes "
+            f"{', '.join(repr(k) for k in _OPTIONS if not k.startswith('_'))}."
+        )
+    o = {**_OPTIONS, **options}
+    bounding = check_choice(o["bounding"], "bounding", caller, list(BOUNDINGS))
+    needs_values = bool({"sum", "mean", "quantiles"} & set(ms))
+    if needs_values and (value_column is None or bounds is None):
+        raise InvalidParameterError(
+            "aggregate: metrics sum, mean and quantiles need 'value_column' and 'bounds'."
+        )
+    lo_hi = _bounds(bounds) if needs_values else None
+    select = isinstance(keys, str)
+    if select and keys != "select":
+        raise InvalidParameterError(
+            f"The 'keys' parameter of aggregate must be 'select' or a sequence of keys. Got "
+            f"{keys!r} instead."
+        )
+    if key_column is None:
+        select = False
+    l0 = check_int(o["max_partitions_contributed"], "max_partitions_contributed", caller, low=1)
+    linf = check_int(
+        o["max_contributions_per_partition"], "max_contributions_per_partition", caller, low=1
+    )
+    levels = (
+        tuple(
+            check_real(q, "quantiles", caller, low=0.0, high=1.0, low_open=True, high_open=True)
+            for q in o["quantiles"]
+        )
+        if "quantiles" in ms
+        else ()
+    )
+    shares = {**DEFAULT_SHARES, **(o["shares"] or {})}
+    for name, v in shares.items():
+        check_real(v, f"shares[{name!r}]", caller, low=0.0, high=1.0, low_open=True, high_open=True)
+    given_c = dict(o["contribution_bounds"] or {})
+    for name, v in given_c.items():
+        check_real(v, f"contribution_bounds[{name!r}]", caller, low=0.0, low_open=True)
+    selection_options = dict(o["selection"] or {})
+
+    mean = "mean" in ms
+    # COUNT(*) is its own vector; the mean is SUM(v) / COUNT(v) (rows with a value) under one
+    # weight per user, so COUNT means the same with or without a mean beside it
+    vectors = [
+        v
+        for v, want in (
+            ("users", "users" in ms),
+            ("count", "count" in ms),
+            ("value_count", mean),
+            ("sum", "sum" in ms or mean),
+        )
+        if want
+    ]
+    smooth = bounding == "smooth"
+    families = [f for f in vectors if f not in given_c] if smooth else []
+    plan = make_plan(
+        epsilon,
+        delta,
+        select=select,
+        vectors=vectors,
+        families=families,
+        quantile_levels=levels,
+        smooth=smooth,
+        size_histogram=smooth and "h" not in given_c,
+        shares=shares,
+        selection_options=selection_options,
+    )
+    return _Query(
+        ms,
+        bounding,
+        needs_values,
+        lo_hi,
+        select,
+        l0,
+        linf,
+        levels,
+        shares,
+        given_c,
+        selection_options,
+        vectors,
+        families,
+        plan,
+        o,
+    )
 
 
 def aggregate(
@@ -191,78 +317,35 @@ def aggregate(
     started = time.perf_counter()
     caller = "aggregate"
     budget = PrivacyBudget(epsilon, delta)
-    ms = _metrics(metrics)
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise InvalidParameterError(
-            f"aggregate does not take the option(s) {', '.join(map(repr, unknown))}; it takes "
-            f"{', '.join(repr(k) for k in _OPTIONS if not k.startswith('_'))}."
-        )
-    o = {**_OPTIONS, **options}
-    bounding = check_choice(o["bounding"], "bounding", caller, list(BOUNDINGS))
+    q = _query(
+        metrics=metrics,
+        key_column=key_column,
+        value_column=value_column,
+        bounds=bounds,
+        keys=keys,
+        epsilon=epsilon,
+        delta=delta,
+        options=options,
+        caller=caller,
+    )
     engine = resolve_engine(data, engine, caller)
     check_accountant(accountant, "accountant", caller)
-    needs_values = bool({"sum", "mean", "quantiles"} & set(ms))
-    if needs_values and (value_column is None or bounds is None):
-        raise InvalidParameterError(
-            "aggregate: metrics sum, mean and quantiles need 'value_column' and 'bounds'."
-        )
-    lo_hi = _bounds(bounds) if needs_values else None
-    select = isinstance(keys, str)
-    if select and keys != "select":
-        raise InvalidParameterError(
-            f"The 'keys' parameter of aggregate must be 'select' or a sequence of keys. Got "
-            f"{keys!r} instead."
-        )
-    if key_column is None:
-        select = False
-    l0 = check_int(o["max_partitions_contributed"], "max_partitions_contributed", caller, low=1)
-    linf = check_int(
-        o["max_contributions_per_partition"], "max_contributions_per_partition", caller, low=1
+    ms, bounding, needs_values, lo_hi, select = (
+        q.metrics,
+        q.bounding,
+        q.needs_values,
+        q.bounds,
+        q.select,
     )
-    levels = (
-        tuple(
-            check_real(q, "quantiles", caller, low=0.0, high=1.0, low_open=True, high_open=True)
-            for q in o["quantiles"]
-        )
-        if "quantiles" in ms
-        else ()
+    l0, linf, levels, shares, given_c = q.l0, q.linf, q.levels, q.shares, q.given_c
+    selection_options, vectors, families, plan, o = (
+        q.selection_options,
+        q.vectors,
+        q.families,
+        q.plan,
+        q.options,
     )
-    shares = {**DEFAULT_SHARES, **(o["shares"] or {})}
-    for name, v in shares.items():
-        check_real(v, f"shares[{name!r}]", caller, low=0.0, high=1.0, low_open=True, high_open=True)
-    given_c = dict(o["contribution_bounds"] or {})
-    for name, v in given_c.items():
-        check_real(v, f"contribution_bounds[{name!r}]", caller, low=0.0, low_open=True)
-    selection_options = dict(o["selection"] or {})
-
-    mean = "mean" in ms
-    # COUNT(*) is its own vector; the mean is SUM(v) / COUNT(v) (rows with a value) under one
-    # weight per user, so COUNT means the same with or without a mean beside it
-    vectors = [
-        v
-        for v, want in (
-            ("users", "users" in ms),
-            ("count", "count" in ms),
-            ("value_count", mean),
-            ("sum", "sum" in ms or mean),
-        )
-        if want
-    ]
-    smooth = bounding == "smooth"
-    families = [f for f in vectors if f not in given_c] if smooth else []
-    plan = make_plan(
-        epsilon,
-        delta,
-        select=select,
-        vectors=vectors,
-        families=families,
-        quantile_levels=levels,
-        smooth=smooth,
-        size_histogram=smooth and "h" not in given_c,
-        shares=shares,
-        selection_options=selection_options,
-    )
+    mean, smooth = "mean" in ms, bounding == "smooth"
     planned = dp_accounting.ComposedDpEvent(plan.events(None))
     own = PrivacyAccountant(budget)
     own.check(planned)

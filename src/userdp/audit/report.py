@@ -16,7 +16,7 @@ from userdp.audit.epsilon import EpsilonBound
 from userdp.audit.hard import EXPERIMENTS, run_experiment
 from userdp.audit.mechanisms import MECHANISMS, audit_table, describe_unrunnable, unrunnable
 from userdp.audit.neighbours import Table
-from userdp.audit.replay import GRID, AuditRow, audit_sensitivity
+from userdp.audit.replay import GRID, REPLAY, AuditRow, audit_sensitivity
 from userdp.audit.threshold import ThresholdRow, threshold_rows
 from userdp.exceptions import InvalidParameterError
 
@@ -48,9 +48,10 @@ class MechanismSummary:
 
 def summarize(mechanism: str, rows: Sequence[AuditRow]) -> MechanismSummary:
     """The verdict of ``mechanism`` from its rows: a pass needs every row to pass and at least
-    one declared statistic compared on a neighbour (the float check alone compares nothing)."""
+    one declared statistic compared on a neighbour (the float check and the replay check alone
+    compare no sensitivity)."""
     mine = [r for r in rows if r.mechanism == mechanism]
-    bounded = [r for r in mine if r.norm != GRID]
+    bounded = [r for r in mine if r.norm not in (GRID, REPLAY)]
     compared = {r.statistic for r in bounded if r.compared > 0}
     reasons = []
     if not compared:

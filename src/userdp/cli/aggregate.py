@@ -162,6 +162,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     out = parser.add_argument_group("output")
     out.add_argument(
+        "--explain",
+        action="store_true",
+        help="Print the plan (the budget split and each metric's noise per cell as a function "
+        "of its bound) and exit, before reading INPUT; charges nothing.",
+    )
+    out.add_argument(
         "-o",
         "--output",
         default=None,
@@ -235,12 +241,34 @@ def _write(table: pa.Table, path: Path, suffix: str) -> None:
         pacsv.write_csv(table, path)
 
 
+def _explain(args: argparse.Namespace, o: dict[str, Any]) -> int:
+    """``--explain``: the plan on stdout (as JSON with ``--json``); INPUT is not read."""
+    from userdp.aggregate import aggregate_plan
+
+    plan = aggregate_plan(
+        metrics=args.metrics,
+        keys=_read_keys(args.keys) if args.keys else "select",
+        bounds=tuple(args.bounds) if args.bounds else None,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        one_key=o["key"] is None,
+        bounding=args.bounding,
+        quantiles=o["quantiles"],
+        max_partitions_contributed=args.max_partitions_contributed,
+        max_contributions_per_partition=args.max_contributions_per_partition,
+    )
+    sys.stdout.write((json.dumps(plan.to_dict()) if args.json else plan.table()) + "\n")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``userdp aggregate`` on parsed arguments; errors propagate to the guard."""
     from userdp.aggregate import aggregate
 
     start = time.perf_counter()
     o = _check(args)
+    if args.explain:
+        return _explain(args, o)
     output = None
     if args.output is not None and args.output != "-":
         output = check_output_path(args.output, overwrite=args.overwrite)

@@ -1,0 +1,61 @@
+"""``aggregate_plan`` and ``userdp aggregate --explain``: the plan before any data is read."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from userdp import aggregate, aggregate_plan
+from userdp.cli import main
+from userdp.exceptions import InvalidParameterError
+
+
+def _rows(n_users: int = 3000):
+    rng = np.random.default_rng(0)
+    user = rng.integers(0, n_users, 4 * n_users)
+    return {"user": user, "key": rng.integers(0, 30, user.size), "v": rng.random(user.size)}
+
+
+@pytest.mark.parametrize("keys", ["select", list(range(30))])
+def test_the_plan_is_what_the_run_follows(keys):
+    kw = dict(metrics="users,count,mean", bounds=(0.0, 1.0), keys=keys, epsilon=1.0, delta=1e-5)
+    plan = aggregate_plan(**kw)
+    r = aggregate(_rows(), value_column="v", seed=0, **kw)
+    assert plan.noise_multipliers == r.parameters["noise_multipliers"]
+    assert plan.histogram_noise_multipliers == r.parameters["histogram_noise_multipliers"]
+    for v, sd in r.noise_sd.items():
+        assert sd == pytest.approx(plan.noise_sd(v, r.contribution_bounds[v]), rel=1e-12)
+    assert (plan.selection is None) == (keys != "select")
+    if plan.selection:
+        assert plan.selection["epsilon"] == r.parameters["selection_epsilon"]
+
+
+def test_the_plan_refuses_what_aggregate_refuses():
+    with pytest.raises(InvalidParameterError, match="need 'value_column' and 'bounds'"):
+        aggregate_plan(metrics="mean", epsilon=1.0, delta=1e-5)
+    with pytest.raises(InvalidParameterError, match="'epsilon'"):
+        aggregate_plan(metrics="users", epsilon=-1.0, delta=1e-5)
+
+
+def test_a_given_bound_shows_its_noise_and_the_expected_error_is_z_c_sqrt_2_over_pi():
+    plan = aggregate_plan(
+        metrics="count", keys=["a"], epsilon=1.0, delta=1e-5, contribution_bounds={"count": 3.0}
+    )
+    z = plan.noise_multipliers["count"]
+    assert plan.expected_error("count", 3.0) == pytest.approx(3.0 * z * np.sqrt(2 / np.pi))
+    assert "C=3 (given)" in plan.table()
+    assert plan.histogram_noise_multipliers == {}  # nothing to choose
+
+
+def test_explain_prints_the_plan_without_reading_the_input(tmp_path, capsys):
+    missing = tmp_path / "not_there.csv"
+    argv = ["aggregate", str(missing), "--epsilon", "1", "--delta", "1e-5", "--explain"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "users" in out and "count" in out and "selected privately" in out
+    assert main([*argv, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert set(plan["noise_multipliers"]) == {"users", "count"}
+    assert not missing.exists() and list(tmp_path.iterdir()) == []

@@ -57,9 +57,23 @@ _OPTIONS = {
 }
 
 
-def _as_table(data: Any) -> pa.Table:
+def _as_table(data: Any, cols: Columns) -> pa.Table:
+    """Any local input as an Arrow table: Arrow tables and record-batch readers, pandas and
+    Polars frames, dicts of columns, and file paths (CSV, TSV, Parquet, JSON Lines, read with
+    the columns the roles name)."""
+    import os
+
     if isinstance(data, pa.Table):
         return data
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, str | os.PathLike):
+        from userdp.data.io import read_table
+
+        roles = tuple(c for c in (cols.user, cols.key, cols.value) if c is not None)
+        return read_table(data, columns=roles)
     if isinstance(data, Mapping):
         return pa.table(
             {
@@ -67,11 +81,17 @@ def _as_table(data: Any) -> pa.Table:
                 for k, v in data.items()
             }
         )
-    if type(data).__module__.startswith("pandas") and hasattr(data, "columns"):
+    module = type(data).__module__
+    if module.startswith("pandas") and hasattr(data, "columns"):
         return pa.Table.from_pandas(data, preserve_index=False)
+    if module.startswith("polars") and hasattr(data, "collect"):  # a LazyFrame
+        data = data.collect()
+    if module.startswith("polars") and hasattr(data, "to_arrow"):
+        return data.to_arrow()
     raise DataError(
-        "aggregate: 'data' must be a pyarrow.Table, a pandas.DataFrame, a dict of columns or a "
-        f"pyspark.sql.DataFrame; got {type(data).__name__}."
+        "aggregate: 'data' must be a pyarrow.Table or RecordBatchReader, a pandas or Polars "
+        "DataFrame, a dict of columns, a file path or a pyspark.sql.DataFrame; got "
+        f"{type(data).__name__}."
     )
 
 
@@ -238,8 +258,10 @@ def aggregate(
 
     Parameters
     ----------
-    data : pyarrow.Table, pandas.DataFrame, dict of columns or pyspark.sql.DataFrame
+    data : table, frame, file path or pyspark.sql.DataFrame
         One row per record; the privacy unit is a user with all their rows (add/remove).
+        A pyarrow Table or RecordBatchReader, a pandas or Polars (lazy) frame, a dict of
+        columns, a CSV/TSV/Parquet/JSON Lines path (read with the role columns), or Spark.
     user_column, key_column, value_column : str
         Column roles; ``key_column=None`` treats the whole table as one key (the smooth-bounded
         mean and quantiles of :mod:`userdp.estimate`, on either engine).
@@ -590,7 +612,7 @@ def _engine(engine: str, data: Any, cols: Columns) -> Any:
         from userdp.aggregate.spark import SparkEngine  # pyspark only when asked for
 
         return SparkEngine(data, cols)
-    table = _as_table(data)
+    table = _as_table(data, cols)
     for role, name in (("user", cols.user), ("key", cols.key), ("value", cols.value)):
         if name is not None and name not in table.column_names:
             raise DataError(

@@ -243,3 +243,11 @@ def test_a_seed_is_refused_on_a_second_release_charged_to_one_accountant():
         aggregate(_two_keys(200), seed=11, **kw)
     aggregate(_two_keys(200), seed=12, **kw)
     aggregate(_two_keys(200), seed=None, **kw)
+
+
+def test_a_bound_lands_on_a_norm_users_can_have_not_a_bin_edge_above_it():
+    """One key per user: every users/count norm is 1, so C is 1, not the bin edge above it."""
+    n = 20_000
+    d = {"user": np.arange(n), "key": np.arange(n) % 50, "v": np.zeros(n)}
+    r = aggregate(d, metrics="users,count", keys=list(range(50)), epsilon=1.0, delta=1e-5, seed=0)
+    assert r.contribution_bounds["users"] == 1.0 and r.contribution_bounds["count"] == 1.0

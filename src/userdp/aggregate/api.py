@@ -446,6 +446,7 @@ def aggregate(
                     cap=users_cap if f == "users" else None,
                     # declared default: no bias when a user has one row per key
                     fallback=None if f == "users" else units[f],
+                    integral=f != "sum",
                 )
                 events.append(dp_accounting.GaussianDpEvent(z))
         fams: dict[str, tuple[str, ...]] = {

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from userdp.estimate.weighting import smooth_weights
+from userdp.estimate.weighting import pool_upwards, smooth_weights
 from userdp.exceptions import DataError
 
 __all__ = [
@@ -458,10 +458,15 @@ def choose_bound(
     of ``users`` (``spread=1``); for counts and sums ``||x||_1`` lies between r (one key) and
     r^2 (unit entries), taken as ``r^1.5`` (``spread=0.5``), which did best on the pilot draw)
     plus ``n_keys z C sqrt(2/pi)`` (the expected absolute noise summed over the keys), over C
-    on the bins' lower edges, from the noisy bin counts ``c_j`` thresholded at 4.5 sd (an
-    empty bin passes with probability 3.4e-6, so the ~190 empty bins add a phantom group with
-    probability < 7e-4; a phantom at a large norm would drag C up). Post-processing of the
-    noisy histogram.
+    on the bins' lower edges, from the noisy bin counts ``c_j`` pooled upwards
+    (:func:`userdp.estimate.weighting.pool_upwards`: contiguous bins from the smallest norm up
+    until a group's sum passes 4.5 sd times the square root of its bins, put on its median
+    bin; a group of empty bins passes with probability 3.4e-6, so the ~190 empty bins add a
+    phantom group with probability < 7e-4, and a phantom at a large norm would drag C up).
+    Pooling sees the thin tail of heavy users that no single bin shows; thresholding each bin
+    alone dropped it and chose C as if no heavy user existed (measured: total users error
+    over ml-100k's items 213k -> 131k, counts with repeated rows 264k -> 252k at epsilon 1;
+    one key per user unchanged). Post-processing of the noisy histogram.
 
     ``cap`` is a public upper bound on every user's norm (``sqrt(|K|)`` for ``users``: a user
     holds each released key at most once): C never exceeds it, since above it C adds noise and
@@ -476,7 +481,9 @@ def choose_bound(
     threshold = 4.5 * z_hist
     if fallback is None:
         fallback = cap if cap is not None else unit
-    c = np.where(noisy > threshold, noisy, 0.0)
+    # bins pooled from the smallest norm up until a group's sum clears threshold * sqrt(its
+    # bins), on its median bin: a thin tail of heavy users no single bin shows still counts
+    c = pool_upwards(np.asarray(noisy, dtype=np.float64), threshold).astype(np.float64)
     if c.sum() < 2.0 * threshold:
         return float(fallback)
     reps = bin_representatives(unit)

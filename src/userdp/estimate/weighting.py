@@ -48,6 +48,7 @@ __all__ = [
     "factorize_users",
     "limit_mask",
     "limit_variance",
+    "pool_upwards",
     "private_size_histogram",
     "record_keys",
     "size_bin_edges",
@@ -440,7 +441,7 @@ class SizeHistogram:
         return float(max(1, int(self.counts.sum())))
 
 
-def _pool_upwards(noisy: np.ndarray, threshold: float) -> np.ndarray:
+def pool_upwards(noisy: np.ndarray, threshold: float) -> np.ndarray:
     """Post-process noisy bin counts into contiguous groups, from the smallest size up.
 
     Walking up the bins, noisy counts accumulate into the current group of ``k`` bins until
@@ -502,7 +503,7 @@ def private_size_histogram(
     """Release the distribution of user sizes with Laplace noise.
 
     Counts of users per bin of :func:`size_bin_edges` get Laplace noise of scale
-    ``1 / epsilon``. Post-processing (free, see :func:`_pool_upwards`): bins are pooled from
+    ``1 / epsilon``. Post-processing (free, see :func:`pool_upwards`): bins are pooled from
     the smallest size up into groups whose noisy sum passes ``threshold * sqrt(#bins in the
     group)``, ``threshold = scale * ln(#bins / 0.1)``, and each group's rounded count is put
     on its median bin. Merely clipping at 0 would let the ~110 empty bins up to ``2^31`` add
@@ -542,7 +543,7 @@ def private_size_histogram(
     noisy = noise.add_laplace(exact, scale, statistic="size_histogram.counts", l1=1.0, index=edges)
     del exact
     threshold = scale * math.log(edges.size / _PHANTOM_PROBABILITY)
-    counts = _pool_upwards(noisy, threshold)
+    counts = pool_upwards(noisy, threshold)
     hi_incl = np.concatenate([edges[1:] - 1, [edges[-1]]]).astype(np.float64)
     reps = np.sqrt(edges.astype(np.float64) * hi_incl)
     return SizeHistogram(reps, counts, threshold, scale, eps, event)

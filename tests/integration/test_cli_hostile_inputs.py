@@ -658,3 +658,35 @@ def test_evaluate_says_when_a_model_does_not_beat_the_references():
     notes = _no_better_than_baselines(rows)
     assert len(notes) == 1
     assert notes[0].startswith("adadpals at epsilon=1 does no better than the global-mean")
+
+
+def test_sigterm_rolls_back_the_output_and_exits_143_with_one_line(tmp_path):
+    """SIGTERM killed the command at once, leaving its temporary output file behind."""
+    (tmp_path / "rows.csv").write_text(
+        "user,key\n" + "".join(f"u{u},k{u % 3}\n" for u in range(300))
+    )
+    code = (
+        "import os, signal, sys\n"
+        "import pyarrow.csv as pacsv\n"
+        "write = pacsv.write_csv\n"
+        "def write_then_sigterm(*args, **kwargs):\n"
+        "    write(*args, **kwargs)  # the temporary file is written, not yet renamed\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "pacsv.write_csv = write_then_sigterm\n"
+        "sys.argv = ['userdp', 'aggregate', 'rows.csv', '--keys', 'keys.txt', '--epsilon', '1',\n"
+        "            '--delta', '1e-5', '-o', 'out.csv']\n"
+        "from userdp.cli import console_main\n"
+        "console_main()\n"
+    )
+    (tmp_path / "keys.txt").write_text("k0\nk1\nk2\n")
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == ExitCode.TERMINATED, done.stderr
+    assert done.stderr == "userdp: terminated\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keys.txt", "rows.csv"]

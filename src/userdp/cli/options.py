@@ -63,6 +63,7 @@ class ExitCode(IntEnum):
     FAILURE = 1  # an unexpected error: a bug, or an environment problem
     USAGE = 2  # bad arguments or bad input, with a one-line explanation
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+    TERMINATED = 143  # SIGTERM (128 + SIGTERM), e.g. `kill`, a job scheduler, a container stop
 
 
 def one_line(message: object) -> str:
@@ -456,7 +457,8 @@ def _plain_interrupts() -> None:
     thread is itself inside a py4j call; the re-entrant call fails and py4j logs each failure
     with ``logging.exception`` on the root logger (which, without handlers, configures itself
     to print on stderr). Python's default handler raises ``KeyboardInterrupt`` at once instead
-    (the JVM ignores SIGINT and goes down with the process); :func:`userdp.cli.console_main`
+    (the JVM ignores SIGINT; :func:`userdp.cli.main`'s cleanup stops the session and ends the
+    JVM, see :func:`userdp.spark.stopping_new_sessions`); :func:`userdp.cli.console_main`
     prints the one line. py4j's root-logger records are dropped when the root logger has no
     handler of its own.
     """

@@ -690,3 +690,55 @@ def test_sigterm_rolls_back_the_output_and_exits_143_with_one_line(tmp_path):
     assert done.returncode == ExitCode.TERMINATED, done.stderr
     assert done.stderr == "userdp: terminated\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keys.txt", "rows.csv"]
+
+
+def _without_pyspark(monkeypatch) -> None:
+    """Make every ``import pyspark...`` fail as on a machine without the spark extra."""
+    for name in [m for m in sys.modules if m == "pyspark" or m.startswith(("pyspark.", "py4j"))]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+
+
+@pytest.mark.parametrize(
+    ("argv", "prog"),
+    [
+        (["recommend", "train", "{p}", "-o", "{d}/m.npz", "--method", "als"], "recommend train"),
+        (["select", "{p}", *EPS_DELTA], "select"),
+        (["aggregate", "{p}", "--key-column", "item", *EPS_DELTA], "aggregate"),
+    ],
+    ids=["recommend-train", "select", "aggregate"],
+)
+def test_engine_spark_without_pyspark_exits_2_with_the_install_command(
+    tmp_path, capsys, monkeypatch, argv, prog
+):
+    """recommend train said "unexpected error: ModuleNotFoundError" and exited 1."""
+    p = tmp_path / "ratings.csv"
+    p.write_text("user,item,rating\n" + "".join(f"u{u},i{u % 7},3\n" for u in range(60)))
+    _without_pyspark(monkeypatch)
+    argv = [a.format(p=p, d=tmp_path) for a in argv] + ["--engine", "spark"]
+    assert main(argv) == ExitCode.USAGE
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"userdp {prog}: error: ")
+    assert "pip install 'userdp[spark]'" in err
+
+
+def test_a_missing_optional_package_exits_2_and_a_missing_userdp_module_stays_a_bug(
+    tmp_path, capsys, monkeypatch
+):
+    from userdp.cli import select as select_cli
+
+    p = tmp_path / "pairs.csv"
+    p.write_text("user,item\n" + "".join(f"u{u},a\n" for u in range(50)))
+    for name, code, words in [
+        ("polars", ExitCode.USAGE, "error: This needs Polars: pip install polars;"),
+        ("userdp.no_such_part", ExitCode.FAILURE, "unexpected error: ModuleNotFoundError"),
+    ]:
+
+        def missing(*_args, name=name, **_kwargs):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+        monkeypatch.setattr(select_cli, "select_partitions", missing)
+        assert main(["select", str(p), *EPS_DELTA]) == code
+        assert words in capsys.readouterr().err

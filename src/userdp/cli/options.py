@@ -517,12 +517,38 @@ def run_guarded(prog: str, command: Callable[[argparse.Namespace], int], args: A
         if _is_spark_error(err):
             print(f"{prog}: error: Spark: {_describe(err)}", file=sys.stderr)
             return ExitCode.USAGE
+        hint = _install_hint(err)
+        if hint is not None:  # an optional package the command needs: how to install it
+            print(f"{prog}: error: {hint}", file=sys.stderr)
+            return ExitCode.USAGE
         print(
             f"{prog}: unexpected error: {type(err).__name__}: {_describe(err)} "
             "(rerun with --debug for the traceback)",
             file=sys.stderr,
         )
         return ExitCode.FAILURE
+
+
+#: Optional packages a command may import, by top-level module: what to install. A missing
+#: one is the environment's setup, not a bug: exit 2 with the command that fixes it.
+_OPTIONAL_PACKAGES = {
+    "pyspark": "PySpark: pip install 'userdp[spark]' (Java 17+ is needed too)",
+    "py4j": "PySpark: pip install 'userdp[spark]' (Java 17+ is needed too)",
+    "pandas": "pandas: pip install pandas",
+    "polars": "Polars: pip install polars",
+    "sklearn": "scikit-learn: pip install scikit-learn",
+    "matplotlib": "matplotlib: pip install matplotlib",
+}
+
+
+def _install_hint(err: BaseException) -> str | None:
+    """One line for an optional package that is not installed (None for any other error)."""
+    if not isinstance(err, ModuleNotFoundError) or not err.name:
+        return None
+    needed = _OPTIONAL_PACKAGES.get(err.name.split(".")[0])
+    if needed is None:
+        return None
+    return f"This needs {needed}; the module {err.name!r} is not installed."
 
 
 def _too_large(err: BaseException) -> str:

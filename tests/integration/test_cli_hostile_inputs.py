@@ -742,3 +742,55 @@ def test_a_missing_optional_package_exits_2_and_a_missing_userdp_module_stays_a_
         monkeypatch.setattr(select_cli, "select_partitions", missing)
         assert main(["select", str(p), *EPS_DELTA]) == code
         assert words in capsys.readouterr().err
+
+
+def _summary_line(err: str) -> str:
+    return next(ln for ln in err.splitlines() if " at epsilon=" in ln)
+
+
+@pytest.mark.parametrize(
+    ("budget", "echo"),
+    [
+        (["--epsilon", "1", "--delta", "0.9999999"], "epsilon=1, delta=0.9999999"),
+        (["--epsilon", "1e20", "--delta", "1e-5"], "epsilon=1e+20, delta=1e-05"),
+        (["--epsilon", "0.123456789", "--delta", "1e-5"], "epsilon=0.123456789, delta=1e-05"),
+    ],
+    ids=["delta-near-1", "huge-epsilon", "many-digits"],
+)
+@pytest.mark.parametrize("command", ["select", "aggregate"])
+def test_the_summary_echoes_the_budget_exactly(tmp_path, capsys, command, budget, echo):
+    """``--delta 0.9999999`` was echoed as ``delta=1``, ``--epsilon 1e20`` as 9.98144e+19."""
+    p = tmp_path / "rows.csv"
+    p.write_text("user,key\n" + "".join(f"u{u},k{u % 3}\n" for u in range(300)))
+    extra = ["--item-column", "key"] if command == "select" else []
+    assert main([command, str(p), *extra, *budget, "--seed", "1"]) == 0
+    line = _summary_line(capsys.readouterr().err)
+    assert line.endswith(f" at {echo}."), line
+    numbers = dict(part.split("=") for part in line.rstrip(".").split(" at ")[-1].split(", "))
+    assert float(numbers["epsilon"]) == float(budget[1])  # reads back as the float given
+    assert float(numbers["delta"]) == float(budget[3])
+
+
+def test_aggregate_quantiles_echo_the_budget_given_not_the_six_digit_spent_one(tmp_path, capsys):
+    """``--metrics quantiles`` printed ``epsilon=0.764937`` for ``--epsilon 1``."""
+    p = tmp_path / "rows.csv"
+    p.write_text("user,key,v\n" + "".join(f"u{u},k{u % 3},{u % 5}\n" for u in range(300)))
+    argv = ["aggregate", str(p), "--value-column", "v", "--bounds", "0", "5"]
+    argv += ["--metrics", "quantiles", "--quantiles", "0.5,0.9", *EPS_DELTA, "--seed", "1"]
+    assert main(argv) == 0
+    assert _summary_line(capsys.readouterr().err).endswith(" at epsilon=1, delta=1e-05.")
+
+
+def test_estimate_summary_echoes_epsilon_exactly(tmp_path, capsys):
+    p = tmp_path / "values.csv"
+    p.write_text("user,v\n" + "".join(f"u{u},{u % 5}\n" for u in range(300)))
+    argv = ["estimate", "mean", str(p), "--value-column", "v", "--bounds", "0", "5"]
+    assert main([*argv, "--epsilon", "0.9999999", "--seed", "1"]) == 0
+    assert " at epsilon=0.9999999 (pure DP)." in capsys.readouterr().err
+
+
+def test_a_bad_delta_is_echoed_exactly(tmp_path, capsys):
+    p = tmp_path / "pairs.csv"
+    p.write_text("user,item\nu1,a\n")
+    assert main(["select", str(p), "--epsilon", "1", "--delta", "1.0000001"]) == ExitCode.USAGE
+    assert "got 1.0000001." in capsys.readouterr().err

@@ -24,6 +24,7 @@ from .options import (
     check_column_roles,
     check_output_path,
     common_options,
+    exact,
     input_size,
     non_negative_int,
     run_guarded,
@@ -182,9 +183,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _check(args: argparse.Namespace) -> dict[str, Any]:
     if not (math.isfinite(args.epsilon) and args.epsilon > 0):
-        raise InvalidParameterError(f"--epsilon must be a finite number > 0; got {args.epsilon:g}.")
+        raise InvalidParameterError(
+            f"--epsilon must be a finite number > 0; got {exact(args.epsilon)}."
+        )
     if not (math.isfinite(args.delta) and 0 < args.delta < 1):
-        raise InvalidParameterError(f"--delta must be in (0, 1); got {args.delta:g}.")
+        raise InvalidParameterError(f"--delta must be in (0, 1); got {exact(args.delta)}.")
     key = None if args.key_column.lower() == "none" else args.key_column
     roles = {
         "--user-column": args.user_column,
@@ -311,7 +314,12 @@ def run(args: argparse.Namespace) -> int:
             release["output"] = str(output)
         print(json.dumps(release, ensure_ascii=False, default=str))
     if not args.quiet:
-        print(f"{PROG}: {result.summary()}.", file=sys.stderr)
+        # the budget as given, exactly (the summary's is the one spent, to 6 digits)
+        released = result.summary().rsplit(" at epsilon=", 1)[0]
+        print(
+            f"{PROG}: {released} at epsilon={exact(args.epsilon)}, delta={exact(args.delta)}.",
+            file=sys.stderr,
+        )
         if args.verbose:  # exact figures and timings only on request: logs keep stderr
             print(
                 f"{PROG}: diagnostics (NOT differentially private: exact counts for the "

@@ -36,6 +36,7 @@ __all__ = [
     "check_output_path",
     "common_options",
     "delimiter",
+    "exact",
     "input_size",
     "is_stdout",
     "non_negative_int",
@@ -64,6 +65,14 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad arguments or bad input, with a one-line explanation
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
     TERMINATED = 143  # SIGTERM (128 + SIGTERM), e.g. `kill`, a job scheduler, a container stop
+
+
+def exact(value: float) -> str:
+    """``value`` as the shortest text that reads back as the same float: ``1``, ``0.9999999``,
+    ``1e+20``, ``1e-05``, for echoing a budget as it was given (``:g`` keeps 6 digits, so
+    ``--delta 0.9999999`` read back as ``delta=1``)."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def one_line(message: object) -> str:

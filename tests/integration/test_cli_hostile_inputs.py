@@ -794,3 +794,40 @@ def test_a_bad_delta_is_echoed_exactly(tmp_path, capsys):
     p.write_text("user,item\nu1,a\n")
     assert main(["select", str(p), "--epsilon", "1", "--delta", "1.0000001"]) == ExitCode.USAGE
     assert "got 1.0000001." in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.isdir("/sys"), reason="needs a read-only /sys (Linux)")
+@pytest.mark.parametrize("command", ["select", "aggregate"])
+def test_an_unwritable_output_is_named_as_given_not_as_the_temporary_file(
+    tmp_path, capsys, command
+):
+    """As root, ``-o /sys/out.txt`` failed naming '/sys/.out.txt.<random>.tmp'."""
+    p = tmp_path / "rows.csv"
+    p.write_text("user,key\n" + "".join(f"u{u},k{u % 3}\n" for u in range(300)))
+    out = "/sys/out.txt" if command == "select" else "/sys/out.csv"
+    extra = ["--item-column", "key"] if command == "select" else []
+    assert main([command, str(p), *extra, *EPS_DELTA, "-o", out]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(f"userdp {command}: error: ") and len(err.splitlines()) == 1, err
+    assert f"{out}: " in err and ".tmp" not in err
+
+
+def test_a_failed_write_names_the_output_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    """A full disk while writing named the temporary file."""
+    import errno
+
+    import pyarrow.csv as pacsv
+
+    def disk_full(table, path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    p = tmp_path / "rows.csv"
+    p.write_text("user,key\n" + "".join(f"u{u},k{u % 3}\n" for u in range(300)))
+    (tmp_path / "keys.txt").write_text("k0\nk1\n")
+    monkeypatch.setattr(pacsv, "write_csv", disk_full)
+    out = tmp_path / "out.csv"
+    argv = ["aggregate", str(p), "--keys", str(tmp_path / "keys.txt"), *EPS_DELTA, "-o", str(out)]
+    assert main(argv) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert err == f"userdp aggregate: error: {out}: {os.strerror(errno.ENOSPC)}\n"
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["keys.txt", "rows.csv"]

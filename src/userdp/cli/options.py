@@ -401,15 +401,23 @@ def atomic_output(path: Path, *, overwrite: bool) -> Iterator[Path]:
     stdout when the block succeeds, so a failed run prints nothing.
     """
     to_stdout = is_stdout(path)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{'stdout' if to_stdout else path.name}.",
-        suffix=".tmp",
-        dir=None if to_stdout else path.parent,
-    )
+    try:
+        fd, tmp_name = tempfile.mkstemp(
+            prefix=f".{'stdout' if to_stdout else path.name}.",
+            suffix=".tmp",
+            dir=None if to_stdout else path.parent,
+        )
+    except OSError as err:  # e.g. a read-only directory that os.access let through (root)
+        raise _about(err, path) from err
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as err:
+            if err.filename is None or os.fspath(err.filename) != tmp_name:
+                raise
+            raise _about(err, path) from err  # a write to the temporary file failed
         if to_stdout:
             sys.stdout.flush()
             with open(tmp, "rb") as f:
@@ -421,11 +429,20 @@ def atomic_output(path: Path, *, overwrite: bool) -> Iterator[Path]:
             raise InvalidParameterError(
                 f"The output file {str(path)!r} already exists; pass --overwrite to replace it."
             )
-        os.chmod(tmp, _new_file_mode(path))
-        os.replace(tmp, path)
+        try:
+            os.chmod(tmp, _new_file_mode(path))
+            os.replace(tmp, path)
+        except OSError as err:
+            raise _about(err, path) from err
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def _about(err: OSError, path: Path) -> OSError:
+    """``err`` told about ``path``, the file the user named, not the temporary file next to
+    it (a name the user never gave; error lines say ``PATH: reason``)."""
+    return OSError(err.errno, err.strerror, "standard output" if is_stdout(path) else str(path))
 
 
 def start_spark(master: str | None, *, verbose: int = 0) -> Any:

@@ -201,6 +201,12 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
         raise InvalidParameterError(
             f"--quantiles must be numbers such as 0.5,0.9; got {args.quantiles!r}."
         ) from None
+    twice = sorted({q for q in levels if levels.count(q) > 1})
+    if twice:  # one column per level: a repeat would spend budget on a release it overwrites
+        raise InvalidParameterError(
+            f"--quantiles lists {', '.join(exact(q) for q in twice)} more than once; give each "
+            "level once."
+        )
     if args.output is not None and args.output != "-":
         suffix = Path(args.output).suffix.lower()
         if suffix not in (".csv", ".parquet", ".json"):
@@ -222,8 +228,14 @@ def _read_keys(path: str) -> list[Any]:
             raise DataError(f"The key list {path!r} is not a JSON list.") from err
         if not isinstance(keys, list):
             raise DataError(f"The key list {path!r} is not a JSON list.")
-        return keys
-    return [line for line in text.splitlines() if line != ""]
+    else:
+        keys = [line for line in text.splitlines() if line != ""]
+    if not keys:  # would release nothing and still spend the budget
+        raise DataError(
+            f"The key list {path!r} holds no key; list at least one, or leave out --keys to "
+            "select the keys privately."
+        )
+    return keys
 
 
 def _write(table: pa.Table, path: Path, suffix: str) -> None:

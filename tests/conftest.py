@@ -1,5 +1,5 @@
 """Shared fixtures: one Spark session for the whole suite (started on first use), and the
-``slow`` marker on every test that uses it.
+``slow`` marker on every test that uses it; the suite's Hypothesis profile.
 
 ``USERDP_SPARK_MASTER`` picks the master (default ``local[2]``): with
 ``local-cluster[2,1,1024]`` the executors are separate JVMs with their own Python workers, so a
@@ -11,6 +11,22 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+#: The suite's Hypothesis profile, loaded for every run (``python -m pytest -q -n auto`` included):
+#: no test depends on wall time, so no per-example deadline and no too-slow health check (a loaded
+#: two-core machine made the 200 ms deadline fail hashing tests), and no reproduction blob after a
+#: failure (the falsifying example is printed). It builds on the profile Hypothesis picked (``ci``
+#: under CI: derandomized, no example database). ``--hypothesis-profile`` still overrides it.
+HYPOTHESIS_PROFILE = "userdp"
+settings.register_profile(
+    HYPOTHESIS_PROFILE,
+    parent=settings.get_profile(settings.get_current_profile_name()),
+    deadline=None,
+    print_blob=False,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(HYPOTHESIS_PROFILE)
 
 SPARK_MASTER = os.environ.get("USERDP_SPARK_MASTER", "local[2]")
 

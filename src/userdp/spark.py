@@ -13,8 +13,11 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +35,7 @@ __all__ = [
     "python_partitions",
     "require_pyspark",
     "spark_session",
+    "stopping_new_sessions",
     "whole_partition",
 ]
 
@@ -53,6 +57,10 @@ CODEGEN_CACHE_ENTRIES = 1000
 #: few numbers, as in every userdp pass but the recommenders' per-partition statistics, a few
 #: rows that their pandas call holds whole anyway).
 ARROW_BATCH_BYTES = 2**31 - 1
+#: Seconds the JVM of a session that :func:`stopping_new_sessions` stopped is given to exit by
+#: itself (its gateway exits at the end of its standard input, after Spark's shutdown hooks), and
+#: then again after SIGTERM, before it is killed.
+JVM_EXIT_SECONDS = 30
 
 
 class SparkUnavailableError(UserDPError):
@@ -230,6 +238,124 @@ def spark_session(
         raise SparkUnavailableError(f"Spark failed to start ({master}): {err}") from err
     session.sparkContext.setLogLevel("ERROR" if quiet else "WARN")
     return session
+
+
+@contextlib.contextmanager
+def stopping_new_sessions() -> Iterator[None]:
+    """Stop the Spark session the block starts, and end the JVM it launched, on any exit.
+
+    For the command line: an error, Ctrl-C or SIGTERM (raised as an exception) unwinds through
+    here, so no Java process outlives the command. A session or JVM that was running before
+    the block (a notebook's, a test suite's) is left running. Never imports PySpark.
+    """
+    before = _spark_state()
+    try:
+        yield
+    finally:
+        _end_new_spark(before)
+
+
+def _spark_state() -> tuple[Any, Any]:
+    """PySpark's active SparkContext and py4j gateway (None, None if PySpark is not loaded)."""
+    pyspark = sys.modules.get("pyspark")
+    context_class = getattr(pyspark, "SparkContext", None)
+    if context_class is None:
+        return None, None
+    return (
+        getattr(context_class, "_active_spark_context", None),
+        getattr(context_class, "_gateway", None),
+    )
+
+
+def _end_new_spark(before: tuple[Any, Any]) -> None:
+    """Stop the context and shut down the gateway that are not those of ``before``."""
+    context, gateway = _spark_state()
+    with warnings.catch_warnings():  # PySpark warns when the JVM is already gone
+        warnings.simplefilter("ignore")
+        if context is not None and context is not before[0]:
+            try:
+                from pyspark.sql import SparkSession
+
+                session = SparkSession.getActiveSession()
+                (session if session is not None else context).stop()
+            except Exception as err:  # py4j after an interrupted call, a JVM gone: end it below
+                logger.debug("Stopping the Spark session failed: %s", err)
+                with contextlib.suppress(Exception):
+                    context.stop()
+        if gateway is not None and gateway is not before[1]:
+            with contextlib.suppress(Exception):
+                gateway.shutdown()  # py4j's sockets and callback server, Python side and Java's
+            context_class = sys.modules["pyspark"].SparkContext
+            context_class._gateway = None  # a later session launches a JVM of its own
+            context_class._jvm = None
+            _end_process(getattr(gateway, "proc", None))
+        elif gateway is None and before[1] is None:  # interrupted while PySpark launched a JVM
+            for pid in _launched_gateways():
+                _end_child(pid)
+
+
+def _end_process(proc: subprocess.Popen[bytes] | None) -> None:
+    """End the JVM that PySpark launched: the end of its stdin, then SIGTERM, then SIGKILL.
+
+    PySpark's gateway reads its standard input and exits (running Spark's shutdown hooks) when
+    it ends; each step gets :data:`JVM_EXIT_SECONDS`.
+    """
+    if proc is None:  # PySpark attached to a JVM it did not launch (PYSPARK_GATEWAY_PORT)
+        return
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    for step in (None, proc.terminate, proc.kill):
+        if step is not None:
+            with contextlib.suppress(OSError):
+                step()
+        try:
+            proc.wait(timeout=JVM_EXIT_SECONDS)
+            return
+        except subprocess.TimeoutExpired:
+            logger.debug("The Spark JVM (pid %d) has not exited yet.", proc.pid)
+
+
+def _launched_gateways() -> list[int]:
+    """Children of this process that are PySpark's gateway JVM, or the ``spark-submit`` script
+    about to become it (Linux ``/proc``; none found elsewhere).
+
+    An interrupt while PySpark waits for a new JVM to report its port loses PySpark's handle on
+    it, and that JVM then runs on forever (it cannot report and never reads its input).
+    """
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    parent = int(f.read().rsplit(b")", 1)[1].split()[1])
+                if parent != os.getpid():
+                    continue
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except (OSError, ValueError, IndexError):  # gone meanwhile, or not readable
+                continue
+            launcher = any(a.endswith((b"spark-submit", b".deploy.SparkSubmit")) for a in argv)
+            if launcher and b"pyspark-shell" in argv:
+                found.append(int(entry))
+    return found
+
+
+def _end_child(pid: int) -> None:
+    """End child process ``pid``: SIGTERM, then SIGKILL, each given :data:`JVM_EXIT_SECONDS`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + JVM_EXIT_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    return
+            except ChildProcessError:  # already reaped (by its Popen object)
+                return
+            time.sleep(0.05)
 
 
 def python_partitions(spark: Any, rows: int, rows_per_call: int) -> int:

@@ -120,3 +120,31 @@ def test_an_existing_output_is_kept_without_overwrite(ratings, tmp_path, capsys)
     assert out.read_text() == "keep me\n"
     assert main(["aggregate", str(ratings), *BASE, "-o", str(out), "--overwrite"]) == 0
     assert out.read_text() != "keep me\n"
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", "[]"], ids=["empty", "blank-lines", "json"])
+def test_an_empty_key_list_is_refused_before_anything_is_released(
+    ratings, tmp_path, capsys, content
+):
+    """An empty --keys file was accepted: an empty table, the budget spent all the same."""
+    keys = tmp_path / ("keys.json" if content == "[]" else "keys.txt")
+    keys.write_text(content)
+    out = tmp_path / "out.csv"
+    assert main(["aggregate", str(ratings), *BASE, "--keys", str(keys), "-o", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and not out.exists()
+    assert captured.err == (
+        f"userdp aggregate: error: The key list {str(keys)!r} holds no key; list at least one, "
+        "or leave out --keys to select the keys privately.\n"
+    )
+
+
+def test_a_quantile_level_given_twice_is_refused(ratings, capsys):
+    """--quantiles 0.5,0.5 released q0.5 twice into one column, spending budget on both."""
+    argv = ["aggregate", str(ratings), *BASE, "--value-column", "rating", "--bounds", "1", "5"]
+    argv += ["--metrics", "quantiles", "--quantiles", "0.5,0.9,0.5"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "userdp aggregate: error: --quantiles lists 0.5 more than once; give each level once.\n"
+    )

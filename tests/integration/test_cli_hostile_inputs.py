@@ -658,3 +658,176 @@ def test_evaluate_says_when_a_model_does_not_beat_the_references():
     notes = _no_better_than_baselines(rows)
     assert len(notes) == 1
     assert notes[0].startswith("adadpals at epsilon=1 does no better than the global-mean")
+
+
+def test_sigterm_rolls_back_the_output_and_exits_143_with_one_line(tmp_path):
+    """SIGTERM killed the command at once, leaving its temporary output file behind."""
+    (tmp_path / "rows.csv").write_text(
+        "user,key\n" + "".join(f"u{u},k{u % 3}\n" for u in range(300))
+    )
+    code = (
+        "import os, signal, sys\n"
+        "import pyarrow.csv as pacsv\n"
+        "write = pacsv.write_csv\n"
+        "def write_then_sigterm(*args, **kwargs):\n"
+        "    write(*args, **kwargs)  # the temporary file is written, not yet renamed\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "pacsv.write_csv = write_then_sigterm\n"
+        "sys.argv = ['userdp', 'aggregate', 'rows.csv', '--keys', 'keys.txt', '--epsilon', '1',\n"
+        "            '--delta', '1e-5', '-o', 'out.csv']\n"
+        "from userdp.cli import console_main\n"
+        "console_main()\n"
+    )
+    (tmp_path / "keys.txt").write_text("k0\nk1\nk2\n")
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == ExitCode.TERMINATED, done.stderr
+    assert done.stderr == "userdp: terminated\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keys.txt", "rows.csv"]
+
+
+def _without_pyspark(monkeypatch) -> None:
+    """Make every ``import pyspark...`` fail as on a machine without the spark extra."""
+    for name in [m for m in sys.modules if m == "pyspark" or m.startswith(("pyspark.", "py4j"))]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+
+
+@pytest.mark.parametrize(
+    ("argv", "prog"),
+    [
+        (["recommend", "train", "{p}", "-o", "{d}/m.npz", "--method", "als"], "recommend train"),
+        (["select", "{p}", *EPS_DELTA], "select"),
+        (["aggregate", "{p}", "--key-column", "item", *EPS_DELTA], "aggregate"),
+    ],
+    ids=["recommend-train", "select", "aggregate"],
+)
+def test_engine_spark_without_pyspark_exits_2_with_the_install_command(
+    tmp_path, capsys, monkeypatch, argv, prog
+):
+    """recommend train said "unexpected error: ModuleNotFoundError" and exited 1."""
+    p = tmp_path / "ratings.csv"
+    p.write_text("user,item,rating\n" + "".join(f"u{u},i{u % 7},3\n" for u in range(60)))
+    _without_pyspark(monkeypatch)
+    argv = [a.format(p=p, d=tmp_path) for a in argv] + ["--engine", "spark"]
+    assert main(argv) == ExitCode.USAGE
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"userdp {prog}: error: ")
+    assert "pip install 'userdp[spark]'" in err
+
+
+def test_a_missing_optional_package_exits_2_and_a_missing_userdp_module_stays_a_bug(
+    tmp_path, capsys, monkeypatch
+):
+    from userdp.cli import select as select_cli
+
+    p = tmp_path / "pairs.csv"
+    p.write_text("user,item\n" + "".join(f"u{u},a\n" for u in range(50)))
+    for name, code, words in [
+        ("polars", ExitCode.USAGE, "error: This needs Polars: pip install polars;"),
+        ("userdp.no_such_part", ExitCode.FAILURE, "unexpected error: ModuleNotFoundError"),
+    ]:
+
+        def missing(*_args, name=name, **_kwargs):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+        monkeypatch.setattr(select_cli, "select_partitions", missing)
+        assert main(["select", str(p), *EPS_DELTA]) == code
+        assert words in capsys.readouterr().err
+
+
+def _summary_line(err: str) -> str:
+    return next(ln for ln in err.splitlines() if " at epsilon=" in ln)
+
+
+@pytest.mark.parametrize(
+    ("budget", "echo"),
+    [
+        (["--epsilon", "1", "--delta", "0.9999999"], "epsilon=1, delta=0.9999999"),
+        (["--epsilon", "1e20", "--delta", "1e-5"], "epsilon=1e+20, delta=1e-05"),
+        (["--epsilon", "0.123456789", "--delta", "1e-5"], "epsilon=0.123456789, delta=1e-05"),
+    ],
+    ids=["delta-near-1", "huge-epsilon", "many-digits"],
+)
+@pytest.mark.parametrize("command", ["select", "aggregate"])
+def test_the_summary_echoes_the_budget_exactly(tmp_path, capsys, command, budget, echo):
+    """``--delta 0.9999999`` was echoed as ``delta=1``, ``--epsilon 1e20`` as 9.98144e+19."""
+    p = tmp_path / "rows.csv"
+    p.write_text("user,key\n" + "".join(f"u{u},k{u % 3}\n" for u in range(300)))
+    extra = ["--item-column", "key"] if command == "select" else []
+    assert main([command, str(p), *extra, *budget, "--seed", "1"]) == 0
+    line = _summary_line(capsys.readouterr().err)
+    assert line.endswith(f" at {echo}."), line
+    numbers = dict(part.split("=") for part in line.rstrip(".").split(" at ")[-1].split(", "))
+    assert float(numbers["epsilon"]) == float(budget[1])  # reads back as the float given
+    assert float(numbers["delta"]) == float(budget[3])
+
+
+def test_aggregate_quantiles_echo_the_budget_given_not_the_six_digit_spent_one(tmp_path, capsys):
+    """``--metrics quantiles`` printed ``epsilon=0.764937`` for ``--epsilon 1``."""
+    p = tmp_path / "rows.csv"
+    p.write_text("user,key,v\n" + "".join(f"u{u},k{u % 3},{u % 5}\n" for u in range(300)))
+    argv = ["aggregate", str(p), "--value-column", "v", "--bounds", "0", "5"]
+    argv += ["--metrics", "quantiles", "--quantiles", "0.5,0.9", *EPS_DELTA, "--seed", "1"]
+    assert main(argv) == 0
+    assert _summary_line(capsys.readouterr().err).endswith(" at epsilon=1, delta=1e-05.")
+
+
+def test_estimate_summary_echoes_epsilon_exactly(tmp_path, capsys):
+    p = tmp_path / "values.csv"
+    p.write_text("user,v\n" + "".join(f"u{u},{u % 5}\n" for u in range(300)))
+    argv = ["estimate", "mean", str(p), "--value-column", "v", "--bounds", "0", "5"]
+    assert main([*argv, "--epsilon", "0.9999999", "--seed", "1"]) == 0
+    assert " at epsilon=0.9999999 (pure DP)." in capsys.readouterr().err
+
+
+def test_a_bad_delta_is_echoed_exactly(tmp_path, capsys):
+    p = tmp_path / "pairs.csv"
+    p.write_text("user,item\nu1,a\n")
+    assert main(["select", str(p), "--epsilon", "1", "--delta", "1.0000001"]) == ExitCode.USAGE
+    assert "got 1.0000001." in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.isdir("/sys"), reason="needs a read-only /sys (Linux)")
+@pytest.mark.parametrize("command", ["select", "aggregate"])
+def test_an_unwritable_output_is_named_as_given_not_as_the_temporary_file(
+    tmp_path, capsys, command
+):
+    """As root, ``-o /sys/out.txt`` failed naming '/sys/.out.txt.<random>.tmp'."""
+    p = tmp_path / "rows.csv"
+    p.write_text("user,key\n" + "".join(f"u{u},k{u % 3}\n" for u in range(300)))
+    out = "/sys/out.txt" if command == "select" else "/sys/out.csv"
+    extra = ["--item-column", "key"] if command == "select" else []
+    assert main([command, str(p), *extra, *EPS_DELTA, "-o", out]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(f"userdp {command}: error: ") and len(err.splitlines()) == 1, err
+    assert f"{out}: " in err and ".tmp" not in err
+
+
+def test_a_failed_write_names_the_output_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    """A full disk while writing named the temporary file."""
+    import errno
+
+    import pyarrow.csv as pacsv
+
+    def disk_full(table, path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    p = tmp_path / "rows.csv"
+    p.write_text("user,key\n" + "".join(f"u{u},k{u % 3}\n" for u in range(300)))
+    (tmp_path / "keys.txt").write_text("k0\nk1\n")
+    monkeypatch.setattr(pacsv, "write_csv", disk_full)
+    out = tmp_path / "out.csv"
+    argv = ["aggregate", str(p), "--keys", str(tmp_path / "keys.txt"), *EPS_DELTA, "-o", str(out)]
+    assert main(argv) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert err == f"userdp aggregate: error: {out}: {os.strerror(errno.ENOSPC)}\n"
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["keys.txt", "rows.csv"]

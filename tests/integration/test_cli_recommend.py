@@ -134,6 +134,14 @@ def test_train_writes_a_model_with_the_declared_budget(data, tmp_path, capsys):
     assert not list(tmp_path.glob(".*tmp*"))  # the temporary file was renamed
 
 
+def test_train_echoes_the_budget_given_exactly(data, tmp_path, capsys):
+    """The table showed the model's budget to 6 digits (0.123456789 as 0.123457)."""
+    argv = [str(data["csv"]), "-o", str(tmp_path / "m.npz"), *FAST, "--rating-range", "0.5", "5"]
+    assert _train(*argv, "--epsilon", "0.123456789", "--delta", "1e-5") == ExitCode.OK
+    row = capsys.readouterr().err.splitlines()[2]
+    assert row.split()[:3] == ["adadpals", "0.123456789", "1e-05"]
+
+
 def test_train_prints_exact_counts_and_timings_only_with_verbose(data, tmp_path, capsys):
     argv = [str(data["csv"]), "-o", str(tmp_path / "m.npz"), *EPS_DELTA, *FAST]
     assert _train(*argv, "--rating-range", "0.5", "5", "-v") == ExitCode.OK

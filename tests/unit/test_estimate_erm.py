@@ -533,3 +533,14 @@ def test_the_label_set_is_declared_not_read_from_the_data():
     np.testing.assert_array_equal(fitted.coef_, without.coef_)
     with pytest.raises(InvalidParameterError, match="'classes' parameter"):
         WeightedERM(epsilon=EPS, delta=DELTA, classes=(1, 2)).fit(x, y, users)
+
+
+def test_fit_without_users_is_one_line_naming_users_before_anything_is_charged():
+    """fit(X, y) raised TypeError (a missing positional argument), unlike every other error."""
+    from helpers import NO_DATA
+
+    accountant = PrivacyAccountant()
+    with pytest.raises(DataError, match=r"^WeightedERM\.fit needs 'users'") as info:
+        WeightedERM(epsilon=1.0, delta=1e-6).fit(NO_DATA, NO_DATA, accountant=accountant)
+    assert "\n" not in str(info.value) and "fit(X, y, users)" in str(info.value)
+    assert accountant.ledger == ()

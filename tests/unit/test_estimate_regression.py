@@ -458,3 +458,17 @@ def test_solve_gwa_rejects_bad_parameters():
         solve_gwa(x, users, noise_variance=-1.0, laplace_unit=1.0)
     with pytest.raises(InvalidParameterError, match=r"'laplace_unit' parameter of solve_gwa"):
         solve_gwa(x, users, noise_variance=1.0, laplace_unit=math.nan)
+
+
+def test_fit_without_users_is_one_line_naming_users_before_anything_is_charged():
+    """fit(X, y) raised TypeError (a missing positional argument), unlike every other error."""
+    from helpers import NO_DATA
+
+    accountant = PrivacyAccountant()
+    model = LabelPrivateLinearRegression(epsilon=1.0, label_range=(0.0, 10.0))
+    with pytest.raises(
+        DataError, match=r"^LabelPrivateLinearRegression\.fit needs 'users'"
+    ) as info:
+        model.fit(NO_DATA, NO_DATA, accountant=accountant)
+    assert "\n" not in str(info.value) and "fit(X, y, users)" in str(info.value)
+    assert accountant.ledger == ()

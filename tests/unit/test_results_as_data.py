@@ -232,3 +232,30 @@ def test_select_and_estimate_print_json(tmp_path, capsys):
     record = json.loads(capsys.readouterr().out)
     lo, hi = record["interval95"]
     assert record["noise_sd"] > 0 and lo < record["estimates"]["mean"] < hi
+
+
+@pytest.fixture(scope="module")
+def grouped():
+    import userdp
+
+    rows = {"user": np.repeat(np.arange(N), 2), "key": np.tile(np.array(["a", "b"]), N)}
+    return userdp.aggregate(rows, keys=["a", "b", "c"], epsilon=1.0, delta=1e-5, seed=1)
+
+
+def test_aggregate_to_polars_holds_the_arrow_table(grouped):
+    pl = pytest.importorskip("polars")
+    frame = grouped.to_polars()
+    assert isinstance(frame, pl.DataFrame)
+    assert frame.columns == grouped.to_arrow().column_names == ["key", "users", "count"]
+    assert frame.to_dicts() == grouped.to_arrow().to_pylist()  # the same released values
+
+
+def test_aggregate_to_polars_without_polars_names_the_install(grouped, monkeypatch):
+    import sys
+
+    from userdp.exceptions import InvalidParameterError
+
+    monkeypatch.setitem(sys.modules, "polars", None)  # import polars raises ImportError
+    with pytest.raises(InvalidParameterError, match=r"pip install polars") as info:
+        grouped.to_polars()
+    assert "\n" not in str(info.value)

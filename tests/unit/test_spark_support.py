@@ -144,3 +144,30 @@ def test_salt_and_streams_come_from_the_entropy():
     assert NoiseSource().salt != NoiseSource().salt  # fresh OS entropy each run
     x = spawn_generator(a.entropy, (0, 1)).random(4)
     np.testing.assert_array_equal(a.stream(0, 1).random(4), x)
+
+
+def test_stopping_new_sessions_never_imports_pyspark():
+    """The command line wraps every command in it, local ones too (``userdp --version``-fast
+    imports: PySpark loads only for ``--engine spark``)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from userdp.spark import stopping_new_sessions\n"
+        "with stopping_new_sessions():\n"
+        "    pass\n"
+        "print('pyspark' in sys.modules)\n"
+    )
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "src")
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "False\n"
+
+
+def test_stopping_new_sessions_lets_the_block_s_exception_through():
+    with pytest.raises(KeyboardInterrupt), support.stopping_new_sessions():
+        raise KeyboardInterrupt

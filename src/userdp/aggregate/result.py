@@ -80,6 +80,22 @@ class AggregateResult:
         """The released table as a pandas DataFrame."""
         return self.to_arrow().to_pandas()
 
+    def to_polars(self) -> Any:
+        """The released table as a Polars DataFrame (the columns of :meth:`to_arrow`).
+
+        Needs Polars (``pip install polars``); it is not a dependency of userdp.
+        """
+        try:
+            import polars as pl
+        except ImportError as err:
+            from userdp.exceptions import InvalidParameterError
+
+            raise InvalidParameterError(
+                "to_polars needs Polars, which is not installed: pip install polars (or use "
+                "to_arrow() / to_pandas())."
+            ) from err
+        return pl.from_arrow(self.to_arrow())
+
     def to_spark(self) -> Any:
         """The released table as a Spark DataFrame (Spark engine only)."""
         if isinstance(self.table, pa.Table):

@@ -24,6 +24,7 @@ from .options import (
     check_column_roles,
     check_output_path,
     common_options,
+    exact,
     input_size,
     non_negative_int,
     run_guarded,
@@ -188,9 +189,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _check(args: argparse.Namespace) -> dict[str, Any]:
     if not (math.isfinite(args.epsilon) and args.epsilon > 0):
-        raise InvalidParameterError(f"--epsilon must be a finite number > 0; got {args.epsilon:g}.")
+        raise InvalidParameterError(
+            f"--epsilon must be a finite number > 0; got {exact(args.epsilon)}."
+        )
     if not (math.isfinite(args.delta) and 0 < args.delta < 1):
-        raise InvalidParameterError(f"--delta must be in (0, 1); got {args.delta:g}.")
+        raise InvalidParameterError(f"--delta must be in (0, 1); got {exact(args.delta)}.")
     key = None if args.key_column.lower() == "none" else args.key_column
     roles = {
         "--user-column": args.user_column,
@@ -204,6 +207,12 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
         raise InvalidParameterError(
             f"--quantiles must be numbers such as 0.5,0.9; got {args.quantiles!r}."
         ) from None
+    twice = sorted({q for q in levels if levels.count(q) > 1})
+    if twice:  # one column per level: a repeat would spend budget on a release it overwrites
+        raise InvalidParameterError(
+            f"--quantiles lists {', '.join(exact(q) for q in twice)} more than once; give each "
+            "level once."
+        )
     if args.output is not None and args.output != "-":
         suffix = Path(args.output).suffix.lower()
         if suffix not in (".csv", ".parquet", ".json"):
@@ -225,8 +234,14 @@ def _read_keys(path: str) -> list[Any]:
             raise DataError(f"The key list {path!r} is not a JSON list.") from err
         if not isinstance(keys, list):
             raise DataError(f"The key list {path!r} is not a JSON list.")
-        return keys
-    return [line for line in text.splitlines() if line != ""]
+    else:
+        keys = [line for line in text.splitlines() if line != ""]
+    if not keys:  # would release nothing and still spend the budget
+        raise DataError(
+            f"The key list {path!r} holds no key; list at least one, or leave out --keys to "
+            "select the keys privately."
+        )
+    return keys
 
 
 def _write(table: pa.Table, path: Path, suffix: str) -> None:
@@ -339,7 +354,12 @@ def run(args: argparse.Namespace) -> int:
             release["output"] = str(output)
         print(json.dumps(release, ensure_ascii=False, default=str))
     if not args.quiet:
-        print(f"{PROG}: {result.summary()}.", file=sys.stderr)
+        # the budget as given, exactly (the summary's is the one spent, to 6 digits)
+        released = result.summary().rsplit(" at epsilon=", 1)[0]
+        print(
+            f"{PROG}: {released} at epsilon={exact(args.epsilon)}, delta={exact(args.delta)}.",
+            file=sys.stderr,
+        )
         if args.verbose:  # exact figures and timings only on request: logs keep stderr
             print(
                 f"{PROG}: diagnostics (NOT differentially private: exact counts for the "

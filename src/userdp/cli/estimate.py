@@ -48,6 +48,7 @@ from .options import (
     check_output_path,
     common_options,
     delimiter,
+    exact,
     given_parameters,
     is_stdout,
     run_guarded,
@@ -529,7 +530,7 @@ def run(args: argparse.Namespace) -> int:
         h = info.get("h")
         extra = "" if h is None else ", h=" + ",".join(f"{v:.3g}" for v in np.atleast_1d(h))
         print(
-            f"{PROG} {args.statistic}: {info['method']}{extra} at epsilon={info['epsilon']:g} "
+            f"{PROG} {args.statistic}: {info['method']}{extra} at epsilon={exact(args.epsilon)} "
             "(pure DP).",
             file=sys.stderr,
         )

@@ -36,6 +36,7 @@ __all__ = [
     "check_output_path",
     "common_options",
     "delimiter",
+    "exact",
     "input_size",
     "is_stdout",
     "non_negative_int",
@@ -63,6 +64,15 @@ class ExitCode(IntEnum):
     FAILURE = 1  # an unexpected error: a bug, or an environment problem
     USAGE = 2  # bad arguments or bad input, with a one-line explanation
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+    TERMINATED = 143  # SIGTERM (128 + SIGTERM), e.g. `kill`, a job scheduler, a container stop
+
+
+def exact(value: float) -> str:
+    """``value`` as the shortest text that reads back as the same float: ``1``, ``0.9999999``,
+    ``1e+20``, ``1e-05``, for echoing a budget as it was given (``:g`` keeps 6 digits, so
+    ``--delta 0.9999999`` read back as ``delta=1``)."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def one_line(message: object) -> str:
@@ -391,15 +401,23 @@ def atomic_output(path: Path, *, overwrite: bool) -> Iterator[Path]:
     stdout when the block succeeds, so a failed run prints nothing.
     """
     to_stdout = is_stdout(path)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{'stdout' if to_stdout else path.name}.",
-        suffix=".tmp",
-        dir=None if to_stdout else path.parent,
-    )
+    try:
+        fd, tmp_name = tempfile.mkstemp(
+            prefix=f".{'stdout' if to_stdout else path.name}.",
+            suffix=".tmp",
+            dir=None if to_stdout else path.parent,
+        )
+    except OSError as err:  # e.g. a read-only directory that os.access let through (root)
+        raise _about(err, path) from err
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as err:
+            if err.filename is None or os.fspath(err.filename) != tmp_name:
+                raise
+            raise _about(err, path) from err  # a write to the temporary file failed
         if to_stdout:
             sys.stdout.flush()
             with open(tmp, "rb") as f:
@@ -411,11 +429,20 @@ def atomic_output(path: Path, *, overwrite: bool) -> Iterator[Path]:
             raise InvalidParameterError(
                 f"The output file {str(path)!r} already exists; pass --overwrite to replace it."
             )
-        os.chmod(tmp, _new_file_mode(path))
-        os.replace(tmp, path)
+        try:
+            os.chmod(tmp, _new_file_mode(path))
+            os.replace(tmp, path)
+        except OSError as err:
+            raise _about(err, path) from err
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def _about(err: OSError, path: Path) -> OSError:
+    """``err`` told about ``path``, the file the user named, not the temporary file next to
+    it (a name the user never gave; error lines say ``PATH: reason``)."""
+    return OSError(err.errno, err.strerror, "standard output" if is_stdout(path) else str(path))
 
 
 def start_spark(master: str | None, *, verbose: int = 0) -> Any:
@@ -456,7 +483,8 @@ def _plain_interrupts() -> None:
     thread is itself inside a py4j call; the re-entrant call fails and py4j logs each failure
     with ``logging.exception`` on the root logger (which, without handlers, configures itself
     to print on stderr). Python's default handler raises ``KeyboardInterrupt`` at once instead
-    (the JVM ignores SIGINT and goes down with the process); :func:`userdp.cli.console_main`
+    (the JVM ignores SIGINT; :func:`userdp.cli.main`'s cleanup stops the session and ends the
+    JVM, see :func:`userdp.spark.stopping_new_sessions`); :func:`userdp.cli.console_main`
     prints the one line. py4j's root-logger records are dropped when the root logger has no
     handler of its own.
     """
@@ -515,12 +543,38 @@ def run_guarded(prog: str, command: Callable[[argparse.Namespace], int], args: A
         if _is_spark_error(err):
             print(f"{prog}: error: Spark: {_describe(err)}", file=sys.stderr)
             return ExitCode.USAGE
+        hint = _install_hint(err)
+        if hint is not None:  # an optional package the command needs: how to install it
+            print(f"{prog}: error: {hint}", file=sys.stderr)
+            return ExitCode.USAGE
         print(
             f"{prog}: unexpected error: {type(err).__name__}: {_describe(err)} "
             "(rerun with --debug for the traceback)",
             file=sys.stderr,
         )
         return ExitCode.FAILURE
+
+
+#: Optional packages a command may import, by top-level module: what to install. A missing
+#: one is the environment's setup, not a bug: exit 2 with the command that fixes it.
+_OPTIONAL_PACKAGES = {
+    "pyspark": "PySpark: pip install 'userdp[spark]' (Java 17+ is needed too)",
+    "py4j": "PySpark: pip install 'userdp[spark]' (Java 17+ is needed too)",
+    "pandas": "pandas: pip install pandas",
+    "polars": "Polars: pip install polars",
+    "sklearn": "scikit-learn: pip install scikit-learn",
+    "matplotlib": "matplotlib: pip install matplotlib",
+}
+
+
+def _install_hint(err: BaseException) -> str | None:
+    """One line for an optional package that is not installed (None for any other error)."""
+    if not isinstance(err, ModuleNotFoundError) or not err.name:
+        return None
+    needed = _OPTIONAL_PACKAGES.get(err.name.split(".")[0])
+    if needed is None:
+        return None
+    return f"This needs {needed}; the module {err.name!r} is not installed."
 
 
 def _too_large(err: BaseException) -> str:

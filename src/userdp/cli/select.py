@@ -23,7 +23,6 @@ from userdp.exceptions import InvalidParameterError
 from userdp.partition import SelectionResult, SparkSelectionResult
 from userdp.partition.api import ALGORITHMS, select_partitions
 from userdp.partition.rounds import COMPOSITIONS
-from userdp.privacy.budget import format_delta
 
 from .options import (
     Progress,
@@ -32,6 +31,7 @@ from .options import (
     check_output_path,
     common_options,
     delimiter,
+    exact,
     input_size,
     non_negative_int,
     positive_int,
@@ -264,9 +264,11 @@ _FLAGS = {
 def _check_parameters(args: argparse.Namespace) -> dict[str, Any]:
     """Validate the numbers before reading anything; return the algorithm's options."""
     if not (math.isfinite(args.epsilon) and args.epsilon > 0):
-        raise InvalidParameterError(f"--epsilon must be a finite number > 0; got {args.epsilon:g}.")
+        raise InvalidParameterError(
+            f"--epsilon must be a finite number > 0; got {exact(args.epsilon)}."
+        )
     if not (math.isfinite(args.delta) and 0 < args.delta < 1):
-        raise InvalidParameterError(f"--delta must be in (0, 1); got {args.delta:g}.")
+        raise InvalidParameterError(f"--delta must be in (0, 1); got {exact(args.delta)}.")
     check_column_roles({"--user-column": args.user_column, "--item-column": args.item_column})
     spec = ALGORITHMS[args.algorithm]
     options: dict[str, Any] = {
@@ -513,19 +515,19 @@ def _report(
     """The closing summary (released facts only) and, with -v, the non-private diagnostics."""
     if args.quiet:
         return
-    print(_summary(result), file=sys.stderr)
+    print(_summary(result, args), file=sys.stderr)
     if args.verbose:
         print(_diagnostics(result) + f" Wall time {seconds:.2f} s.", file=sys.stderr)
 
 
-def _summary(result: SelectionResult | SparkSelectionResult) -> str:
-    """Only what was released: the number of items, the algorithm and the budget spent (no
-    timing: it depends on the data; ``-v`` adds it to the diagnostics)."""
-    budget = result.budget
+def _summary(result: SelectionResult | SparkSelectionResult, args: argparse.Namespace) -> str:
+    """Only what was released: the number of items, the algorithm and the budget it is
+    guaranteed at, as given (the accountant spent at most that; no timing: it depends on the
+    data; ``-v`` adds it to the diagnostics)."""
     n = len(result)
     return (
         f"{PROG}: selected {n} item{'' if n == 1 else 's'} with {result.algorithm} at "
-        f"epsilon={budget.epsilon:g}, delta={format_delta(budget.delta)}."
+        f"epsilon={exact(args.epsilon)}, delta={exact(args.delta)}."
     )
 
 

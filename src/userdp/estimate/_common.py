@@ -67,6 +67,7 @@ __all__ = [
     "laplace_event",
     "laplace_release",
     "read_records",
+    "require_users",
 ]
 
 Method = Literal["weighted", "sample-limit"]
@@ -200,6 +201,18 @@ class Records:
     values: np.ndarray  # clipped to bounds
     bounds: tuple[float, float]
     users: np.ndarray | None = None  # the user labels, for keyed sampling keys
+
+
+def require_users(users: object, caller: str) -> None:
+    """Refuse ``fit(X, y)`` without ``users`` in one line (:class:`DataError`): the privacy
+    unit is the user, and taking each row for its own user would quietly change the guarantee
+    for anyone with several rows."""
+    if users is None:
+        raise DataError(
+            f"{caller} needs 'users', the user id of each row (the privacy unit): call "
+            "fit(X, y, users). Only if every row is a different person, pass "
+            "users=numpy.arange(len(y))."
+        )
 
 
 def read_records(

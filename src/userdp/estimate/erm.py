@@ -67,6 +67,7 @@ from userdp.estimate._common import (
     budget_text,
     check_accountant,
     laplace_event,
+    require_users,
 )
 from userdp.estimate._gradient import noisy_projected_gd, weighted_gradient_sum
 from userdp.estimate._scoring import accuracy_score, r2_score, sklearn_tags
@@ -423,7 +424,12 @@ class WeightedERM(ParamsMixin):
 
     # -- fitting ----------------------------------------------------------------------------
     def fit(
-        self, X: object, y: object, users: object, *, accountant: PrivacyAccountant | None = None
+        self,
+        X: object,
+        y: object,
+        users: object = None,
+        *,
+        accountant: PrivacyAccountant | None = None,
     ) -> WeightedERM:
         """Train on features ``X`` (n, d), labels ``y`` (n,) and user ids ``users`` (n,).
 
@@ -438,10 +444,11 @@ class WeightedERM(ParamsMixin):
         BudgetExceededError
             ``accountant`` cannot afford ``(epsilon, delta)`` (checked before the data are read).
         DataError
-            Shapes or lengths disagree, values are not finite, no records, or logistic labels
-            are not binary.
+            ``users`` is missing, shapes or lengths disagree, values are not finite, no
+            records, or logistic labels are not binary.
         """
         self._validate_params()
+        require_users(users, f"{_CALLER}.fit")
         if accountant is not None:
             check_accountant(accountant, "accountant", f"{_CALLER}.fit")
         eps_hist, z, z_n, gaussians = self._plan()

@@ -62,6 +62,7 @@ from userdp.estimate._common import (
     check_accountant,
     laplace_event,
     noise_summary,
+    require_users,
 )
 from userdp.estimate._gwa import (
     GWASolution,
@@ -549,7 +550,12 @@ class LabelPrivateLinearRegression(ParamsMixin):
 
     # -- fitting ----------------------------------------------------------------------------
     def fit(
-        self, X: object, y: object, users: object, *, accountant: PrivacyAccountant | None = None
+        self,
+        X: object,
+        y: object,
+        users: object = None,
+        *,
+        accountant: PrivacyAccountant | None = None,
     ) -> LabelPrivateLinearRegression:
         """Fit on public features ``X`` (n, p), private labels ``y`` (n,) and public ``users``.
 
@@ -564,9 +570,11 @@ class LabelPrivateLinearRegression(ParamsMixin):
         BudgetExceededError
             ``accountant`` cannot afford ``epsilon`` (checked before the data are read).
         DataError
-            Mismatched lengths, non-finite values, or a design without full column rank.
+            ``users`` is missing, mismatched lengths, non-finite values, or a design without
+            full column rank.
         """
         bounds, h_mode, public_variance = self._checked_params()
+        require_users(users, f"{_CALLER}.fit")
         if accountant is not None:
             check_accountant(accountant, "accountant", f"{_CALLER}.fit")
         eps_sel, planned = self._plan(h_mode, public_variance)

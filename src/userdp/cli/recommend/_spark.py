@@ -25,7 +25,7 @@ from userdp.privacy.budget import PrivacyBudget
 from userdp.recommend.als.estimator import SPARK_METHODS
 from userdp.recommend.core.items import ItemSet
 
-from ..options import NOT_PRIVATE, atomic_output, start_spark
+from ..options import NOT_PRIVATE, atomic_output, exact, start_spark
 from ._data import _read_catalogue, encoder, fit, item_families, movielens_spec, rating_range
 from ._options import PROG, PUBLIC_METHODS, format_table, release_json
 
@@ -107,11 +107,11 @@ def run_spark(
     if getattr(args, "json", False):
         print(release_json(model, output))
     if not args.quiet:
-        b = model.budget
+        b = budget if budget is not None else model.budget  # as given, echoed exactly
         row = [
             model.method,
-            "non-private" if b is None else f"{b.epsilon:g}",
-            "-" if b is None else f"{b.delta:g}",
+            "non-private" if b is None else exact(b.epsilon),
+            "-" if b is None else exact(b.delta),
             f"{model.n_items} ({model.item_source})",
             str(int(model.trained_items.sum())),
             str(model.dim),

@@ -42,6 +42,7 @@ from ..options import (
     atomic_output,
     check_output_path,
     common_options,
+    exact,
     non_negative_int,
     positive_int,
     run_guarded,
@@ -234,13 +235,18 @@ class _Row:
     value: float
     buckets: list[float]
     seconds: float
+    #: the budget is a saved model's (spent, ``:g``), not one given on the command line (exact)
+    stored: bool = False
+
+    def budget_text(self, value: float) -> str:
+        """A budget of this row: as given (exactly), or a saved model's spent one (6 digits)."""
+        return f"{value:g}" if self.stored else exact(value)
 
     def cells(self) -> list[str]:
-        private = self.epsilon is not None
         return [
             self.method,
-            f"{self.epsilon:g}" if private else "non-private",
-            f"{self.delta:g}" if private else "-",
+            "non-private" if self.epsilon is None else self.budget_text(self.epsilon),
+            "-" if self.epsilon is None or self.delta is None else self.budget_text(self.delta),
             self.metric,
             num(self.value),
             *(num(v) for v in self.buckets),
@@ -321,7 +327,7 @@ def _no_better_than_baselines(rows: Sequence[_Row]) -> list[str]:
             continue
         larger_better = _REFERENCES[r.metric][1]
         if (r.value <= ref) if larger_better else (r.value >= ref):
-            budget = "" if r.epsilon is None else f" at epsilon={r.epsilon:g}"
+            budget = "" if r.epsilon is None else f" at epsilon={r.budget_text(r.epsilon)}"
             out.append(
                 f"{r.method}{budget} does no better than the {_REFERENCES[r.metric][0]} "
                 f"reference on {r.metric} ({num(r.value)} vs {num(ref)}): at this budget the "
@@ -409,6 +415,7 @@ def _evaluate_saved(args: argparse.Namespace) -> tuple[list[_Row], tuple[str, st
             value,
             sliced,
             seconds,
+            stored=True,
         )
         for name, value, sliced in scored
     ]

@@ -21,6 +21,7 @@ from ..options import (
     atomic_output,
     check_output_path,
     common_options,
+    exact,
     run_guarded,
 )
 from . import _options
@@ -240,7 +241,16 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         seconds = time.perf_counter() - start
         print(
-            _summary(model, fitted, ratings, output, seconds, coder, verbose=args.verbose > 0),
+            _summary(
+                model,
+                fitted,
+                ratings,
+                output,
+                seconds,
+                coder,
+                given=budget,
+                verbose=args.verbose > 0,
+            ),
             file=sys.stderr,
         )
     return 0
@@ -254,17 +264,19 @@ def _summary(
     seconds: float,
     encoder: Any = None,
     *,
+    given: PrivacyBudget | None = None,
     verbose: bool = False,
 ) -> str:
     """The release (released values, declared parameters and where it went); with ``-v`` the
     operator's exact figures (input counts, timings: not private) on their own labelled line.
-    Logs keep stderr, so nothing data-dependent is printed by default."""
+    Logs keep stderr, so nothing data-dependent is printed by default. The budget is echoed
+    as ``given`` (--epsilon, --delta) exactly; the model spent at most that."""
     prog = f"{PROG} train"
-    b = model.budget
+    b = given if given is not None else model.budget
     row = [
         model.method,
-        "non-private" if b is None else f"{b.epsilon:g}",
-        "-" if b is None else f"{b.delta:g}",
+        "non-private" if b is None else exact(b.epsilon),
+        "-" if b is None else exact(b.delta),
         f"{model.n_items} ({model.item_source})",
         str(int(model.trained_items.sum())),
         str(model.dim),

@@ -85,16 +85,9 @@ class AggregateResult:
 
         Needs Polars (``pip install polars``); it is not a dependency of userdp.
         """
-        try:
-            import polars as pl
-        except ImportError as err:
-            from userdp.exceptions import InvalidParameterError
+        from userdp.data.io import polars_frame
 
-            raise InvalidParameterError(
-                "to_polars needs Polars, which is not installed: pip install polars (or use "
-                "to_arrow() / to_pandas())."
-            ) from err
-        return pl.from_arrow(self.to_arrow())
+        return polars_frame(self.to_arrow())
 
     def to_spark(self) -> Any:
         """The released table as a Spark DataFrame (Spark engine only)."""

@@ -457,3 +457,16 @@ def read(
         delimiter=delimiter,
     )
     return Contributions.from_table(table, user_column, item_column)
+
+
+def polars_frame(table: pa.Table) -> Any:
+    """``table`` as a Polars DataFrame, for the results' ``to_polars``; a one-line error naming
+    ``pip install polars`` when Polars is missing (it is not a dependency of userdp)."""
+    try:
+        import polars as pl
+    except ImportError as err:
+        raise InvalidParameterError(
+            "to_polars needs Polars, which is not installed: pip install polars (or use "
+            "to_arrow() / to_pandas())."
+        ) from err
+    return pl.from_arrow(table)

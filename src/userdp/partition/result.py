@@ -75,16 +75,9 @@ class _ItemsAsData:
 
         Needs Polars (``pip install polars``); it is not a dependency of userdp.
         """
-        try:
-            import polars as pl
-        except ImportError as err:
-            from userdp.exceptions import InvalidParameterError
+        from userdp.data.io import polars_frame
 
-            raise InvalidParameterError(
-                "to_polars needs Polars, which is not installed: pip install polars (or use "
-                "to_arrow() / to_pandas())."
-            ) from err
-        return pl.from_arrow(self.to_table())
+        return polars_frame(self.to_table())
 
     def to_dict(self) -> dict[str, Any]:
         """Released facts as plain Python values, ready for ``json.dumps``: the items, the

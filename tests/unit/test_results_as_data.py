@@ -246,7 +246,8 @@ def test_aggregate_to_polars_holds_the_arrow_table(grouped):
     pl = pytest.importorskip("polars")
     frame = grouped.to_polars()
     assert isinstance(frame, pl.DataFrame)
-    assert frame.columns == grouped.to_arrow().column_names == ["key", "users", "count"]
+    cells = [c for m in ("users", "count") for c in (m, f"{m}_low", f"{m}_high")]
+    assert frame.columns == grouped.to_arrow().column_names == ["key", *cells]
     assert frame.to_dicts() == grouped.to_arrow().to_pylist()  # the same released values
 
 

@@ -557,6 +557,8 @@ def _keys(tree: exp.Select) -> list[Key]:
     selected = list(tree.expressions)
     keys: list[Key] = []
     for node in group.expressions:
+        if isinstance(node, exp.Rollup | exp.Cube | exp.GroupingSets):
+            raise _fail(f"GROUP BY {node.key.upper()}", "name the key columns.")
         expression = node
         position = number(node)
         if position is not None:  # GROUP BY 1

@@ -150,14 +150,10 @@ def rows_statement(
     present = exp.Not(this=exp.Is(this=user, expression=exp.Null()))
     where = sel.args.get("where")
     sel.set("where", exp.Where(this=exp.and_(where.this, present) if where else present))
-    sel = sel.transform(_try_cast)
+    for node in list(sel.find_all(exp.Cast)):
+        if type(node) is exp.Cast:  # nested casts too: their nodes stay in the tree
+            node.replace(exp.TryCast(this=node.this, to=node.args["to"]))
     return sel.sql(dialect=dialect)
-
-
-def _try_cast(node: exp.Expression) -> exp.Expression:
-    if type(node) is exp.Cast:
-        return exp.TryCast(this=node.this, to=node.args["to"])
-    return node
 
 
 def _renamed(node: exp.Expression, rename: Mapping[str, str]) -> exp.Expression:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from userdp.data import Contributions, read
     from userdp.partition import SelectionResult, select_partitions
     from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget
+    from userdp.sql import sql
 
 __version__ = "0.1.0"
 
@@ -45,6 +46,7 @@ _LAZY = {
     "NoiseSource": "userdp.privacy",
     "PrivacyAccountant": "userdp.privacy",
     "PrivacyBudget": "userdp.privacy",
+    "sql": "userdp.sql",
 }
 
 __all__ = [
@@ -66,6 +68,7 @@ __all__ = [
     "aggregate_plan",
     "read",
     "select_partitions",
+    "sql",
 ]
 
 

@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         generate,
         recommend,
         select,
+        sql,
     )  # heavy: NumPy, PyArrow, SciPy, ...
 
     select.add_parser(commands)
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     estimate.add_parser(commands)
     aggregate.add_parser(commands)
     audit.add_parser(commands)
+    sql.add_parser(commands)
     return parser
 
 

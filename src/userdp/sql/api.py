@@ -33,8 +33,6 @@ __all__ = ["sql"]
 #: with this share of (epsilon, delta); the calls split the rest equally, and every epsilon is
 #: then scaled up by the largest factor at which the composition still fits the budget.
 SELECTION_SHARE = 0.5
-#: The two-sided 95% normal quantile of the noise intervals.
-_Z95 = 1.959963984540054
 
 
 def sql(
@@ -502,18 +500,11 @@ def _released(
         for j, col in enumerate(rowsql.decode_with_duckdb(parts, key_types)):
             columns[f"__k{j}"] = col
     intervals: dict[int, tuple[pa.Array, pa.Array]] = {}
-    for release, result, table in zip(plan.releases, results, tables, strict=True):
-        sd = dict(result.noise_sd)
-        if "mean" in release.metrics and "sum" in sd and release.bounds:
-            centre = 0.5 * (release.bounds[0] + release.bounds[1])
-            sd["sum"] = math.hypot(sd["sum"], centre * sd.get("value_count", 0.0))
+    for release, table in zip(plan.releases, tables, strict=True):
         for i, name in release.columns.items():
-            values = table.column(name)
-            columns[f"__a{i}"] = values
-            if name in ("users", "count", "sum"):
-                x = np.asarray(values.to_numpy(zero_copy_only=False), dtype=float)
-                half = _Z95 * sd[name]
-                intervals[i] = (pa.array(x - half), pa.array(x + half))
+            columns[f"__a{i}"] = table.column(name)
+            if f"{name}_low" in table.column_names:  # the GROUP BY's 95% interval of the cell
+                intervals[i] = (table.column(f"{name}_low"), table.column(f"{name}_high"))
     return pa.table(columns), intervals
 
 

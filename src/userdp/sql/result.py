@@ -150,9 +150,9 @@ class SqlResult:
     table : pyarrow.Table
         The SELECT list's columns, after HAVING, ORDER BY and LIMIT on the released values.
     intervals : pyarrow.Table
-        The key columns and, for each released COUNT and SUM column ``c``, ``c_low`` and
-        ``c_high``: a 95% interval for the noise alone (value -/+ 1.96 noise sd; the bias of
-        bounding heavy users down is not in it). Computed from released values only.
+        The key columns and, for each released COUNT, SUM and AVG column ``c``, ``c_low`` and
+        ``c_high``: the GROUP BY's 95% interval of the cell, from the released noise alone
+        (the bias of bounding heavy users down is not in it).
     budget : PrivacyBudget
         The (epsilon, delta) the query spent (every call composed).
     dp_event : dp_accounting.DpEvent

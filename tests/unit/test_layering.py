@@ -166,6 +166,24 @@ def test_only_the_cli_imports_the_cli(path):
     assert not bad, f"{module_name(path)} imports {sorted(bad)}"
 
 
+@pytest.mark.parametrize(
+    "path",
+    [p for p in MODULES if userdp_subpackage(module_name(p)) not in ("userdp.cli", "userdp.sql")],
+    ids=str,
+)
+def test_only_the_cli_and_the_package_root_import_the_sql_layer(path):
+    if module_name(path) in ("userdp", "userdp.__main__"):  # the lazy re-export, the CLI
+        return
+    bad = forbidden_imports(path, {"userdp.sql"})
+    assert not bad, f"{module_name(path)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("path", modules_of("userdp.sql"), ids=str)
+def test_the_sql_layer_builds_on_the_group_by_and_selection_only(path):
+    bad = forbidden_imports(path, ALGORITHMS - {"userdp.partition"} | {"userdp.cli"})
+    assert not bad, f"{module_name(path)} imports {sorted(bad)}"
+
+
 def test_the_rules_see_a_forbidden_import(tmp_path):
     # A capability importing another, absolutely or relatively, must be caught, or the rules
     # above could pass vacuously.

@@ -78,6 +78,18 @@ def test_selected_keys_on_spark_never_include_a_users_novel_keys(spark):
     assert "common" in released and not any(k.startswith("novel") for k in released)
 
 
+def test_a_release_of_no_keys_is_an_empty_spark_frame_with_the_local_columns(spark):
+    """Three users per key: no key passes the selection, and the Spark result is an empty
+    frame with the local engine's columns (Spark cannot infer a schema from no rows)."""
+    pdf = pd.DataFrame({"user": np.arange(183), "key": np.arange(183) % 61})
+    kw = dict(metrics="users,count", epsilon=1.0, delta=1e-5, seed=0)
+    remote = aggregate(spark.createDataFrame(pdf), **kw)
+    local = aggregate(pdf, **kw)
+    assert local.to_arrow().num_rows == 0
+    assert remote.to_spark().count() == 0
+    assert remote.to_spark().columns == local.to_arrow().column_names
+
+
 def test_hard_limits_on_spark_keep_their_bounds(spark):
     df = spark.createDataFrame(_rows(4))
     r = aggregate(

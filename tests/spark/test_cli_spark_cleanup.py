@@ -74,9 +74,12 @@ def _kill_group(pgid: int) -> None:
             pass
 
 
-def _aggregate(tmp_path: Path) -> list[str]:
-    """``userdp aggregate --engine spark -v`` on 20,000 rows: seconds of Spark jobs."""
-    rows = "".join(f"u{r % 4000},k{r % 61},{r % 10}\n" for r in range(20_000))
+def _aggregate(
+    tmp_path: Path, n_rows: int = 20_000, metrics: str = "users,count,sum,quantiles"
+) -> list[str]:
+    """``userdp aggregate --engine spark -v`` on ``n_rows`` rows (20,000: seconds of Spark
+    jobs, time to send a signal while they run)."""
+    rows = "".join(f"u{r % 4000},k{r % 61},{r % 10}\n" for r in range(n_rows))
     (tmp_path / "rows.csv").write_text("user,key,value\n" + rows)
     return [
         sys.executable,
@@ -90,7 +93,7 @@ def _aggregate(tmp_path: Path) -> list[str]:
         "0",
         "9",
         "--metrics",
-        "users,count,sum,quantiles",
+        metrics,
         "--epsilon",
         "1",
         "--delta",
@@ -186,7 +189,8 @@ def test_main_ends_the_session_it_started(tmp_path):
     """main() from Python, with no session running: the run's JVM ends with the run (one run:
     each JVM start costs tens of seconds of the suite's budget)."""
     pytest.importorskip("pyspark")
-    argv = [a for a in _aggregate(tmp_path)[3:] if a != "-v"]
+    # a normal exit needs no jobs to interrupt: the smallest run that starts the JVM
+    argv = [a for a in _aggregate(tmp_path, n_rows=200, metrics="users")[3:] if a != "-v"]
     code = (
         "import os, sys\n"
         "from userdp.cli import main\n"

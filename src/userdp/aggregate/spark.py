@@ -368,4 +368,8 @@ class SparkEngine:
         for frame in self._cached:
             frame.unpersist()
         self._cached = []
-        return self.spark.createDataFrame(table.to_pandas())
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        # the schema from Arrow: a release of no keys is an empty frame with the columns, not a
+        # frame Spark cannot infer a schema for
+        return self.spark.createDataFrame(table.to_pandas(), schema=from_arrow_schema(table.schema))

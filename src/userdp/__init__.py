@@ -77,7 +77,11 @@ def __getattr__(name: str) -> Any:
         module = _LAZY[name]
     except KeyError:
         raise AttributeError(f"module 'userdp' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
+    imported = importlib.import_module(module)
+    # a package that shares its function's name (``aggregate``, ``sql``) is itself callable as
+    # that function: the name stays bound to the package, whatever was imported first, so
+    # ``import userdp.aggregate as m`` always gives the package
+    value = imported if module == f"{__name__}.{name}" else getattr(imported, name)
     globals()[name] = value  # cache: later look-ups skip this function
     return value
 

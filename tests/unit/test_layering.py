@@ -425,8 +425,8 @@ def test_every_capability_resolves_engines_with_the_one_resolver():
     from userdp import _engines
     from userdp.recommend import engines
 
-    # ``userdp.aggregate`` and ``userdp.partition.api`` are shadowed by functions of the
-    # same name in their packages' namespaces: fetch the modules themselves.
+    # ``userdp.partition.api`` is shadowed by a function of the same name in its package's
+    # namespace: fetch the modules themselves.
     partition_api = importlib.import_module("userdp.partition.api")
     aggregate_api = importlib.import_module("userdp.aggregate.api")
     assert engines.resolve_engine is _engines.resolve_engine

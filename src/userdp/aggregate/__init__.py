@@ -6,6 +6,7 @@ contribution vector smoothly (scaling, not sampling) and releases every metric w
 noise, all composed as one Gaussian plus the selection's threshold deltas.
 """
 
+import inspect
 import sys
 import types
 from typing import Any
@@ -34,6 +35,11 @@ class _CallableModule(types.ModuleType):
 
     def __call__(self, *args: Any, **kwargs: Any) -> AggregateResult:
         return aggregate(*args, **kwargs)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """The function's signature, for ``help``, IDEs and ``inspect.signature``."""
+        return inspect.signature(aggregate)
 
 
 sys.modules[__name__].__class__ = _CallableModule

@@ -5,6 +5,7 @@ in DuckDB (in process) or Spark SQL (:mod:`userdp.sql.rows`) and releases the GR
 through :func:`userdp.aggregate`; BigQuery's ``SELECT WITH DIFFERENTIAL_PRIVACY`` runs as is.
 """
 
+import inspect
 import sys
 import types
 from typing import Any
@@ -31,6 +32,11 @@ class _CallableModule(types.ModuleType):
 
     def __call__(self, *args: Any, **kwargs: Any) -> SqlResult | QueryPlan:
         return sql(*args, **kwargs)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """The function's signature, for ``help``, IDEs and ``inspect.signature``."""
+        return inspect.signature(sql)
 
 
 sys.modules[__name__].__class__ = _CallableModule

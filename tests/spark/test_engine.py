@@ -101,15 +101,14 @@ def _same_weights(local: dict, spark: dict) -> None:
 
 COMMON = {"epsilon": 40.0, "delta": 0.05, "max_items_per_user": 5}
 CASES = {
+    # no case per composition: the runners never see it (the driver's noise plan only)
     "basic": ("basic", {}),
-    "basic-composition": ("basic", {"composition": "basic"}),
     "dp-sips": ("dp-sips", {"fractions": (0.2, 0.3, 0.5)}),
     "dp-sips-no-recap": ("dp-sips", {"recap": False}),
     "dp-sips-pooled": ("dp-sips", {"rounds": 3, "pooled": True}),
     "mad": ("mad", {"d_max": 4}),
     "mad2r": ("mad2r", {"d_max": 4}),  # the default: pooled, 4 rounds, capped once
     "mad2r-unpooled": ("mad2r", {"d_max": 4, "pooled": False}),
-    "mad2r-basic": ("mad2r", {"d_max": 4, "composition": "basic"}),
     "mad2r-3-rounds": ("mad2r", {"d_max": 4, "rounds": 3}),
     # unpooled rounds re-cap by default: these keep the first capped sets instead
     "mad2r-no-recap": ("mad2r", {"d_max": 5, "pooled": False, "recap": False}),

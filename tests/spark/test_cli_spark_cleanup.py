@@ -223,6 +223,7 @@ def test_main_ends_the_session_it_started_and_prints_nothing_on_stderr(tmp_path)
 
 
 def test_main_leaves_a_session_that_was_running_running(spark, tmp_path, capsys):
-    argv = [a for a in _aggregate(tmp_path)[3:] if a not in ("-v", "local[1]", "--spark-master")]
+    small = _aggregate(tmp_path, n_rows=200, metrics="users")[3:]
+    argv = [a for a in small if a not in ("-v", "local[1]", "--spark-master")]
     assert main(argv) == 0, capsys.readouterr().err
     assert spark.range(5).count() == 5  # a stopped session raises here

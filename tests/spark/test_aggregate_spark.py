@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from userdp import DataError
 from userdp.aggregate import aggregate
 from userdp.privacy import recording
 
@@ -210,3 +211,9 @@ def test_missing_and_infinite_values_follow_the_local_engine_s_policy(spark):
     a = aggregate(spark.createDataFrame(pdf.assign(v=pdf["v"].astype("float64"))), **q)
     b = aggregate(spark.createDataFrame(more), **q)
     pd.testing.assert_frame_equal(a.to_pandas(), b.to_pandas())
+
+
+def test_a_key_column_of_lists_on_spark_is_refused_like_the_local_engine(spark):
+    pdf = pd.DataFrame({"user": ["u1", "u2"], "page": [["a"], ["b"]]})
+    with pytest.raises(DataError, match="the key column 'page' holds array"):
+        aggregate(spark.createDataFrame(pdf), key_column="page", epsilon=1.0, delta=1e-5)

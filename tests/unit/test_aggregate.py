@@ -316,3 +316,25 @@ def test_every_metric_together_spends_exactly_the_budget(bounding):
     assert r.budget.epsilon == pytest.approx(1.0, rel=1e-6)
     assert r.budget.delta == pytest.approx(1e-5, rel=1e-6)
     assert event_cost(r.dp_event).epsilon == pytest.approx(0.25)  # the quantiles' share
+
+
+@pytest.mark.parametrize("role", ["user", "key"])
+@pytest.mark.parametrize("keys", ["select", ["a"]])
+def test_a_column_of_lists_is_refused_by_the_user_s_column_name(role, keys):
+    """The selection renamed the key column to 'item' and the message named that, a column
+    the user never had; the refusal comes before any budget is spent."""
+    rows = {"visitor": ["u1", "u2"], "page": ["a", "b"]}
+    rows["visitor" if role == "user" else "page"] = [["a"], ["b"]]
+    acc = PrivacyAccountant(PrivacyBudget(1.0, 1e-5))
+    name = "visitor" if role == "user" else "page"
+    with pytest.raises(DataError, match=f"the {role} column '{name}' holds list"):
+        aggregate(
+            pa.table(rows),
+            user_column="visitor",
+            key_column="page",
+            keys=keys,
+            epsilon=1.0,
+            delta=1e-5,
+            accountant=acc,
+        )
+    assert acc.spent() == PrivacyAccountant(PrivacyBudget(1.0, 1e-5)).spent()  # nothing charged

@@ -25,6 +25,7 @@ from userdp.aggregate.local import (
     Columns,
     LocalEngine,
     choose_bound,
+    not_scalar,
 )
 from userdp.aggregate.plan import DEFAULT_SHARES, Plan, event_cost, make_plan
 from userdp.aggregate.result import AggregateDiagnostics, AggregateResult
@@ -620,6 +621,9 @@ def _engine(engine: str, data: Any, cols: Columns) -> Any:
                 f"aggregate: the {role} column {name!r} is not in the data (columns: "
                 f"{', '.join(table.column_names)})."
             )
+    for role, name in (("user", cols.user), ("key", cols.key)):
+        if name is not None and pa.types.is_nested(table.schema.field(name).type):
+            raise DataError(not_scalar(role, name, str(table.schema.field(name).type)))
     return LocalEngine(table, cols)
 
 

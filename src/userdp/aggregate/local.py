@@ -578,3 +578,11 @@ def draw_key_quantile(
     return key_quantile(
         values, w, q, epsilon=epsilon, sensitivity=sensitivity, bounds=bounds, noise=noise
     )
+
+
+def not_scalar(role: str, name: str, kind: str) -> str:
+    """The one-line refusal of a user or key column of lists, maps or structs (both engines)."""
+    return (
+        f"aggregate: the {role} column {name!r} holds {kind} values; {role}s must be scalars "
+        "(strings or integers): explode or join the lists first."
+    )

@@ -35,6 +35,7 @@ from userdp.aggregate.local import (
     draw_key_quantile,
     key_sums,
     norm_counts,
+    not_scalar,
     pair_stats,
     user_norms,
 )
@@ -81,6 +82,10 @@ class SparkEngine:
                     f"aggregate: the {role} column {name!r} is not in the data (columns: "
                     f"{', '.join(df.columns)})."
                 )
+        kinds = dict(df.dtypes)
+        for role, name in (("user", cols.user), ("key", cols.key)):
+            if name is not None and kinds[name].startswith(("array", "map", "struct")):
+                raise DataError(not_scalar(role, name, kinds[name]))
         self.cols = cols
         self.spark = df.sparkSession
         sel = [F.col(f"`{cols.user}`").alias(_U)]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -357,3 +359,31 @@ def test_dictionary_columns_are_decoded_before_encoding():
     )
     c = Contributions.from_columns(pa.array([1, 1, 2, 2]), items)
     assert sorted(c.item_values(c.items).to_pylist()) == ["a", "a", "b", "c"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes (POSIX)")
+@pytest.mark.parametrize("name", ["pairs.csv", "pairs.csv.gz", "pairs.jsonl", "pairs.parquet"])
+def test_a_named_pipe_reads_like_the_file_it_carries(tmp_path, name):
+    """Arrow seeks in what it reads and a pipe cannot ("lseek failed"): a pipe is read once."""
+    import threading
+
+    from userdp.data.io import read_table
+
+    table = pa.table({"user": ["u1", "u2", "u2"], "item": ["a", "a", "b"]})
+    plain = tmp_path / ("plain" + name[len("pairs") :])
+    if name.endswith(".parquet"):
+        pq.write_table(table, plain)
+    elif name.endswith(".jsonl"):
+        plain.write_text("".join(json.dumps(row) + "\n" for row in table.to_pylist()))
+    else:
+        text = b"user,item\nu1,a\nu2,a\nu2,b\n"
+        plain.write_bytes(gzip.compress(text) if name.endswith(".gz") else text)
+    pipe = tmp_path / name
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=lambda: pipe.write_bytes(plain.read_bytes()))
+    writer.start()
+    try:
+        got = read_table(pipe)
+    finally:
+        writer.join(timeout=30)
+    assert got.select(["user", "item"]).to_pylist() == read_table(plain).to_pylist()

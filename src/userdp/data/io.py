@@ -145,10 +145,14 @@ def read_table(
         raise DataError(f"Cannot read {str(path)!r}: the directory holds no data files.")
     try:
         if fmt == "parquet":
-            schema = pq.read_schema(path) if os.path.isfile(path) else None
+            piped = _piped_bytes(path)
+            source = path if piped is None else pa.BufferReader(piped)
+            schema = pq.read_schema(source) if piped is not None or os.path.isfile(path) else None
             _check_unique(schema.names if schema is not None else [], columns, path)
             wanted = list(columns) if schema is None or set(columns) <= set(schema.names) else None
-            table = pq.read_table(path, columns=wanted)
+            table = pq.read_table(
+                source if piped is None else pa.BufferReader(piped), columns=wanted
+            )
         elif fmt == "jsonl":
             table = _read_json(path)
         else:
@@ -221,11 +225,13 @@ def _read_csv(
         )
         # append returns None, so each bad row is kept and the handler answers "error"
         parse.invalid_row_handler = lambda row: bad.append(row) or "error"  # type: ignore[func-returns-value]
+        source = path if piped is None else pa.BufferReader(piped)
         return pacsv.read_csv(
-            path, read_options=read_opts, parse_options=parse, convert_options=convert
+            source, read_options=read_opts, parse_options=parse, convert_options=convert
         )
 
     _check_text(path, fmt)
+    piped = _piped_bytes(path)
     bad: list[Any] = []
     try:
         with _quiet_undecodable_rows():
@@ -256,6 +262,23 @@ def _read_csv(
         table = table.rename_columns(list(columns[:2]))
     _check_no_line_breaks(table, path, fmt, header)
     return table
+
+
+def _piped_bytes(path: str | os.PathLike[str]) -> pa.Buffer | None:
+    """The whole content of a pipe or device (a FIFO, ``/dev/stdin``), decompressed by the
+    name's suffix, or None for a regular file or a directory. Arrow seeks in what it reads, and
+    a pipe cannot seek ("lseek failed"); a pipe's bytes are read once and parsed from memory
+    (a table is held in memory anyway)."""
+    name = os.fspath(path)
+    if os.path.isfile(name) or os.path.isdir(name):
+        return None
+    with open(name, "rb") as f:
+        data = pa.py_buffer(f.read())
+    for suffix, codec in zip(_COMPRESSION, ("gzip", "bz2", "zstd", "lz4"), strict=True):
+        if name.lower().endswith(suffix):
+            with pa.CompressedInputStream(pa.BufferReader(data), codec) as stream:
+                return pa.py_buffer(stream.read())
+    return data
 
 
 #: Leading bytes of compressed streams, by the suffix the file name should carry.
@@ -339,8 +362,12 @@ def _check_no_line_breaks(
 
 def _read_json(path: str | os.PathLike[str]) -> pa.Table:
     """JSON Lines (or one JSON array) with integers beyond int64 kept as exact strings."""
-    with pa.input_stream(os.fspath(path), compression="detect") as f:
-        data = f.read()
+    piped = _piped_bytes(path)
+    if piped is not None:
+        data = piped.to_pybytes()
+    else:
+        with pa.input_stream(os.fspath(path), compression="detect") as f:
+            data = f.read()
     if data.lstrip()[:1] == b"[":
         try:
             rows = json.loads(data)

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from userdp._validation import MAX_AUDIT_RUNS, MAX_AUDIT_USERS, MAX_NOVEL_ITEMS, check_int
 from userdp.audit.epsilon import EpsilonBound
 from userdp.audit.hard import EXPERIMENTS, run_experiment
 from userdp.audit.mechanisms import MECHANISMS, audit_table, describe_unrunnable, unrunnable
@@ -300,10 +301,15 @@ def run_audit(
     Raises
     ------
     InvalidParameterError
-        An unknown name, a named mechanism ``table`` cannot feed, or nothing left to audit,
-        before anything is run.
+        An unknown name, a named mechanism ``table`` cannot feed, nothing left to audit, or a
+        size above its bound (at most 10**6 runs per side and 10**6 users), before anything
+        is run.
     """
     started = time.perf_counter()
+    check_int(users, "users", "run_audit", low=1, high=MAX_AUDIT_USERS)
+    check_int(max_removals, "max_removals", "run_audit", low=0)
+    check_int(epsilon_runs, "epsilon_runs", "run_audit", low=0, high=MAX_AUDIT_RUNS)
+    check_int(epsilon_scale, "epsilon_scale", "run_audit", low=1, high=MAX_NOVEL_ITEMS // 200)
     names, cannot = _chosen(mechanisms, capability, table)
     data = table if table is not None else audit_table(users, seed=seed)
     report = AuditReport(audited=names, not_run=cannot)

@@ -31,6 +31,7 @@ __all__ = [
     "ExitCode",
     "Progress",
     "atomic_output",
+    "bounded_int",
     "check_column_roles",
     "check_not_an_input",
     "check_output_path",
@@ -103,19 +104,32 @@ class ArgumentParser(argparse.ArgumentParser):
         )
 
 
-def _int_at_least(low: int, what: str) -> Callable[[str], int]:
-    """An argparse ``type`` accepting integers >= ``low``."""
+def _int_at_least(low: int | None, what: str, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type`` accepting integers >= ``low`` (None: any) and <= ``high``."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
-        if value < low:
+        if low is not None and value < low:
             raise argparse.ArgumentTypeError(f"must be a {what} integer, got {text!r}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(
+                f"must be at most {high:,} (a larger value cannot finish in useful time), "
+                f"got {text!r}"
+            )
         return value
 
     return parse
+
+
+def bounded_int(low: int | None, high: int) -> Callable[[str], int]:
+    """argparse type: an integer in ``[low, high]``; ``high`` is one of the documented upper
+    bounds of :mod:`userdp._validation` (a size that cannot finish is refused before any work).
+    ``low=None`` leaves the lower bound to the library's own check and wording."""
+    what = "positive" if low == 1 else "non-negative" if low == 0 else f">= {low}"
+    return _int_at_least(low, what, high)
 
 
 #: argparse type: an integer >= 1.
@@ -649,7 +663,9 @@ def add_parameter_flags(
         elif rule.get("bool"):
             kwargs["action"] = argparse.BooleanOptionalAction
         elif rule.get("int"):
-            kwargs.update(type=int, metavar=rule.get("metavar", "N"))
+            high = rule.get("high")
+            kind = int if high is None else bounded_int(None, high)  # refused while parsing
+            kwargs.update(type=kind, metavar=rule.get("metavar", "N"))
         elif "check" not in rule:
             kwargs.update(type=_float_arg, metavar=rule.get("metavar", "X"))
         else:

@@ -14,6 +14,7 @@ from userdp._validation import MAX_AUDIT_RUNS, MAX_AUDIT_USERS, MAX_NOVEL_ITEMS
 from userdp.exceptions import DataError, InvalidParameterError
 
 from .options import (
+    Counting,
     ExitCode,
     bounded_int,
     common_options,
@@ -227,16 +228,21 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.OK
     table = _read_input(args.input, tuple(args.value_range)) if args.input else None
     _check_names(args, table)
-    report = run_audit(
-        args.mechanism,
-        table=table,
-        capability=args.capability,
-        users=args.users,
-        max_removals=args.max_removals,
-        seed=args.seed,
-        epsilon_runs=args.epsilon_runs,
-        epsilon_scale=max(1, args.novel_items // 200),
-    )
+    progress = Counting(quiet=args.quiet)  # drawn on a terminal only
+    try:
+        report = run_audit(
+            args.mechanism,
+            table=table,
+            capability=args.capability,
+            users=args.users,
+            max_removals=args.max_removals,
+            seed=args.seed,
+            epsilon_runs=args.epsilon_runs,
+            epsilon_scale=max(1, args.novel_items // 200),
+            progress=progress,
+        )
+    finally:
+        progress.close()
     for name, why in report.not_run.items():
         logger.warning("not run: %s (%s)", name, why)
     print(report.to_json() if args.json else report.table())

@@ -29,6 +29,23 @@ MIN_EPSILON = 1e-9
 MAX_ABS_BOUND = 1e100
 MIN_BOUND_WIDTH = 1e-100
 
+# Upper bounds on sizes that set how long a job runs. A value above one cannot finish in any
+# useful time, so it is refused before any data is read or any budget is spent.
+#: Most iterations of an iterative trainer (alternating steps, inner or gradient steps, ERM
+#: steps): each takes a millisecond or more, so 10**6 of them already run for over 15 minutes.
+MAX_ITERATIONS = 10**6
+#: Most rounds of a multi-round selection: each round passes over the data with its own share
+#: of the budget, and past 1,000 rounds a share is too small for any item to pass.
+MAX_SELECTION_ROUNDS = 1000
+#: Most runs per side of an empirical epsilon experiment: each run is a whole release (a few
+#: milliseconds), so 10**6 runs per side already take hours.
+MAX_AUDIT_RUNS = 10**6
+#: Most users of the audit's synthetic data: every mechanism reruns on it once per neighbour.
+MAX_AUDIT_USERS = 10**6
+#: Most novel items held by the added user of the audit's selection experiments: each of up
+#: to 100 runs per side builds that many pairs (200,000 already reproduces the bug it tests).
+MAX_NOVEL_ITEMS = 10**7
+
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 

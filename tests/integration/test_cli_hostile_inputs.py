@@ -521,7 +521,7 @@ def test_a_huge_cap_costs_no_memory(files, capsys):
     ("argv", "prog", "words"),
     [
         (
-            ["select", "{pairs}", *EPS_DELTA, "--rounds", "100000"],
+            ["select", "{pairs}", *EPS_DELTA, "--rounds", "100"],
             "userdp select",
             "at most 64 rounds",
         ),

@@ -98,21 +98,35 @@ class EpsilonBound:
         }
 
 
+def _nothing() -> None:
+    return None
+
+
 def event_epsilon_bound(
     run: Callable[[int, int], object],
     event: Callable[[object], bool] | None,
     *,
     runs: int,
     delta: float,
+    progress: Callable[[], None] | None = None,
 ) -> tuple[float, float, float, str]:
     """Run ``run(side, seed)`` ``runs`` times per side (0 = D0, 1 = D1) and bound epsilon.
+
+    ``progress`` (optional) is called after each run, for a progress bar; it draws no
+    randomness, so the runs and the bound are the same with it or without.
 
     With ``event`` given, counts it on all runs. With ``event=None`` the outputs are numbers: the
     threshold event ``{output >= t}`` (or ``<= t``) is chosen on the first half of the runs among
     their pooled quantiles and evaluated on the second half. Returns (p0, p1, bound, event label).
     """
-    out0 = [run(0, 2 * i) for i in range(runs)]
-    out1 = [run(1, 2 * i + 1) for i in range(runs)]
+    tick = progress if progress is not None else _nothing
+    out0, out1 = [], []
+    for i in range(runs):
+        out0.append(run(0, 2 * i))
+        tick()
+    for i in range(runs):
+        out1.append(run(1, 2 * i + 1))
+        tick()
     if event is not None:
         k0 = sum(bool(event(o)) for o in out0)
         k1 = sum(bool(event(o)) for o in out1)

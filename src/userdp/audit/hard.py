@@ -185,19 +185,34 @@ def _all() -> list[Experiment]:
 EXPERIMENTS: list[Experiment] = _all()
 
 
-def run_experiment(exp: Experiment, *, runs: int, scale: int = 1, seed: int = 0) -> EpsilonBound:
-    """Run ``exp`` ``runs`` times per side (at least ``exp.min_runs``, at most ``exp.max_runs``;
-    seeds offset by ``seed``) and bound epsilon."""
+def runs_per_side(exp: Experiment, runs: int) -> int:
+    """The runs per side ``exp`` makes when asked for ``runs`` (its own floor and cap)."""
     if exp.min_runs is not None:
         runs = max(runs, exp.min_runs)
     if exp.max_runs is not None:
         runs = min(runs, exp.max_runs)
+    return runs
+
+
+def run_experiment(
+    exp: Experiment,
+    *,
+    runs: int,
+    scale: int = 1,
+    seed: int = 0,
+    progress: Callable[[], None] | None = None,
+) -> EpsilonBound:
+    """Run ``exp`` ``runs`` times per side (at least ``exp.min_runs``, at most ``exp.max_runs``;
+    seeds offset by ``seed``) and bound epsilon; ``progress()`` is called after each run."""
+    runs = runs_per_side(exp, runs)
     base = seed * 4 * runs
 
     def side_run(side: int, s: int) -> object:
         return exp.run(side, base + s, scale)
 
-    p0, p1, bound, label = event_epsilon_bound(side_run, exp.event, runs=runs, delta=exp.delta)
+    p0, p1, bound, label = event_epsilon_bound(
+        side_run, exp.event, runs=runs, delta=exp.delta, progress=progress
+    )
     return EpsilonBound(
         exp.mechanism,
         exp.neighbours,

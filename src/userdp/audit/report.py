@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from userdp._validation import MAX_AUDIT_RUNS, MAX_AUDIT_USERS, MAX_NOVEL_ITEMS, check_int
 from userdp.audit.epsilon import EpsilonBound
-from userdp.audit.hard import EXPERIMENTS, run_experiment
+from userdp.audit.hard import EXPERIMENTS, run_experiment, runs_per_side
 from userdp.audit.mechanisms import MECHANISMS, audit_table, describe_unrunnable, unrunnable
 from userdp.audit.neighbours import Table
 from userdp.audit.replay import GRID, REPLAY, AuditRow, audit_sensitivity
@@ -260,6 +261,10 @@ def _chosen(
     return names, cannot
 
 
+def _silent(what: str, done: int, total: int) -> None:
+    return None
+
+
 def run_audit(
     mechanisms: Sequence[str] | None = None,
     *,
@@ -270,6 +275,7 @@ def run_audit(
     seed: int = 0,
     epsilon_runs: int = 0,
     epsilon_scale: int = 1,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> AuditReport:
     """Audit the named mechanisms (default: all of :data:`~userdp.audit.MECHANISMS`): the
     sensitivity and float checks on neighbours, the threshold check of the planned selections
@@ -296,18 +302,29 @@ def run_audit(
         those of :data:`~userdp.audit.hard.EXPERIMENTS` whose mechanism is audited.
     epsilon_scale : int, default=1
         Size factor of the hard neighbours (novel items held by the added user: 200 x scale).
+    progress : callable or None
+        Called as ``progress(what, done, total)`` after each audited mechanism (``what`` is
+        ``"mechanisms"``) and after each epsilon run (``"runs"``, counting both sides of every
+        experiment), for a progress bar. It draws no randomness: the report is the same.
 
     Raises
     ------
     InvalidParameterError
-        An unknown name, a named mechanism ``table`` cannot feed, or nothing left to audit,
-        before anything is run.
+        An unknown name, a named mechanism ``table`` cannot feed, nothing left to audit, or a
+        size above its bound (at most 10**6 runs per side and 10**6 users), before anything
+        is run.
     """
     started = time.perf_counter()
+    check_int(users, "users", "run_audit", low=1, high=MAX_AUDIT_USERS)
+    check_int(max_removals, "max_removals", "run_audit", low=0)
+    check_int(epsilon_runs, "epsilon_runs", "run_audit", low=0, high=MAX_AUDIT_RUNS)
+    check_int(epsilon_scale, "epsilon_scale", "run_audit", low=1, high=MAX_NOVEL_ITEMS // 200)
     names, cannot = _chosen(mechanisms, capability, table)
     data = table if table is not None else audit_table(users, seed=seed)
     report = AuditReport(audited=names, not_run=cannot)
-    for name in names:
+    tell = progress if progress is not None else _silent
+    tell("mechanisms", 0, len(names))
+    for done, name in enumerate(names, 1):
         mech = MECHANISMS[name]
         rows, notes = audit_sensitivity(
             name, mech.runner(data), data, seed=seed, max_removals=max_removals
@@ -316,13 +333,24 @@ def run_audit(
         report.notes += notes
         if mech.notes:
             report.notes.append(f"{name}: {mech.notes}")
+        tell("mechanisms", done, len(names))
     if any(MECHANISMS[n].capability == "partition" for n in names):
         report.thresholds = threshold_rows()
     if epsilon_runs > 0:
-        for exp in EXPERIMENTS:
-            if exp.mechanism in names:
-                report.bounds.append(
-                    run_experiment(exp, runs=epsilon_runs, scale=epsilon_scale, seed=seed)
+        experiments = [exp for exp in EXPERIMENTS if exp.mechanism in names]
+        total = sum(2 * runs_per_side(exp, epsilon_runs) for exp in experiments)
+        made = [0]
+        tell("runs", 0, total)
+
+        def tick() -> None:
+            made[0] += 1
+            tell("runs", made[0], total)
+
+        for exp in experiments:
+            report.bounds.append(
+                run_experiment(
+                    exp, runs=epsilon_runs, scale=epsilon_scale, seed=seed, progress=tick
                 )
+            )
     report.seconds = time.perf_counter() - started
     return report

@@ -10,9 +10,17 @@ from typing import Any
 
 import numpy as np
 
+from userdp._validation import MAX_AUDIT_RUNS, MAX_AUDIT_USERS, MAX_NOVEL_ITEMS
 from userdp.exceptions import DataError, InvalidParameterError
 
-from .options import ExitCode, common_options, non_negative_int, positive_int, run_guarded
+from .options import (
+    Counting,
+    ExitCode,
+    bounded_int,
+    common_options,
+    non_negative_int,
+    run_guarded,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -101,10 +109,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--users",
-        type=positive_int,
+        type=bounded_int(1, MAX_AUDIT_USERS),
         default=200,
         metavar="N",
-        help="Users in the synthetic data. Default: %(default)s.",
+        help=f"Users in the synthetic data, at most {MAX_AUDIT_USERS:,}. Default: %(default)s.",
     )
     parser.add_argument(
         "--max-removals",
@@ -115,11 +123,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--epsilon-runs",
-        type=non_negative_int,
+        type=bounded_int(0, MAX_AUDIT_RUNS),
         default=1000,
         metavar="N",
         help="Runs per side of each epsilon experiment (the delta check makes at least 1000); "
-        "0 skips them. Default: %(default)s.",
+        f"0 skips them; at most {MAX_AUDIT_RUNS:,}. Default: %(default)s.",
     )
     parser.add_argument(
         "--seed",
@@ -130,12 +138,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--novel-items",
-        type=positive_int,
+        type=bounded_int(1, MAX_NOVEL_ITEMS),
         default=20_000,
         metavar="N",
         help="Items (a multiple of 200) held by the added user of the selection's novel-user "
         "experiment, at most 100 runs per side (200,000 reproduces the pre-fix GreedyUpdate's "
-        "bound above 1; the delta check catches it at any size). Default: %(default)s.",
+        "bound above 1; the delta check catches it at any size); at most "
+        f"{MAX_NOVEL_ITEMS:,}. Default: %(default)s.",
     )
     parser.add_argument(
         "--json", action="store_true", help="Print the report as JSON instead of tables."
@@ -219,16 +228,21 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.OK
     table = _read_input(args.input, tuple(args.value_range)) if args.input else None
     _check_names(args, table)
-    report = run_audit(
-        args.mechanism,
-        table=table,
-        capability=args.capability,
-        users=args.users,
-        max_removals=args.max_removals,
-        seed=args.seed,
-        epsilon_runs=args.epsilon_runs,
-        epsilon_scale=max(1, args.novel_items // 200),
-    )
+    progress = Counting(quiet=args.quiet)  # drawn on a terminal only
+    try:
+        report = run_audit(
+            args.mechanism,
+            table=table,
+            capability=args.capability,
+            users=args.users,
+            max_removals=args.max_removals,
+            seed=args.seed,
+            epsilon_runs=args.epsilon_runs,
+            epsilon_scale=max(1, args.novel_items // 200),
+            progress=progress,
+        )
+    finally:
+        progress.close()
     for name, why in report.not_run.items():
         logger.warning("not run: %s (%s)", name, why)
     print(report.to_json() if args.json else report.table())

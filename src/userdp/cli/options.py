@@ -16,6 +16,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from enum import IntEnum
@@ -28,18 +29,22 @@ __all__ = [
     "NOT_PRIVATE",
     "PROGRESS_MIN_BYTES",
     "ArgumentParser",
+    "Counting",
     "ExitCode",
     "Progress",
     "atomic_output",
+    "bounded_int",
     "check_column_roles",
     "check_not_an_input",
     "check_output_path",
     "common_options",
+    "counting",
     "delimiter",
     "exact",
     "input_size",
     "is_stdout",
     "non_negative_int",
+    "on_terminal",
     "one_line",
     "positive_int",
     "report_duplicates",
@@ -103,19 +108,32 @@ class ArgumentParser(argparse.ArgumentParser):
         )
 
 
-def _int_at_least(low: int, what: str) -> Callable[[str], int]:
-    """An argparse ``type`` accepting integers >= ``low``."""
+def _int_at_least(low: int | None, what: str, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type`` accepting integers >= ``low`` (None: any) and <= ``high``."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
-        if value < low:
+        if low is not None and value < low:
             raise argparse.ArgumentTypeError(f"must be a {what} integer, got {text!r}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(
+                f"must be at most {high:,} (a larger value cannot finish in useful time), "
+                f"got {text!r}"
+            )
         return value
 
     return parse
+
+
+def bounded_int(low: int | None, high: int) -> Callable[[str], int]:
+    """argparse type: an integer in ``[low, high]``; ``high`` is one of the documented upper
+    bounds of :mod:`userdp._validation` (a size that cannot finish is refused before any work).
+    ``low=None`` leaves the lower bound to the library's own check and wording."""
+    what = "positive" if low == 1 else "non-negative" if low == 0 else f">= {low}"
+    return _int_at_least(low, what, high)
 
 
 #: argparse type: an integer >= 1.
@@ -198,16 +216,80 @@ def configured_logging(prog: str, verbose: int, quiet: bool) -> Iterator[None]:
         logger.setLevel(level_)
 
 
+def on_terminal(quiet: bool = False) -> bool:
+    """Whether a progress bar may be drawn: stderr is a terminal and ``--quiet`` is off.
+
+    Piped or redirected stderr (scripts, pipelines, tests) never gets a bar.
+    """
+    isatty = getattr(sys.stderr, "isatty", None)
+    try:
+        return (not quiet) and callable(isatty) and bool(isatty())
+    except ValueError:  # a closed stream
+        return False
+
+
+def counting(total: int | None, *, desc: str, unit: str, quiet: bool = False) -> Any:
+    """A tqdm bar counting ``total`` units of work (rows, rounds, runs, steps) on stderr.
+
+    Drawn only when :func:`on_terminal`; otherwise the bar is disabled and its ``update`` and
+    ``close`` do nothing. A bar only counts: it draws no randomness, so a seeded release is the
+    same with it or without. It is erased when closed (``leave=False``).
+    """
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit=unit,
+        file=sys.stderr,
+        leave=False,
+        mininterval=0.5,
+        dynamic_ncols=True,
+        disable=not on_terminal(quiet),
+    )
+
+
+class Counting:
+    """``progress(what, done, total)`` callbacks of the library as :func:`counting` bars: one
+    bar per kind of work (``"mechanisms"``, ``"runs"``), the previous one closed when the next
+    kind starts. Call :meth:`close` at the end (also on errors)."""
+
+    def __init__(self, *, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.what: str | None = None
+        self.bar: Any = None
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        if what != self.what:
+            self.close()
+            self.what = what
+            self.bar = counting(total, desc=what, unit=what.removesuffix("s"), quiet=self.quiet)
+        if self.bar is not None and done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self.bar = None
+        self.what = None
+
+
 class Progress:
     """A tqdm bar over named stages on stderr, or nothing at all.
 
     Enabled only when stderr is a terminal, ``--quiet`` is off and the job is large enough to
-    take seconds; otherwise every method is a no-op, so scripts and logs stay clean.
+    take seconds; otherwise every method is a no-op, so scripts and logs stay clean. While a
+    stage runs, its elapsed time is redrawn every second, so a long stage (reading a large
+    file) does not look stuck.
     """
+
+    #: Seconds between redraws of the elapsed time.
+    REFRESH_S = 1.0
 
     def __init__(self, stages: Sequence[str], *, enabled: bool) -> None:
         self.stages = list(stages)
         self.bar: Any = None
+        self._stop = threading.Event()
         if enabled:
             from tqdm import tqdm
 
@@ -218,6 +300,11 @@ class Progress:
                 leave=False,
                 bar_format="{desc:<10} {bar} {n_fmt}/{total_fmt} stages [{elapsed}]",
             )
+            threading.Thread(target=self._redraw, args=(self.bar,), daemon=True).start()
+
+    def _redraw(self, bar: Any) -> None:
+        while not self._stop.wait(self.REFRESH_S):
+            bar.refresh()  # tqdm's own lock keeps this apart from the main thread's updates
 
     @property
     def enabled(self) -> bool:
@@ -227,8 +314,7 @@ class Progress:
     @staticmethod
     def wanted(quiet: bool, size: int) -> bool:
         """Whether a bar is worth showing for an input of ``size`` bytes."""
-        isatty = getattr(sys.stderr, "isatty", None)
-        return (not quiet) and callable(isatty) and bool(isatty()) and size >= PROGRESS_MIN_BYTES
+        return on_terminal(quiet) and size >= PROGRESS_MIN_BYTES
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -241,6 +327,7 @@ class Progress:
             self.bar.update(1)
 
     def close(self) -> None:
+        self._stop.set()
         if self.bar is not None:
             self.bar.close()
             self.bar = None
@@ -649,7 +736,9 @@ def add_parameter_flags(
         elif rule.get("bool"):
             kwargs["action"] = argparse.BooleanOptionalAction
         elif rule.get("int"):
-            kwargs.update(type=int, metavar=rule.get("metavar", "N"))
+            high = rule.get("high")
+            kind = int if high is None else bounded_int(None, high)  # refused while parsing
+            kwargs.update(type=kind, metavar=rule.get("metavar", "N"))
         elif "check" not in rule:
             kwargs.update(type=_float_arg, metavar=rule.get("metavar", "X"))
         else:

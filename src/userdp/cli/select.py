@@ -17,6 +17,7 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from userdp._validation import MAX_SELECTION_ROUNDS
 from userdp.data import read
 from userdp.data.io import FORMATS, infer_format
 from userdp.exceptions import InvalidParameterError
@@ -27,6 +28,7 @@ from userdp.partition.rounds import COMPOSITIONS
 from .options import (
     Progress,
     atomic_output,
+    bounded_int,
     check_column_roles,
     check_output_path,
     common_options,
@@ -170,11 +172,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     algo.add_argument(
         "--rounds",
-        type=positive_int,
+        type=bounded_int(1, MAX_SELECTION_ROUNDS),
         default=None,
         metavar="K",
-        help="Number of rounds of mad2r (>= 2) or dp-sips. Default: 4 for mad2r's pooled "
-        "test, else 2.",
+        help="Number of rounds of mad2r (>= 2) or dp-sips, at most "
+        f"{MAX_SELECTION_ROUNDS:,}. Default: 4 for mad2r's pooled test, else 2.",
     )
     algo.add_argument(
         "--split",

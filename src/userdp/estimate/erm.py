@@ -58,6 +58,7 @@ import numpy as np
 from scipy import special
 
 from userdp._params import ParamsMixin
+from userdp._validation import MAX_ITERATIONS
 from userdp.estimate._common import (
     EPSILON,
     PUBLIC_USER_SIZES,
@@ -309,7 +310,12 @@ class WeightedERM(ParamsMixin):
             "none": True,
             "help": "Contribution bound h (>= 1 with weighting='limit'); default: chosen.",
         },
-        "steps": {"int": True, "low": 1, "help": "Number of noisy gradient steps T."},
+        "steps": {
+            "int": True,
+            "low": 1,
+            "high": MAX_ITERATIONS,
+            "help": "Number of noisy gradient steps T.",
+        },
         "learning_rate": {
             "low": 0.0,
             "low_open": True,

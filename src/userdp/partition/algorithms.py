@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from userdp._validation import check_int, check_real
+from userdp._validation import MAX_SELECTION_ROUNDS, check_int, check_real
 from userdp.exceptions import InvalidParameterError
 from userdp.partition.cap import AUTO_CAP_SHARE, CANDIDATES
 from userdp.partition.rounds import (
@@ -158,7 +158,7 @@ def _check_dp_sips(caller: str, o: dict[str, Any]) -> dict[str, Any]:
     rounds = o["rounds"]
     if rounds is None:
         rounds = len(o["fractions"]) if isinstance(o["fractions"], (list, tuple)) else 2
-    rounds = check_int(rounds, "rounds", caller, low=1)
+    rounds = check_int(rounds, "rounds", caller, low=1, high=MAX_SELECTION_ROUNDS)
     o = _check_rounds(caller, _check_pooled(caller, o), rounds)
     return _check_pooled_composition(caller, {**o, "rounds": rounds})
 
@@ -169,7 +169,7 @@ def _check_mad2r(caller: str, o: dict[str, Any]) -> dict[str, Any]:
         o = {**o, "pooled": o["composition"] == "gaussian"}
     if o["rounds"] is None:  # 4 pooled rounds, else the paper's 2
         o = {**o, "rounds": 4 if o["pooled"] is True else 2}
-    rounds = check_int(o["rounds"], "rounds", caller, low=2)
+    rounds = check_int(o["rounds"], "rounds", caller, low=2, high=MAX_SELECTION_ROUNDS)
     o = {**o, "rounds": rounds}
     for name in ("c_lb", "c_ub"):
         check_real(o[name], name, caller, low=0.0)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,13 @@ from userdp.privacy.budget import PrivacyBudget
 from userdp.recommend import METHODS, MatrixFactorization, PublicFeatureRecommender
 from userdp.recommend.public.estimator import METHOD_NAMES
 
-from ..options import add_parameter_flags, delimiter, given_parameters, non_negative_int
+from ..options import (
+    add_parameter_flags,
+    delimiter,
+    given_parameters,
+    non_negative_int,
+    on_terminal,
+)
 
 logger = logging.getLogger("userdp.cli")
 
@@ -424,8 +429,7 @@ def budget_keywords(budget: PrivacyBudget | None) -> dict[str, float]:
 
 def interactive(quiet: bool) -> bool:
     """Progress bars only on a terminal, and not with --quiet."""
-    isatty = getattr(sys.stderr, "isatty", None)
-    return (not quiet) and callable(isatty) and bool(isatty())
+    return on_terminal(quiet)
 
 
 # -- output -------------------------------------------------------------------------------------

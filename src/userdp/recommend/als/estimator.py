@@ -34,6 +34,7 @@ from typing import Any, ClassVar, cast
 
 import numpy as np
 
+from userdp._validation import MAX_ITERATIONS
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
@@ -250,7 +251,12 @@ class MatrixFactorization(RecommenderBase):
             "low_open": True,
             "help": "Item i's step is learning-rate / (step-offset + n_hat_i).",
         },
-        "sgd_steps": {"int": True, "low": 1, "help": "Gradient steps per alternating step."},
+        "sgd_steps": {
+            "int": True,
+            "low": 1,
+            "high": MAX_ITERATIONS,
+            "help": "Gradient steps per alternating step.",
+        },
         "biases": {
             "check": check_biases,
             "metavar": "on|off|auto",

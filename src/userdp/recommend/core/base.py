@@ -15,7 +15,7 @@ import dp_accounting
 import numpy as np
 
 from userdp._params import ParamsMixin
-from userdp._validation import MIN_EPSILON, check_choice, check_real
+from userdp._validation import MAX_ITERATIONS, MIN_EPSILON, check_choice, check_real
 from userdp.data.ratings import Ratings, as_ratings
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
 from userdp.multitask.allocation import private_counts, row_keys
@@ -111,7 +111,12 @@ SHARED_CONSTRAINTS: dict[str, dict[str, Any]] = {
         "cli": False,
         "help": "The item set, fixed before training (public catalogue or private selection).",
     },
-    "steps": {"int": True, "low": 1, "help": "Alternating steps; each private step is charged."},
+    "steps": {
+        "int": True,
+        "low": 1,
+        "high": MAX_ITERATIONS,
+        "help": "Alternating steps; each private step is charged.",
+    },
     "rating_range": {
         "check": _check_rating_range,
         "none": True,

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from userdp._validation import MAX_ITERATIONS
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask.kernels import segment_statistics
 from userdp.multitask.ssp import perturb_statistics, project_psd
@@ -239,6 +240,7 @@ class PublicFeatureRecommender(RecommenderBase):
         "inner_steps": {
             "int": True,
             "low": 1,
+            "high": MAX_ITERATIONS,
             "help": "Gradient steps on the item encoder per alternating step.",
         },
         "batch_items": {"int": True, "low": 1, "help": "Items per inner step of mini-batch SSP."},

@@ -441,7 +441,7 @@ def test_smooth_weights_use_every_record_where_sample_limiting_drops_most():
         ({"delta": 1.0}, "'delta' parameter"),
         ({"radius": 0.0}, "'radius' parameter"),
         ({"lipschitz": -1.0}, "'lipschitz' parameter"),
-        ({"steps": 0}, r"'steps' parameter of WeightedERM must be an int in the range \[1, inf\]"),
+        ({"steps": 0}, r"'steps' parameter of WeightedERM must be an int in the range \[1, 1000000\]"),
         ({"steps": 2.5}, "'steps' parameter"),
         ({"h": 0.0}, "'h' parameter"),
         ({"h": 0.5, "weighting": "limit"}, r"'h' parameter .* \[1, inf\) with weighting='limit'"),

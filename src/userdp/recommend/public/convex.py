@@ -360,17 +360,25 @@ def quadratic_model_gradient(
     return encoder.vjp(params, idx, cache, resid + ridge[idx, None] * v)
 
 
-def _release(H, g, plan, clips, noise, labels):
+def _release(
+    H: Array,
+    g: Array,
+    plan: NoisePlan | None,
+    clips: tuple[float | None, float | None],
+    noise: NoiseSource,
+    labels: Any,
+) -> tuple[Array, Array]:
     """Algorithm 7, lines 4-5: Gaussian noise of std ``sigma Gamma`` on (H, g), then H onto the
     PSD cone (post-processing; the exact H is PSD for a convex loss)."""
     if plan is None:
         return H, g
-    h_clip, g_clip = clips
+    # A private plan for the convex path always carries both clips and both multipliers.
+    h_clip, g_clip = cast(tuple[float, float], clips)
     H, g = perturb_statistics(
         H,
         g,
-        gram_sigma=plan.gram * h_clip,
-        moment_sigma=plan.moment * g_clip,
+        gram_sigma=cast(float, plan.gram) * h_clip,
+        moment_sigma=cast(float, plan.moment) * g_clip,
         noise=noise,
         gram_l2=h_clip,
         moment_l2=g_clip,
@@ -382,7 +390,17 @@ def _release(H, g, plan, clips, noise, labels):
     return np.einsum("mdk,mk,mek->mde", vecs, vals, vecs), g
 
 
-def _dpsgd_gradient(spec, params, U, rows, weights, user_seg, ridge, plan, noise):
+def _dpsgd_gradient(
+    spec: ConvexSpec,
+    params: Array,
+    U: Array,
+    rows: tuple[Array, Array, Array],
+    weights: Array | None,
+    user_seg: tuple[Array, Array],
+    ridge: Array,
+    plan: NoisePlan | None,
+    noise: NoiseSource,
+) -> Array:
     """AM-DPSGD with the convex loss: user k's gradient ``sum_i w_i l'(u_k . v_j, y_i) J_j^T
     u_k`` clipped to ``clip_norm`` (sensitivity ``clip_norm``), then noise, then the ridge."""
     users, items, y = rows
@@ -391,11 +409,12 @@ def _dpsgd_gradient(spec, params, U, rows, weights, user_seg, ridge, plan, noise
     w = np.ones(users.size) if weights is None else weights
     resid = w * spec.loss.grad(np.einsum("nd,nd->n", U[users], V[items]), y)
     clip = spec.clip_norm if plan is not None else None
-    total = clipped_user_gradients(encoder, params, U, items, resid, *user_seg, clip)
+    order, offsets = user_seg
+    total = clipped_user_gradients(encoder, params, U, items, resid, order, offsets, clip)
     if plan is not None:
         total = noise.add_gaussian(
             total,
-            plan.gradient * spec.clip_norm,
+            cast(float, plan.gradient) * spec.clip_norm,
             statistic="encoder gradient",
             l2=spec.clip_norm,
         )

@@ -33,6 +33,7 @@ per 32 bytes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -316,7 +317,11 @@ def _chunks(values: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
     return values.chunks if isinstance(values, pa.ChunkedArray) else [values]
 
 
-def _per_chunk(values, seed: Seed, fn) -> np.ndarray:
+def _per_chunk(
+    values: pa.Array | pa.ChunkedArray,
+    seed: Seed,
+    fn: Callable[[pa.Array, int | np.ndarray], np.ndarray],
+) -> np.ndarray:
     """Apply ``fn(chunk, chunk_seed) -> uint64`` chunk by chunk and return the int64 result."""
     n = len(values)
     seeds = _seed_vector(seed, n)

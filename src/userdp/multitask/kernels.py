@@ -21,8 +21,9 @@ against.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -168,7 +169,9 @@ def segment_statistics(
     return A, b
 
 
-def batched(fn, *arrays: np.ndarray, n_threads: int | None = None, chunk: int = 512):
+def batched(
+    fn: Callable[..., Any], *arrays: np.ndarray, n_threads: int | None = None, chunk: int = 512
+) -> Any:
     """``fn(*arrays)`` on chunks of the leading axis, run on a thread pool with 1-thread BLAS.
 
     For batched LAPACK calls (``eigh``, ``solve``) over thousands of small matrices, which
@@ -188,7 +191,17 @@ def batched(fn, *arrays: np.ndarray, n_threads: int | None = None, chunk: int = 
     return np.concatenate(parts)
 
 
-def _direct_segment(s, offsets, rows, index, features, weights, labels, A, b) -> None:
+def _direct_segment(
+    s: int,
+    offsets: np.ndarray,
+    rows: np.ndarray,
+    index: np.ndarray,
+    features: np.ndarray,
+    weights: np.ndarray | None,
+    labels: np.ndarray | None,
+    A: np.ndarray | None,
+    b: np.ndarray | None,
+) -> None:
     """Statistics of one long segment, in row blocks of at most ``_BLOCK`` floats."""
     step = max(1, _BLOCK // features.shape[1])
     for lo in range(offsets[s], offsets[s + 1], step):
@@ -197,7 +210,7 @@ def _direct_segment(s, offsets, rows, index, features, weights, labels, A, b) ->
         if weights is None:
             if A is not None:
                 A[s] += xs.T @ xs
-            if b is not None:
+            if b is not None and labels is not None:  # b is None without labels
                 b[s] += labels[r] @ xs
         else:
             # w >= 0: (sqrt(w) x)^T (sqrt(w) x) is a symmetric product BLAS does fastest.
@@ -205,11 +218,22 @@ def _direct_segment(s, offsets, rows, index, features, weights, labels, A, b) ->
             xs *= root[:, None]
             if A is not None:
                 A[s] += xs.T @ xs
-            if b is not None:
+            if b is not None and labels is not None:  # b is None without labels
                 b[s] += (labels[r] * root) @ xs
 
 
-def _padded_block(segs, length, offsets, rows, index, features, weights, labels, A, b) -> None:
+def _padded_block(
+    segs: np.ndarray,
+    length: int,
+    offsets: np.ndarray,
+    rows: np.ndarray,
+    index: np.ndarray,
+    features: np.ndarray,
+    weights: np.ndarray | None,
+    labels: np.ndarray | None,
+    A: np.ndarray | None,
+    b: np.ndarray | None,
+) -> None:
     """Statistics of segments no longer than ``length``, as one stacked matmul."""
     lo = offsets[segs]
     n = offsets[segs + 1] - lo
@@ -223,7 +247,7 @@ def _padded_block(segs, length, offsets, rows, index, features, weights, labels,
     x *= root[:, :, None]
     if A is not None:
         A[segs] = np.matmul(x.transpose(0, 2, 1), x)
-    if b is not None:
+    if b is not None and labels is not None:  # b is None without labels
         yw = np.where(valid, labels[r], 0.0) * root
         b[segs] = np.matmul(yw[:, None, :], x)[:, 0, :]
 

@@ -302,9 +302,19 @@ def lowrank_ratings(
 
 
 def _lowrank(
-    n_users, n_items, n_ratings, rank, item_skew, user_exponent, noise, rating_range, step, seed
+    n_users: Any,
+    n_items: Any,
+    n_ratings: Any,
+    rank: Any,
+    item_skew: Any,
+    user_exponent: Any,
+    noise: Any,
+    rating_range: Any,
+    step: Any,
+    seed: Any,
 ) -> tuple[Ratings, np.ndarray]:
-    """:func:`lowrank_ratings` and its item factors."""
+    """:func:`lowrank_ratings` and its item factors (arguments as the user gave them: checked
+    here)."""
     caller = "lowrank_ratings"
     n_users = check_int(n_users, "n_users", caller, low=1)
     n_items = check_int(n_items, "n_items", caller, low=1)

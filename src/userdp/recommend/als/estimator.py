@@ -30,6 +30,7 @@ import logging
 import math
 import time
 import warnings
+from collections.abc import Iterable
 from typing import Any, ClassVar, cast
 
 import numpy as np
@@ -56,7 +57,7 @@ from userdp.recommend.core.centring import centre, centre_all, mean_statistics
 from userdp.recommend.core.model import RecommenderModel, solve_users
 from userdp.recommend.core.plans import NoisePlan, TrainingPlan, plan_noise
 from userdp.recommend.core.spec import Allocation, ItemUpdateSpec
-from userdp.recommend.engines import make_runner, resolve_engine
+from userdp.recommend.engines import Runner, make_runner, resolve_engine
 from userdp.recommend.engines.local import UserSolve
 
 __all__ = [
@@ -598,7 +599,20 @@ class MatrixFactorization(RecommenderBase):
         log.info("%s: trained in %.2f s", self.method, self.fit_seconds_)
         return self
 
-    def _alternate(self, spec, runner, U, steps, how, trained, freq, half, plan, noise, labels):
+    def _alternate(
+        self,
+        spec: ItemUpdateSpec,
+        runner: Runner,
+        U: np.ndarray,
+        steps: Iterable[int],
+        how: UserSolve,
+        trained: np.ndarray,
+        freq: np.ndarray,
+        half: float,
+        plan: NoisePlan | None,
+        noise: NoiseSource,
+        labels: Any,
+    ) -> np.ndarray:
         """Algorithm 3's loop over a runner: exact user solves, private item updates."""
         private = plan is not None
         alpha = how.alpha
@@ -609,7 +623,7 @@ class MatrixFactorization(RecommenderBase):
             # Line 5: item update.
             if not private:
                 gram, moment = runner.item_statistics(weighted=False)
-                if alpha:
+                if gravity is not None:  # alpha > 0
                     gram += alpha * gravity
                 U = solve_users(gram, moment, spec.reg * np.maximum(freq, 1.0))
             elif self._solver == "ssp":

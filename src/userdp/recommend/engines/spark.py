@@ -156,7 +156,17 @@ def _training_bucket(
     return pd_frame({_B: pdf[_B].to_numpy(), _J: users, _I: items, _R: pdf[_R].to_numpy(), _W: w})
 
 
-def _solved_partition(U, how, reg, lo, hi, center, weighted, zz, pdf):
+def _solved_partition(
+    U: np.ndarray,
+    how: UserSolve,
+    reg: float,
+    lo: float,
+    hi: float,
+    center: float,
+    weighted: bool,
+    zz: np.ndarray | None,
+    pdf: pd.DataFrame,
+) -> tuple[LocalRunner, np.ndarray]:
     """A local runner over one partition's rows with its users solved (line 4), and the
     partition's item codes."""
     codes = _user_codes(pdf)
@@ -209,6 +219,7 @@ def _gradient_bucket(
     from userdp.recommend.core.steps import GradientOperator
 
     local, items = _solved_partition(U0, how, reg, lo, hi, center, True, zz, pdf)
+    assert local.weights is not None  # weighted rows, asked for above
     op = GradientOperator(
         local.users,
         local.items,
@@ -222,7 +233,9 @@ def _gradient_bucket(
     return _pack(items, op.gradient(U[items], local.V, clip), n_groups, None)
 
 
-def _pack(items: np.ndarray, stats: np.ndarray, n_groups: int, extra: np.ndarray | None):
+def _pack(
+    items: np.ndarray, stats: np.ndarray, n_groups: int, extra: np.ndarray | None
+) -> pd.DataFrame:
     """One row per item bucket (item code mod ``n_groups``): its item codes and their
     statistics; ``extra`` (the implicit term's Gram) as bucket -1."""
     group = items % n_groups
@@ -421,7 +434,15 @@ class SparkRunner:
             center,
         )
 
-    def _centre(self, spec, lo, hi, noise_multiplier, noise, released_total) -> float:
+    def _centre(
+        self,
+        spec: RunSpec,
+        lo: float,
+        hi: float,
+        noise_multiplier: float | None,
+        noise: NoiseSource,
+        released_total: float | None,
+    ) -> float:
         """The centre over every rating (items outside the set too), as ``centre_all``."""
         from pyspark.sql import functions as F
 

@@ -47,7 +47,7 @@ from userdp.recommend.core.prior import bias_prior, count_noise_sd, item_covaria
 from userdp.recommend.core.spec import Allocation, ConvexSpec
 from userdp.recommend.core.steps import user_side_norm
 from userdp.recommend.engines import make_runner, resolve_engine
-from userdp.recommend.engines.local import UserSolve, spark_supported
+from userdp.recommend.engines.local import Preamble, UserSolve, spark_supported
 from userdp.recommend.public.convex import (
     CONVEX_CONSTRAINTS,
     check_convex_variant,
@@ -616,7 +616,15 @@ class PublicFeatureRecommender(RecommenderBase):
         self.dp_event_ = model.dp_event
         self.budget_ = model.budget
 
-    def _train(self, runner, prep, plan, noise, rng, user_features):
+    def _train(
+        self,
+        runner: Any,  # a Runner; AM-DPSGD and the prior read the LocalRunner's rows
+        prep: Preamble,
+        plan: Any,  # a NoisePlan, or None without privacy
+        noise: NoiseSource,
+        rng: np.random.Generator,
+        user_features: Any,
+    ) -> tuple[np.ndarray, Any, float | None, np.ndarray | None]:
         """The alternating steps over ``runner`` (:mod:`userdp.recommend.engines.local`): the exact
         user solves and item statistics there, releases and encoder steps here. AM-DPSGD and
         the user-feature prior read the local runner's rows (local engine only). Returns the
@@ -626,6 +634,7 @@ class PublicFeatureRecommender(RecommenderBase):
         center, lo, hi, n_items = prep.center, prep.lo, prep.hi, prep.n_items
         self._check_encoder_size(n_items)
         counts = prep.counts if private else prep.exact_counts
+        assert counts is not None  # released counts when private, exact ones otherwise
         runner.restrict(np.ones(n_items, dtype=bool))  # AM-SSP trains every item
         rule = Allocation("adaptive", 1, self.mu)
         runner.allocate(rule, counts if private else None, noise)  # adaptive weights (Table 2)
@@ -704,8 +713,8 @@ class PublicFeatureRecommender(RecommenderBase):
             stats = None
             for _t in range(self.inner_steps):
                 if stats is None or self.variant == "ssp1":
-                    stats = self._release(exact_a, exact_b, plan, norm, half, noise, prep.labels)
-                    stats = self._with_prior(stats, ridge, beta, counts, plan, half)
+                    released = self._release(exact_a, exact_b, plan, norm, half, noise, prep.labels)
+                    stats = self._with_prior(released, ridge, beta, counts, plan, half)
                 batch = None
                 if self.variant == "minibatch":
                     size = min(self.batch_items, n_items)
@@ -715,7 +724,19 @@ class PublicFeatureRecommender(RecommenderBase):
             del exact_a, exact_b
         return params, encoder, beta, prior
 
-    def _local_users(self, runner, V_items, beta, phi, prior, counts, plan, noise, bound, n_fam):
+    def _local_users(
+        self,
+        runner: Any,
+        V_items: np.ndarray,
+        beta: float | None,
+        phi: Any,
+        prior: np.ndarray | None,
+        counts: np.ndarray | None,
+        plan: Any,  # a NoisePlan, or None without privacy
+        noise: NoiseSource,
+        bound: float,
+        n_fam: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
         """The user step on the local runner's rows, with the user-feature prior's pull and
         release (and for AM-DPSGD): returns the item-side vectors and targets, the prior."""
         users, items, y = runner.users, runner.items, runner.y
@@ -736,12 +757,28 @@ class PublicFeatureRecommender(RecommenderBase):
             target = np.clip(target, -bound, bound)  # no-op on y itself without it
         return X, target, prior, counts
 
-    def _release_prior(self, phi, n_families, U, counts, plan, noise):
+    def _release_prior(
+        self,
+        phi: Any,
+        n_families: int,
+        U: np.ndarray,
+        counts: np.ndarray | None,
+        plan: Any,  # a NoisePlan, or None without privacy
+        noise: NoiseSource,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The user-feature prior's release
         (:func:`~userdp.recommend.public.steps.release_prior`)."""
         return release_prior(phi, n_families, U, counts, plan, noise, self.max_norm)
 
-    def _with_prior(self, stats, ridge, beta, counts, plan, half):
+    def _with_prior(
+        self,
+        stats: tuple[np.ndarray, np.ndarray, Any],
+        ridge: np.ndarray,
+        beta: float | None,
+        counts: np.ndarray,
+        plan: Any,  # a NoisePlan, or None without privacy
+        half: float,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(A, b, ridge)`` for the encoder's steps: with ``bias_prior`` (private, biases),
         the bias coordinate's ridge pulls toward the empirical-Bayes prior mean fitted from
         this release (:mod:`userdp.recommend.core.prior`, public item features as covariates):
@@ -771,7 +808,16 @@ class PublicFeatureRecommender(RecommenderBase):
         moment[:, -1] += prior.ridge * prior.mean / beta
         return gram, moment, full
 
-    def _release(self, gram, moment, plan, norm, half, noise, labels):
+    def _release(
+        self,
+        gram: np.ndarray,
+        moment: np.ndarray,
+        plan: Any,  # a NoisePlan, or None without privacy
+        norm: float,
+        half: float,
+        noise: NoiseSource,
+        labels: Any,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """One noisy release of the item statistics (exact when training without privacy).
 
         ``norm`` bounds the user vectors (``max_norm``, ``sqrt(2) max_norm`` with biases):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
+from userdp._validation import MAX_ITERATIONS
 from userdp.estimate.erm import WeightedERM, weighted_gradient_sum
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
 from userdp.privacy import PrivacyAccountant
@@ -441,7 +442,7 @@ def test_smooth_weights_use_every_record_where_sample_limiting_drops_most():
         ({"delta": 1.0}, "'delta' parameter"),
         ({"radius": 0.0}, "'radius' parameter"),
         ({"lipschitz": -1.0}, "'lipschitz' parameter"),
-        ({"steps": 0}, r"'steps' parameter of WeightedERM must be an int in the range \[1, 1000000\]"),
+        ({"steps": 0}, rf"'steps' parameter of WeightedERM must be .* \[1, {MAX_ITERATIONS}\]"),
         ({"steps": 2.5}, "'steps' parameter"),
         ({"h": 0.0}, "'h' parameter"),
         ({"h": 0.5, "weighting": "limit"}, r"'h' parameter .* \[1, inf\) with weighting='limit'"),

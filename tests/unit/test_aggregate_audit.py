@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from userdp.audit.aggregate_mechanisms import aggregate_mechanisms
 from userdp.audit.mechanisms import audit_table
+from userdp.audit.mechanisms.aggregate import mechanisms as aggregate_mechanisms
 from userdp.audit.replay import audit_sensitivity
 
 

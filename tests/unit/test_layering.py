@@ -7,7 +7,8 @@
 - the capabilities (partition, estimate, recommend) do not import each other;
 - multitask does not import recommend (recommend builds on multitask, not the reverse);
 - nothing outside the CLI imports the CLI;
-- the modules of the data layer, and those of recommend, form no import cycle;
+- the modules of the data layer, those of recommend and those of audit form no import cycle,
+  and each audit module imports alone in a fresh interpreter;
 - inside recommend, each subpackage imports only those its rule allows (core < engines <
   families; the two families never each other), and no step module imports an engine.
 """
@@ -319,6 +320,46 @@ def test_the_data_cycle_check_sees_the_old_cycle():
         ["userdp.data.contributions", "userdp.data.io", "userdp.data.contributions"],
         ["userdp.data.io", "userdp.data.contributions", "userdp.data.io"],
     )
+
+
+# -- inside audit: no import cycle, and every module imports on its own ----------------------
+AUDIT = {module_name(p): p for p in MODULES if module_name(p).startswith("userdp.audit")}
+
+
+def audit_graph() -> dict[str, set[str]]:
+    """Module -> the audit modules it names in an import (lazy imports too, packages'
+    ``__init__`` included). A module's parent package, which Python initialises first, is not
+    an edge unless the module names it: the parent re-exports its modules, never the reverse."""
+    return {
+        name: {m for m in imported_modules(path) if m in AUDIT and m != name}
+        for name, path in AUDIT.items()
+    }
+
+
+def test_the_audit_modules_are_found():
+    assert {"userdp.audit", "userdp.audit.replay", "userdp.audit.report"} <= set(AUDIT)
+
+
+def test_audit_modules_form_no_import_cycle():
+    cycle = find_cycle(audit_graph())
+    assert not cycle, " -> ".join(cycle)
+
+
+def test_the_audit_cycle_check_sees_a_module_importing_its_importer():
+    graph = audit_graph()
+    importer = next(name for name, deps in sorted(graph.items()) if deps)
+    imported = sorted(graph[importer])[0]
+    graph[imported] = graph[imported] | {importer}
+    assert find_cycle(graph)
+
+
+@pytest.mark.parametrize("name", sorted(AUDIT))
+def test_each_audit_module_imports_alone(name):
+    """In a fresh interpreter, so that no module loaded before it hides a circle."""
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {name}"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_the_recommend_core_imports_no_family():

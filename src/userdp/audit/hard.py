@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from userdp.audit.epsilon import EpsilonBound, event_epsilon_bound
-from userdp.audit.mechanisms import DELTA, EPSILON, RATING_RANGE
+from userdp.audit.mechanisms.base import DELTA, EPSILON, RATING_RANGE
 
 __all__ = ["EXPERIMENTS", "Experiment", "run_experiment"]
 

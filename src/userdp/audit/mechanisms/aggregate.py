@@ -1,19 +1,18 @@
 """The auditor's configurations of :func:`userdp.aggregate` (one per metric and bounding form).
 
-Kept apart from :mod:`userdp.audit.mechanisms` so it can be registered in one line there:
-``out.extend(aggregate_mechanisms())`` at the end of ``_all()``. Each runs the library's
-defaults (epsilon = 1, delta = 1e-5, keys selected privately) on the audit table, with the
-table's items as keys and its values (clipped to the table's value range) as values.
+Each runs the library's defaults (epsilon = 1, delta = 1e-5, keys selected privately) on the
+audit table, with the table's items as keys and its values (clipped to the table's value range)
+as values.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from userdp.audit.mechanisms import DELTA, EPSILON, Mechanism
+from userdp.audit.mechanisms.base import DELTA, EPSILON, Mechanism
 from userdp.audit.neighbours import Table
 
-__all__ = ["aggregate_mechanisms"]
+__all__ = ["mechanisms"]
 
 
 def _aggregate(metrics: str, bounding: str, public: bool) -> Callable[[Table], Callable]:
@@ -47,7 +46,7 @@ def _aggregate(metrics: str, bounding: str, public: bool) -> Callable[[Table], C
     return bind
 
 
-def aggregate_mechanisms() -> list[Mechanism]:
+def mechanisms() -> list[Mechanism]:
     """Every metric with smooth bounding (selected and public keys), and the hard-limit form."""
     out = []
     for metric in ("users", "count", "sum", "mean", "quantiles"):

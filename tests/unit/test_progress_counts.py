@@ -14,10 +14,11 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
+from userdp.data import Contributions, read
 from userdp.data import io as data_io
-from userdp.data import read
 from userdp.data.io import read_table
 from userdp.exceptions import DataError, InvalidParameterError
+from userdp.partition.api import select_partitions
 
 N_USERS = 1500
 
@@ -189,3 +190,43 @@ def test_a_header_only_file_counts_no_row(tmp_path):
 def test_progress_must_be_callable(files):
     with pytest.raises(InvalidParameterError, match="'progress' parameter of read"):
         read_table(files["pairs.csv"], progress=3)  # type: ignore[arg-type]
+
+
+# -- the rounds --------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("algorithm", "options", "rounds"),
+    [
+        ("mad2r", {}, 4),
+        ("mad2r", {"pooled": False}, 2),
+        ("dp-sips", {"rounds": 3}, 3),
+        ("basic", {}, 1),
+        ("mad", {"max_items_per_user": "auto"}, 1),
+    ],
+)
+def test_the_rounds_are_counted_and_the_seeded_release_is_the_same(algorithm, options, rounds):
+    data = Contributions.from_pairs(_pairs())
+    told: list[tuple[int, int]] = []
+    kw = {"epsilon": 1.0, "delta": 1e-5, "algorithm": algorithm, "seed": 7, **options}
+    counted = select_partitions(data, progress=lambda d, t: told.append((d, t)), **kw)
+    plain = select_partitions(data, **kw)
+    assert told == [(r, rounds) for r in range(rounds + 1)]
+    assert counted.to_dict() == plain.to_dict()
+    assert sorted(counted.items) == sorted(plain.items)
+
+
+def test_a_sequential_baseline_is_not_counted():
+    told: list[tuple[int, int]] = []
+    select_partitions(
+        _pairs(),
+        epsilon=1.0,
+        delta=1e-5,
+        algorithm="policy-gaussian",
+        seed=1,
+        progress=lambda d, t: told.append((d, t)),
+    )
+    assert told == []
+
+
+def test_select_progress_must_be_callable():
+    with pytest.raises(InvalidParameterError, match="'progress' parameter of select_partitions"):
+        select_partitions(_pairs(), epsilon=1.0, delta=1e-5, progress="yes")  # type: ignore[arg-type]

@@ -5,7 +5,9 @@ is only told: the table, every error and every seeded release are the same witho
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
+from userdp.cli import main
+from userdp.cli import options as cli_options
 from userdp.data import Contributions, read
 from userdp.data import io as data_io
 from userdp.data.io import read_table
@@ -21,6 +25,13 @@ from userdp.exceptions import DataError, InvalidParameterError
 from userdp.partition.api import select_partitions
 
 N_USERS = 1500
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
 
 
 def _pairs() -> list[tuple[str, str]]:
@@ -230,3 +241,86 @@ def test_a_sequential_baseline_is_not_counted():
 def test_select_progress_must_be_callable():
     with pytest.raises(InvalidParameterError, match="'progress' parameter of select_partitions"):
         select_partitions(_pairs(), epsilon=1.0, delta=1e-5, progress="yes")  # type: ignore[arg-type]
+
+
+# -- the bars ----------------------------------------------------------------------------------
+def test_phases_off_the_terminal_write_nothing_and_give_no_callback(monkeypatch):
+    piped = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", piped)
+    phases = cli_options.Phases(enabled=cli_options.Progress.wanted(False, 10**12))
+    assert not phases.enabled
+    assert phases.adding() is None and phases.counter("select", "rounds") is None
+    with phases.stage("read"):
+        phases.start("read", unit="rows")
+        phases.add(10)
+    phases.close()
+    assert piped.getvalue() == ""
+
+
+def test_phases_count_rows_then_rounds_on_a_terminal(monkeypatch):
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    phases = cli_options.Phases(enabled=cli_options.Progress.wanted(False, 10**12))
+    try:
+        phases.start("read", unit="rows")
+        rows = phases.adding()
+        assert rows is not None
+        rows(1000)
+        rows(234)
+        assert (phases.bar.n, phases.bar.total) == (1234, None)
+        rounds = phases.counter("select", "rounds")
+        assert rounds is not None
+        rounds(0, 4)
+        assert (phases.name, phases.bar.n, phases.bar.total) == ("select", 0, 4)
+        rounds(3, 4)
+        assert phases.bar.n == 3
+        phases.stop()
+        assert phases.bar is None
+    finally:
+        phases.close()
+    text = terminal.getvalue()
+    assert "read: 0 rows [" in text and "0/4 [" in text
+
+
+def _bar_on(monkeypatch: pytest.MonkeyPatch) -> _Terminal:
+    """stderr is a terminal and every input is large enough for a bar."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(cli_options, "PROGRESS_MIN_BYTES", 0)
+    return terminal
+
+
+SELECT = ["--epsilon", "1", "--delta", "1e-5", "--seed", "11", "--json"]
+
+
+@pytest.mark.parametrize("name", ["pairs.csv", "pairs.parquet"])
+def test_a_seeded_select_is_the_same_with_the_bar_and_without(files, monkeypatch, capsys, name):
+    monkeypatch.setattr(cli_options, "PROGRESS_MIN_BYTES", 0)
+    assert main(["select", str(files[name]), *SELECT]) == 0
+    plain, err = capsys.readouterr()
+    assert "\r" not in err and "rows" not in err and "round" not in err  # not a terminal
+    terminal = _bar_on(monkeypatch)
+    assert main(["select", str(files[name]), *SELECT]) == 0
+    counted, _ = capsys.readouterr()
+    assert counted == plain  # bit for bit: the same items, the same noise
+    assert json.loads(plain)["items"] == ["a", "the"]
+    drawn = terminal.getvalue()
+    assert "read: 0 rows [" in drawn and "encode [" in drawn and "0/4 [" in drawn
+
+
+def test_a_seeded_select_to_a_file_is_the_same_with_the_bar(files, monkeypatch, tmp_path):
+    args = ["select", str(files["pairs.csv"]), *SELECT[:-1], "--algorithm", "dp-sips"]
+    assert main([*args, "-o", str(tmp_path / "plain.parquet")]) == 0
+    _bar_on(monkeypatch)
+    assert main([*args, "-o", str(tmp_path / "counted.parquet")]) == 0
+    plain = (tmp_path / "plain.parquet").read_bytes()
+    assert (tmp_path / "counted.parquet").read_bytes() == plain
+
+
+def test_select_prints_only_its_summary_when_stderr_is_not_a_terminal(files, monkeypatch, capsys):
+    monkeypatch.setattr(cli_options, "PROGRESS_MIN_BYTES", 0)
+    assert main(["select", str(files["pairs.csv"]), *SELECT[:-1]]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "userdp select: selected 2 items with mad2r at epsilon=1, delta=1e-05."
+    ]

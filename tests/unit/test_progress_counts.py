@@ -324,3 +324,41 @@ def test_select_prints_only_its_summary_when_stderr_is_not_a_terminal(files, mon
     assert err.splitlines() == [
         "userdp select: selected 2 items with mad2r at epsilon=1, delta=1e-05."
     ]
+
+
+@pytest.fixture(scope="module")
+def values(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rng = np.random.default_rng(0)
+    n = 4000
+    users = rng.integers(0, 300, n)
+    x = rng.normal(size=(n, 2))
+    label = x @ np.array([3.0, -2.0]) + rng.normal(size=n)
+    path = tmp_path_factory.mktemp("values") / "values.csv"
+    lines = [f"u{u},{a},{b},{y}\n" for u, (a, b), y in zip(users, x, label, strict=True)]
+    path.write_text("user,x1,x2,label\n" + "".join(lines))
+    return path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["mean", "--value-column", "label", "--bounds", "-10", "10"],
+        ["quantile", "--value-column", "label", "--bounds", "-10", "10", "--quantiles", "0.5"],
+        ["linreg", "--label-column", "label", "--label-range", "-10", "10"],
+    ],
+)
+def test_a_seeded_estimate_is_the_same_with_the_bar_and_without(values, monkeypatch, capsys, args):
+    command = ["estimate", args[0], str(values), *args[1:], "--epsilon", "1", "--seed", "5"]
+    monkeypatch.setattr(cli_options, "PROGRESS_MIN_BYTES", 0)
+    assert main([*command, "--json"]) == 0
+    plain, err = capsys.readouterr()
+    assert "\r" not in err and "rows" not in err  # not a terminal: the summary line only
+    assert len(err.splitlines()) == 1 and err.startswith(f"userdp estimate {args[0]}: ")
+    terminal = _bar_on(monkeypatch)
+    assert main([*command, "--json"]) == 0
+    counted, _ = capsys.readouterr()
+    assert counted == plain
+    drawn = terminal.getvalue()
+    assert "read: 0 rows [" in drawn and "estimate [" in drawn
+    if args[0] == "linreg":  # the feature columns are found by a first read
+        assert "scan: 0 rows [" in drawn

@@ -290,7 +290,8 @@ def test_progress_bar_only_on_a_terminal_for_large_inputs(csv_path, capsys, monk
     assert _select(csv_path, *EPS_DELTA) == 0
     out, err = capsys.readouterr()
     assert out == "a\nthe\n"
-    assert "stages" in err
+    assert "read: 0 rows [" in err  # each bar as it starts: the rows read, mad2r's 4 rounds
+    assert "0/4 [" in err and "round/s" in err
 
 
 # -- errors -------------------------------------------------------------------------------------

@@ -42,6 +42,8 @@ from userdp.exceptions import DataError, InvalidParameterError
 
 from .options import (
     NOT_PRIVATE,
+    Phases,
+    Progress,
     add_parameter_flags,
     atomic_output,
     check_column_roles,
@@ -50,6 +52,7 @@ from .options import (
     delimiter,
     exact,
     given_parameters,
+    input_size,
     is_stdout,
     run_guarded,
 )
@@ -340,14 +343,20 @@ def _add_linreg(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _read(args: argparse.Namespace, numeric: Sequence[str]) -> tuple[np.ndarray, pa.Table]:
-    """The user column as strings and the named numeric columns as float64."""
+def _read(
+    args: argparse.Namespace,
+    numeric: Sequence[str],
+    rows: Callable[[int], object] | None = None,
+) -> tuple[np.ndarray, pa.Table]:
+    """The user column as strings and the named numeric columns as float64 (``rows``: the
+    reader's progress callback)."""
     wanted = (args.user_column, *numeric)
     table = read_table(
         args.input,
         columns=wanted,
         format=args.format,
         delimiter=args.delimiter,
+        progress=rows,
     )
     for col in wanted:
         if col not in table.column_names:
@@ -376,7 +385,9 @@ def _read(args: argparse.Namespace, numeric: Sequence[str]) -> tuple[np.ndarray,
     return users_np, pa.table(cast)
 
 
-def _feature_columns(args: argparse.Namespace) -> list[str]:
+def _feature_columns(
+    args: argparse.Namespace, rows: Callable[[int], object] | None = None
+) -> list[str]:
     if args.feature_columns is not None:
         return list(args.feature_columns)
     names = read_table(
@@ -384,6 +395,7 @@ def _feature_columns(args: argparse.Namespace) -> list[str]:
         columns=(args.user_column, args.label_column),
         format=args.format,
         delimiter=args.delimiter,
+        progress=rows,
     ).column_names
     rest = [n for n in names if n not in (args.user_column, args.label_column)]
     if not rest:
@@ -419,7 +431,9 @@ def _check(args: argparse.Namespace) -> None:
             )
 
 
-def _run_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float]]:
+def _run_values(
+    args: argparse.Namespace, progress: Phases
+) -> tuple[dict[str, Any], dict[str, float]]:
     weighted = args.method == "weighted"
     fn: Callable[..., Any]
     if args.statistic == "mean":
@@ -438,10 +452,13 @@ def _run_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, flo
     }
     # The library's own check of its table, run before the file is read (fn runs it again).
     check_arguments({**_defaults(fn), **kwargs}, _TABLES[fn], fn.__name__)
-    users, table = _read(args, [args.value_column])
+    progress.start("read", unit="rows")
+    users, table = _read(args, [args.value_column], progress.adding())
     values = table.column(args.value_column).to_numpy()
     logger.info("Read %d rows from %s (exact, not private).", values.size, args.input)
+    progress.start("estimate")
     result: Any = fn(values, users, **kwargs)  # a MeanResult or a QuantileResult
+    progress.stop()
     if args.statistic == "mean":
         estimates = {"mean": float(result.estimate)}
     else:
@@ -460,7 +477,9 @@ def _run_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, flo
     return info, estimates
 
 
-def _run_linreg(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float]]:
+def _run_linreg(
+    args: argparse.Namespace, progress: Phases
+) -> tuple[dict[str, Any], dict[str, float]]:
     model = LabelPrivateLinearRegression(
         label_range=tuple(args.label_range),
         h=args.threshold,
@@ -468,8 +487,11 @@ def _run_linreg(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, flo
         **given_parameters(args, _LINREG_FLAGS),
     )
     model._validate_params()  # the library's check, run before the file is read (fit reruns it)
-    features = _feature_columns(args)
-    users, table = _read(args, [args.label_column, *features])
+    if args.feature_columns is None:
+        progress.start("scan", unit="rows")  # a first read, for the columns' names
+    features = _feature_columns(args, progress.adding())
+    progress.start("read", unit="rows")
+    users, table = _read(args, [args.label_column, *features], progress.adding())
     y = table.column(args.label_column).to_numpy()
     X = np.column_stack([table.column(c).to_numpy() for c in features])
     logger.info(
@@ -478,7 +500,9 @@ def _run_linreg(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, flo
         len(features),
         args.input,
     )
+    progress.start("estimate")
     model.fit(X, y, users)
+    progress.stop()
     estimates = dict(zip(features, map(float, model.coef_), strict=True))
     if model.fit_intercept:
         estimates = {"intercept": float(model.intercept_), **estimates}
@@ -504,10 +528,15 @@ def run(args: argparse.Namespace) -> int:
     if output is not None:
         check_output_path(output, overwrite=args.overwrite)
     start = time.perf_counter()
-    if args.statistic == "linreg":
-        info, estimates = _run_linreg(args)
-    else:
-        info, estimates = _run_values(args)
+    # on a terminal: the rows read, then the time the estimate takes
+    progress = Phases(enabled=Progress.wanted(args.quiet, input_size(args.input)))
+    try:
+        if args.statistic == "linreg":
+            info, estimates = _run_linreg(args, progress)
+        else:
+            info, estimates = _run_values(args, progress)
+    finally:
+        progress.close()
     seconds = time.perf_counter() - start
     record = {"statistic": args.statistic, **info, "estimates": estimates}
     if output is not None:

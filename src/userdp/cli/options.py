@@ -31,6 +31,7 @@ __all__ = [
     "ArgumentParser",
     "Counting",
     "ExitCode",
+    "Phases",
     "Progress",
     "atomic_output",
     "bounded_int",
@@ -331,6 +332,117 @@ class Progress:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+class Phases:
+    """One line on stderr for a command whose work comes in phases, shown one at a time: a phase
+    that counts (rows read, rounds run) shows its count and rate, and with a known total a time
+    estimate; a phase that does not count shows its elapsed time. The line is redrawn every
+    second, so a long step that counts nothing (encoding what was read) does not look stuck.
+
+    Drawn only when ``enabled`` (:meth:`Progress.wanted`: stderr is a terminal, no ``--quiet``);
+    otherwise every method is a no-op, :meth:`adding` and :meth:`counter` give None (the library
+    then runs exactly as without a bar) and nothing is written. A phase only counts: it draws no
+    randomness and writes nothing to the output, so a seeded release is the same with it or
+    without. Each bar is erased when its phase ends. Call :meth:`close` at the end (also on
+    errors).
+    """
+
+    #: Seconds between redraws of the elapsed time.
+    REFRESH_S = 1.0
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self.name: str | None = None
+        self.unit: str | None = None
+        self.bar: Any = None
+        self._lock = threading.Lock()  # keeps a redraw apart from a bar's end
+        self._stop = threading.Event()
+        if enabled:
+            threading.Thread(target=self._redraw, daemon=True).start()
+
+    def _redraw(self) -> None:
+        while not self._stop.wait(self.REFRESH_S):
+            with self._lock:
+                if self.bar is not None:
+                    self.bar.refresh()
+
+    def start(self, name: str, *, unit: str | None = None, total: int | None = None) -> None:
+        """End the current phase and show ``name``: counting ``unit`` (plural, e.g. "rows"), up
+        to ``total`` when it is known, or without a unit its elapsed time only. A new name
+        is logged (``-v``), as :meth:`Progress.stage` logs its stages."""
+        if name != self.name:
+            logger.info("%s ...", name)
+        self.stop()
+        if not self.enabled:
+            self.name, self.unit = name, unit
+            return
+        from tqdm import tqdm
+
+        kw: dict[str, Any]
+        if unit is None:
+            kw = {"bar_format": "{desc} [{elapsed}]"}
+        elif total is None:  # a count without a total: 12,600,000 rows [00:03, 4.12M rows/s]
+            kw = {
+                "unit": f" {unit}",
+                "unit_scale": True,  # the rate; the count is shown in full
+                "bar_format": "{desc}: {n:,} " + unit + " [{elapsed}, {rate_fmt}]",
+            }
+        else:  # 1/4 [00:02<00:06, 2.00s/round]
+            kw = {"unit": unit.removesuffix("s")}
+        bar = tqdm(
+            total=total,
+            desc=name,
+            file=sys.stderr,
+            leave=False,
+            mininterval=0.5,
+            dynamic_ncols=True,
+            **kw,
+        )
+        with self._lock:
+            self.name, self.unit, self.bar = name, unit, bar
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Show ``name`` (its elapsed time, until a phase inside starts counting) while the
+        block runs; the phase shown then ends with the block."""
+        self.start(name)
+        yield
+        self.stop()
+
+    def add(self, n: int) -> None:
+        """Count ``n`` more units in the current phase."""
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def adding(self) -> Callable[[int], None] | None:
+        """:meth:`add` as a reader's ``progress(rows)`` callback; None when no bar is drawn."""
+        return self.add if self.enabled else None
+
+    def counter(self, name: str, unit: str) -> Callable[[int, int], None] | None:
+        """A library's ``progress(done, total)`` callback shown as phase ``name`` counting
+        ``unit``; None when no bar is drawn."""
+        if not self.enabled:
+            return None
+
+        def progress(done: int, total: int) -> None:
+            if (self.name, self.unit) != (name, unit):
+                self.start(name, unit=unit, total=total)
+            if self.bar is not None and done > self.bar.n:
+                self.bar.update(done - self.bar.n)
+
+        return progress
+
+    def stop(self) -> None:
+        """End the current phase: its bar is erased and none is shown until the next start."""
+        with self._lock:
+            bar, self.bar, self.name, self.unit = self.bar, None, None, None
+        if bar is not None:
+            bar.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.stop()
 
 
 def input_size(path: str | os.PathLike[str]) -> int:

@@ -18,14 +18,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from userdp._validation import MAX_SELECTION_ROUNDS
-from userdp.data import read
-from userdp.data.io import FORMATS, infer_format
+from userdp.data import Contributions
+from userdp.data.io import FORMATS, infer_format, read_table
 from userdp.exceptions import InvalidParameterError
 from userdp.partition import SelectionResult, SparkSelectionResult
 from userdp.partition.api import ALGORITHMS, select_partitions
 from userdp.partition.rounds import COMPOSITIONS
 
 from .options import (
+    Phases,
     Progress,
     atomic_output,
     bounded_int,
@@ -362,29 +363,23 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         return _run_spark(args, options, output, start)
 
-    progress = Progress(
-        ["read", "select", "write"],
-        enabled=Progress.wanted(args.quiet, input_size(args.input)),
-    )
+    # on a terminal: the rows read, the time encoding them takes, the rounds, the writing
+    progress = Phases(enabled=Progress.wanted(args.quiet, input_size(args.input)))
     if progress.enabled and "show_progress" in ALGORITHMS[args.algorithm].options:
         options["show_progress"] = True  # sequential baselines loop over users
     try:
         with progress.stage("read"):
-            data = read(
-                args.input,
-                user_column=args.user_column,
-                item_column=args.item_column,
-                format=args.format,
-                header=args.header,
-                delimiter=args.delimiter,
-            )
+            data = _read_pairs(args, progress)
             logger.info("Read %s (exact counts, not private).", data)
         with progress.stage("select"):
+            if options.get("show_progress"):
+                progress.stop()  # the baseline draws its own bar over the users
             result = select_partitions(
                 data,
                 epsilon=args.epsilon,
                 delta=args.delta,
                 algorithm=args.algorithm,
+                progress=progress.counter("select", "rounds"),
                 **options,
             )
             logger.debug("Parameters: %s", dict(result.parameters))
@@ -405,6 +400,22 @@ def run(args: argparse.Namespace) -> int:
     _print_json(args, result, output)
     _report(args, result, time.perf_counter() - start)
     return 0
+
+
+def _read_pairs(args: argparse.Namespace, progress: Phases) -> Contributions:
+    """The input's (user, item) pairs, as :func:`userdp.data.read` reads them: the rows counted
+    as they are read, then the encoding timed, on ``progress``."""
+    progress.start("read", unit="rows")
+    table = read_table(
+        args.input,
+        columns=(args.user_column, args.item_column),
+        format=args.format,
+        header=args.header,
+        delimiter=args.delimiter,
+        progress=progress.adding(),
+    )
+    progress.start("encode")
+    return Contributions.from_table(table, args.user_column, args.item_column)
 
 
 def _print_json(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from userdp._engines import ENGINES, resolve_engine
@@ -48,6 +48,7 @@ def select_partitions(
     algorithm: str = "mad2r",
     engine: str = "auto",
     accountant: PrivacyAccountant | None = None,
+    progress: Callable[[int, int], object] | None = None,
     _tap: Tap | None = None,
     **options: Any,
 ) -> SelectionResult | SparkSelectionResult:
@@ -69,6 +70,11 @@ or pyspark.sql.DataFrame
         Charge the selection to this accountant (its ledger gets the run's event). If the
         accountant has a budget the selection cannot fit in, :class:`BudgetExceededError` is
         raised before any data is read.
+    progress : callable or None, default=None
+        ``progress(done, total)``, for a progress bar: called with 0 rounds done before the
+        first round and after each round's release, ``total`` the number of rounds. The local
+        engine's parallel algorithms only (never called otherwise). It only counts: the rounds
+        are a parameter, not the data, and the release (its noise too) is the same without it.
     **options
         The algorithm's options (``ALGORITHMS[algorithm].options`` lists them with their
         defaults): ``max_items_per_user``, ``seed``, ``user_column``, ``item_column``;
@@ -102,6 +108,11 @@ or pyspark.sql.DataFrame
         )
     total = _budget(epsilon, delta, spec.caller)
     check_accountant(accountant, "accountant", "select_partitions")
+    if progress is not None and not callable(progress):
+        raise InvalidParameterError(
+            "The 'progress' parameter of select_partitions must be a callable or None. Got "
+            f"{progress!r} instead."
+        )
     if spec.function is not None:  # sequential baselines: one local function each
         if accountant is not None:
             # same basic-composition cost (epsilon, delta) as the baselines' own events
@@ -119,7 +130,15 @@ or pyspark.sql.DataFrame
         plan = spec.plan(total, o)
         if accountant is not None:
             accountant.check(plan.event, seed=o["seed"], caller="select_partitions")
-        runner = _runner(engine, data, spec, o, _tap)
+        rounds = None
+        if progress is not None and engine == "local":
+            k = len(plan.rounds)  # a re-plan for an automatic cap keeps the number of rounds
+            progress(0, k)
+
+            def rounds(done: int) -> None:
+                progress(done, k)
+
+        runner = _runner(engine, data, spec, o, _tap, rounds)
         try:
             if o["auto_cap"]:
                 o, plan = _auto_cap(runner, spec, total, o, plan)
@@ -155,7 +174,14 @@ def _auto_cap(
     return o, plan_of(total, o)
 
 
-def _runner(engine: str, data: Any, spec: AlgorithmSpec, o: Mapping[str, Any], tap: Any) -> Any:
+def _runner(
+    engine: str,
+    data: Any,
+    spec: AlgorithmSpec,
+    o: Mapping[str, Any],
+    tap: Any,
+    progress: Callable[[int], object] | None = None,
+) -> Any:
     cap = o["max_items_per_user"]
     kw = {
         "caller": spec.caller,
@@ -169,7 +195,7 @@ def _runner(engine: str, data: Any, spec: AlgorithmSpec, o: Mapping[str, Any], t
         from userdp.partition.spark import SparkRunner  # pyspark only when asked for
 
         return SparkRunner(data, **kw)
-    return LocalRunner(data, **kw)
+    return LocalRunner(data, **kw, progress=progress)
 
 
 # -- one function per algorithm (documentation; the options and defaults live in SPECS) ----------

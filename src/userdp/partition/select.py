@@ -295,7 +295,9 @@ class _Noisy(NamedTuple):
 class LocalRunner:
     """:class:`~userdp.partition.runner.Runner` on NumPy code arrays (one machine).
 
-    ``_tap`` is the tests' seam (see :class:`~userdp.partition.runner.Tap`).
+    ``_tap`` is the tests' seam (see :class:`~userdp.partition.runner.Tap`). ``progress``, if
+    given, is called with the number of rounds released so far after each round's release (a
+    count of calls, the same for every input; it draws no noise and sees no data).
     """
 
     def __init__(
@@ -308,8 +310,10 @@ class LocalRunner:
         user_column: str = "user",
         item_column: str = "item",
         _tap: Tap | None = None,
+        progress: Callable[[int], object] | None = None,
     ) -> None:
         self.run = _Run(data, caller, user_column, item_column, max_items_per_user, seed, _tap)
+        self.progress = progress
         self.max_items_per_user = self.run.cap
         d = self.run.data
         self.removed = np.zeros(d.n_items, dtype=bool)
@@ -410,6 +414,7 @@ class LocalRunner:
         present = self.present()
         codes = None if every_item and self._recap else self.codes()
         noisy, selected = self.run.release(rnd, weights, self.items, present=present, codes=codes)
+        self._released_round()
         return _Noisy(noisy, present, codes), selected
 
     def release_pooled(
@@ -429,7 +434,13 @@ class LocalRunner:
             return test.passes([*earlier, x], np)
 
         noisy, selected = self.run.release(rnd, weights, self.items, passes, present, codes)
+        self._released_round()
         return _Noisy(noisy, present, codes), selected
+
+    def _released_round(self) -> None:
+        """Tell ``progress`` how many rounds are released (the number of releases so far)."""
+        if self.progress is not None:
+            self.progress(len(self.run.round_sizes))
 
     def remove(self, noisy: _Noisy, decide: Decide) -> None:
         """Apply ``decide`` to the codes the round noised: every code, or the round's items

@@ -338,3 +338,44 @@ def test_a_column_of_lists_is_refused_by_the_user_s_column_name(role, keys):
             accountant=acc,
         )
     assert acc.spent() == PrivacyAccountant(PrivacyBudget(1.0, 1e-5)).spent()  # nothing charged
+
+
+@pytest.mark.parametrize("others", [(), ("users",), ("users", "mean"), ("sum", "quantiles")])
+def test_a_metric_s_histogram_and_bound_rule_do_not_depend_on_the_others_asked(others):
+    """COUNT beside MEAN estimates what COUNT alone does: each family's norm histogram gets
+    its own share of the precision and its bound is chosen for the noise it would have alone,
+    so the distribution of its C (and so its bias) is the same whatever else is asked."""
+    from userdp.aggregate.plan import DEFAULT_SHARES, make_plan
+
+    def plan(families):
+        return make_plan(
+            1.0,
+            1e-5,
+            select=False,
+            vectors=families,
+            families=families,
+            quantile_levels=(0.5,) if "quantiles" in others else (),
+            smooth=True,
+            size_histogram=True,
+            shares=DEFAULT_SHARES,
+            selection_options={},
+        )
+
+    fams = {"users": ["users"], "mean": ["value_count", "sum"], "sum": ["sum"], "quantiles": []}
+    alone, beside = plan(["count"]), plan(["count", *[f for o in others for f in fams[o]]])
+    if "quantiles" not in others:  # quantiles take epsilon off the top: a smaller total
+        assert beside.histogram_z["count"] == alone.histogram_z["count"]
+        assert beside.reference_z["count"] == alone.reference_z["count"]
+    assert beside.reference_z["count"] <= beside.metric_z["count"]
+
+
+def test_count_s_bound_is_the_same_beside_a_sum_for_a_seed():
+    """The same seed draws the count histogram's noise first either way, at the same scale:
+    the chosen count bound is equal, run by run (it moved down by up to 5x beside a sum when
+    the histograms split one share)."""
+    rows = _rows()
+    for seed in range(4):
+        kw = dict(value_column="v", bounds=(0, 10), keys=list(range(30)), epsilon=1.0)
+        alone = aggregate(rows, metrics="count", delta=1e-5, seed=seed, **kw)
+        beside = aggregate(rows, metrics="count,sum", delta=1e-5, seed=seed, **kw)
+        assert beside.contribution_bounds["count"] == alone.contribution_bounds["count"]

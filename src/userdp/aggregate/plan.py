@@ -40,8 +40,9 @@ from userdp.privacy.accountant import event_cost as accountant_event_cost
 
 __all__ = ["DEFAULT_SHARES", "Cost", "Plan", "event_cost", "make_plan"]
 
-#: Shares of the total Gaussian precision: key selection (when keys are selected), the
-#: bound-choosing histograms (together), the metric vectors (the rest, equally). Quantiles take
+#: Shares of the total Gaussian precision: key selection (when keys are selected), each
+#: bound-choosing histogram (``bounds`` per family, so a family's histogram has the same noise
+#: whatever else is asked), the metric vectors (the rest, equally). Quantiles take
 #: ``quantile_share`` of epsilon off the top (pure DP). Chosen on a synthetic pilot draw (20,000
 #: users with Zipf(1.8) row counts over Zipf(1.3) keys, 183k rows, 12.9k keys; users and
 #: count at epsilon 1, delta 1e-5, 3 seeds), never on a reported data set: selection shares
@@ -100,6 +101,10 @@ class Plan:
         Family (``"users"``, ``"count"``, ``"sum"``) -> noise multiplier of its norm histogram.
     metric_z : dict
         Vector (``"users"``, ``"count"``, ``"sum"``) -> noise multiplier (noise sd = z * C).
+    reference_z : dict
+        Family -> the noise multiplier its vector would have were it the only metric asked: the
+        bound C is chosen for it, so a metric's C (and its bias) does not depend on the other
+        metrics asked beside it (COUNT beside MEAN estimates what COUNT alone does).
     quantile_epsilon : float
         Per quantile level (all keys together); ``size_histogram_epsilon`` chooses h.
     """
@@ -113,6 +118,7 @@ class Plan:
     size_histogram_epsilon: float
     quantile_levels: tuple[float, ...] = ()
     selection_event: dp_accounting.DpEvent | None = field(default=None, repr=False)
+    reference_z: dict[str, float] = field(default_factory=dict)
 
     def events(self, selection_event: dp_accounting.DpEvent | None) -> list[Any]:
         """Every event of the run, in release order (``selection_event`` as run or planned)."""
@@ -174,16 +180,28 @@ def make_plan(
         sel_cost = event_cost(sel_event)
     p_tot = total_precision(epsilon, delta, basic + Cost(sel_cost.epsilon, sel_cost.delta))
     left = p_tot - sel_cost.precision
-    hist_p = shares["bounds"] * p_tot if (smooth and families) else 0.0
-    metric_p = left - hist_p
+    one_hist = shares["bounds"] * p_tot if (smooth and families) else 0.0
+    metric_p = left - one_hist * len(families)
     if not vectors:
         metric_p = 0.0
     if metric_p <= 0.01 * p_tot and vectors:
         raise InvalidParameterError(
-            "aggregate: key selection takes the whole budget; lower its share."
+            "aggregate: key selection and the bound histograms take the whole budget; lower "
+            "their shares."
         )
-    histogram_z = {f: (hist_p / len(families)) ** -0.5 for f in families} if hist_p else {}
+    histogram_z = {f: one_hist**-0.5 for f in families} if one_hist else {}
     metric_z = {v: (metric_p / len(vectors)) ** -0.5 for v in vectors}
+    # what each family's vector would get alone (one histogram, one vector): public
+    reference_z = {f: (left - one_hist) ** -0.5 for f in families} if one_hist else {}
     return Plan(
-        sel_eps, sel_delta, sel_cost, histogram_z, metric_z, per_level, size_eps, levels, sel_event
+        sel_eps,
+        sel_delta,
+        sel_cost,
+        histogram_z,
+        metric_z,
+        per_level,
+        size_eps,
+        levels,
+        sel_event,
+        reference_z,
     )

@@ -340,7 +340,9 @@ def test_mad2r_round_two_biases_match(spark):
 @pytest.mark.parametrize("name", ["mad2r", "dp-sips"])
 def test_shuffle_joins_match_broadcast_joins(spark, monkeypatch, name):
     """Item sets too large to broadcast are joined by shuffling: same weights, same items."""
-    monkeypatch.setattr(engine, "BROADCAST_ROWS", 0)
+    from userdp.partition import _spark_run  # where the runner's joins read it
+
+    monkeypatch.setattr(_spark_run, "BROADCAST_ROWS", 0)
     rng = np.random.default_rng(5)
     pairs = [(u, int(i)) for u in range(80) for i in rng.zipf(1.6, size=int(rng.integers(1, 14)))]
     local, lp, remote, sp = _both(spark, pairs, name, seed=2)

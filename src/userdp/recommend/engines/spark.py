@@ -1,46 +1,11 @@
 """The Spark runner of :class:`~userdp.recommend.MatrixFactorization` (``engine="spark"``) and
 of the AM-SSP statistics of :class:`~userdp.recommend.PublicFeatureRecommender`.
 
-The training algorithm is :meth:`MatrixFactorization.fit`'s, written once over a runner
-(:mod:`userdp.recommend.engines.local`); this module computes its exact statistics from a Spark
-DataFrame of ``(user, item, rating)`` rows, for every method: ``als``, the DPALS family (uniform,
-tail and adaptive allocation; item statistics ``A_i``, ``b_i``) and the DPSGD family (clipped
-per-user gradient sums, one pass per gradient step), with or without biases, the implicit term,
-``top_items`` and ``min_item_count``. The same calls give AM-SSP's statistics (Krichene et al.
-2023b) to :meth:`PublicFeatureRecommender.fit <userdp.recommend.PublicFeatureRecommender.fit>`
-(variants ssp2, ssp1, minibatch, with or without biases): user solves against the encoder's
-item vectors, then the adaptive-weight ``A_j``, ``b_j`` with the targets clipped
-(``UserSolve(clip_target=True)``, or ``y - c_k`` clipped with biases); the encoder's steps run
-on the driver. Tested equal to the local engine (``tests/spark/test_recommend_spark_public.py``).
-
-Layout. The rows are shuffled once by user into ``buckets`` partitions (hash of the user id), so
-every partition holds whole users; every per-user computation then runs in a ``mapInPandas`` UDF
-over a whole partition with the local NumPy kernels (the same functions the local runner calls:
-:func:`~userdp.multitask.allocation.row_keys`, the sampling and adaptive rules, the per-user solves
-of :class:`~userdp.recommend.engines.local.LocalRunner`). Per user, these depend only on the user's
-own rows and on released values (counts, item factors), so a partition computes exactly what the
-local runner computes for those users. The prepared rows and the training rows (with their
-allocation weights) are cached and their lineage cut (``localCheckpoint``, which keeps the
-partitions), so no later pass shuffles the ratings or re-runs the preamble.
-
-One step (Algorithm 3, lines 4-5) is one pass: each partition solves its users against the
-released item factors (in the UDF's closure), then emits, per bucket of items (item code mod
-``buckets``), the codes of the items its users rated and their partial sums ``sum_j w_ij x_j
-x_j^T`` (upper triangle) and ``sum_j w_ij t_ij x_j`` as Arrow binary columns; a grouped-map UDF
-per item bucket adds the partials (one shuffle of at most ``buckets`` x m statistics). The
-driver collects one row per item bucket, m x (d'(d'+1)/2 + d') floats in all (d' = dim + 1 with
-biases), and the Gram matrix of the implicit term (d' x d'): nothing proportional to users or
-ratings. It cannot hold them when ``m * d'^2 * 8`` bytes exceed :data:`MAX_DRIVER_BYTES`
-(2 GiB): ``prepare`` then raises before any pass, naming the fix (a smaller ``dim`` or item
-set).
-
-Noise. The counts, the centre and the item statistics are released on the driver by the
-caller's :class:`~userdp.privacy.NoiseSource`, in the local runner's order, so for a given seed
-the Spark engine releases the same model as the local engine (to the float round-off of sums
-taken in another order). The per-rating random choices (count sampling, uniform and tail
-allocation) are keyed hashes of (salt, user label, item label), as on the local engine. The
-item statistics are m x d'^2 floats, which the driver holds anyway for the solve, so drawing
-their noise there costs no more than the collection.
+It computes, from a Spark DataFrame of ``(user, item, rating)`` rows, the exact statistics the
+training loop of :mod:`userdp.recommend.engines.local` asks for, for every method; the noise is
+drawn on the driver as locally, so a seed releases the same model on both engines. The
+per-partition kernels are :mod:`userdp.recommend.engines._spark_kernels`'s; docs/recommend.md
+("On Apache Spark") says what runs where and what the driver holds.
 """
 
 from __future__ import annotations
@@ -50,14 +15,31 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from userdp.data.encoding import run_bounds
 from userdp.exceptions import DataError, InvalidParameterError
-from userdp.multitask.allocation import release_counts, row_keys, sample_per_user
+from userdp.multitask.allocation import release_counts
 from userdp.privacy.noise import NoiseSource
 from userdp.recommend.core.centring import centre_cap, release_mean
 from userdp.recommend.core.items import ItemSet
 from userdp.recommend.core.spec import Allocation, ItemUpdateSpec, RunSpec
-from userdp.recommend.engines.local import LocalRunner, Preamble, UserSolve
+from userdp.recommend.engines._spark_kernels import (
+    _B,
+    _C,
+    _D,
+    _I,
+    _J,
+    _N,
+    _PARTIAL,
+    _PREPARED,
+    _R,
+    _S,
+    _TRAINING,
+    _gradient_bucket,
+    _prepare_bucket,
+    _step_bucket,
+    _sum_partials,
+    _training_bucket,
+)
+from userdp.recommend.engines.local import Preamble, UserSolve
 from userdp.spark import require_pyspark, whole_partition
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,205 +50,6 @@ __all__ = ["MAX_DRIVER_BYTES", "SparkRunner"]
 
 #: The most bytes of item statistics (m x d'^2 float64) the driver is asked to hold.
 MAX_DRIVER_BYTES = 2 << 30
-
-# Column names of the prepared frame: user partition, user code within it, item code
-# (-1: outside the item set), rating, row key, counted in the private counts, kept by the
-# sampled mean, the user's number of ratings, allocation weight; a repeated pair.
-_B, _J, _I, _R, _K, _C, _S, _N, _W = "_b", "_j", "_i", "_r", "_k", "_c", "_s", "_n", "_w"
-_D = "_d"  # the row repeats an earlier (user, item) pair
-_PREPARED = (
-    f"{_B} long, {_J} long, {_I} long, {_R} double, {_K} long, {_C} boolean, {_S} boolean, "
-    f"{_N} long, {_D} boolean"
-)
-_TRAINING = f"{_B} long, {_J} long, {_I} long, {_R} double, {_W} double"
-_PARTIAL = "_g long, _c binary, _x binary"  # item bucket, item codes, statistics
-
-
-def _prepare_bucket(vocab: list, salt: int, count_sample: int, pdf: pd.DataFrame) -> pd.DataFrame:
-    """One partition of users: user codes, row keys, the count and mean samples (per user)."""
-    users, user_labels = _codes(pa.Array.from_pandas(pdf["_u"]).to_pylist())
-    items = pdf[_I].to_numpy(dtype=np.int64)
-    inside = items >= 0
-    item_labels = pa.Array.from_pandas(pdf["_l"]).to_pylist()
-    # The item's vocabulary label inside the item set (as the local runner hashes it), its own
-    # label outside (as the local centre hashes the full ratings).
-    keyed = [vocab[i] if i >= 0 else v for i, v in zip(items.tolist(), item_labels, strict=True)]
-    codes, item_keys = _codes(keyed)
-    keys = row_keys(users, codes, user_labels, item_keys, salt)
-    pair = users * (len(item_keys) + 1) + codes
-    order = np.argsort(pair, kind="stable")
-    repeated = np.zeros(users.size, dtype=bool)  # reported by the driver, which raises
-    repeated[order[1:]] = pair[order[1:]] == pair[order[:-1]]
-    counted = np.zeros(users.size, dtype=bool)
-    counted[inside] = sample_per_user(users[inside], count_sample, None, keys=keys[inside])
-    sampled = sample_per_user(users, count_sample, None, keys=keys)
-    n_u = np.bincount(users)[users]
-    return pd_frame(
-        {
-            _B: pdf[_B].to_numpy(),
-            _J: users,
-            _I: items,
-            _R: pdf[_R].to_numpy(dtype=np.float64),
-            _K: keys.view(np.int64),
-            _C: counted,
-            _S: sampled,
-            _N: n_u,
-            _D: repeated,
-        }
-    )
-
-
-def _codes(labels: list) -> tuple[np.ndarray, list]:
-    """Codes of hashable labels by first appearance, and the distinct labels."""
-    book: dict[Any, int] = {}
-    codes = np.fromiter(
-        (book.setdefault((type(v), v), len(book)) for v in labels), np.int64, len(labels)
-    )
-    return codes, [v for _, v in book]
-
-
-def pd_frame(columns: dict[str, Any]) -> pd.DataFrame:
-    import pandas as pd
-
-    return pd.DataFrame(columns)
-
-
-def _user_codes(pdf: pd.DataFrame) -> np.ndarray:
-    """Codes 0..n-1 of the users of a partition (unique by (partition, code within it))."""
-    key = (pdf[_B].to_numpy(dtype=np.int64) << 32) | pdf[_J].to_numpy(dtype=np.int64)
-    return np.unique(key, return_inverse=True)[1].astype(np.int64).reshape(-1)
-
-
-def _training_bucket(
-    trained: np.ndarray, rule: Any, counts: np.ndarray | None, pdf: pd.DataFrame
-) -> pd.DataFrame:
-    """One partition's rows of trained items with their allocation weights (Table 2)."""
-    from userdp.recommend.core.steps import user_weights
-
-    items = pdf[_I].to_numpy(dtype=np.int64)
-    pdf = pdf[(items >= 0) & trained[np.maximum(items, 0)]]
-    users = _user_codes(pdf)
-    items = pdf[_I].to_numpy(dtype=np.int64)
-    if rule is None or users.size == 0:
-        w = np.ones(users.size)
-    else:
-        keys = pdf[_K].to_numpy(dtype=np.int64).view(np.uint64)
-        assert counts is not None  # released with the rule
-        w = user_weights(rule, users, items, counts, None, keys)
-    return pd_frame({_B: pdf[_B].to_numpy(), _J: users, _I: items, _R: pdf[_R].to_numpy(), _W: w})
-
-
-def _solved_partition(
-    U: np.ndarray,
-    how: UserSolve,
-    reg: float,
-    lo: float,
-    hi: float,
-    center: float,
-    weighted: bool,
-    zz: np.ndarray | None,
-    pdf: pd.DataFrame,
-) -> tuple[LocalRunner, np.ndarray]:
-    """A local runner over one partition's rows with its users solved (line 4), and the
-    partition's item codes."""
-    codes = _user_codes(pdf)
-    items, icodes = np.unique(pdf[_I].to_numpy(dtype=np.int64), return_inverse=True)
-    y = np.clip(pdf[_R].to_numpy(dtype=np.float64), lo, hi) - center
-    w = pdf[_W].to_numpy(dtype=np.float64) if weighted else None
-    local = LocalRunner.from_codes(codes, icodes, y, w, int(codes.max()) + 1, items.size)
-    local.solve_users(U[items], how, reg, items_gram=zz)
-    return local, items
-
-
-def _step_bucket(
-    U: np.ndarray,
-    how: UserSolve,
-    reg: float,
-    lo: float,
-    hi: float,
-    center: float,
-    weighted: bool,
-    zz: np.ndarray | None,
-    n_groups: int,
-    pdf: pd.DataFrame,
-) -> pd.DataFrame:
-    """One partition: its users' exact solves, then their partial item statistics."""
-    local, items = _solved_partition(U, how, reg, lo, hi, center, weighted, zz, pdf)
-    gram, moment = local.item_statistics(weighted)
-    k = gram.shape[1]
-    iu = np.triu_indices(k)
-    stats = np.concatenate([gram[:, iu[0], iu[1]], moment], axis=1)
-    gravity = np.append(local.gravity().ravel(), float(local.n_users))
-    return _pack(items, stats, n_groups, gravity)
-
-
-def _gradient_bucket(
-    U0: np.ndarray,
-    how: UserSolve,
-    reg: float,
-    lo: float,
-    hi: float,
-    center: float,
-    zz: np.ndarray | None,
-    U: np.ndarray,
-    clip: float,
-    n_groups: int,
-    pdf: pd.DataFrame,
-) -> pd.DataFrame:
-    """One partition: its users solved against the step's ``U0``, then their item gradient
-    at ``U``, each user's whole gradient clipped to ``clip`` (Algorithm 2; the rows of a user
-    are all in this partition, so the clipping is the local runner's)."""
-    from userdp.recommend.core.steps import GradientOperator
-
-    local, items = _solved_partition(U0, how, reg, lo, hi, center, True, zz, pdf)
-    assert local.weights is not None  # weighted rows, asked for above
-    op = GradientOperator(
-        local.users,
-        local.items,
-        local.target,
-        local.weights,
-        local.item_order,
-        local.item_offsets,
-        local.n_items,
-        local.n_users,
-    )
-    return _pack(items, op.gradient(U[items], local.V, clip), n_groups, None)
-
-
-def _pack(
-    items: np.ndarray, stats: np.ndarray, n_groups: int, extra: np.ndarray | None
-) -> pd.DataFrame:
-    """One row per item bucket (item code mod ``n_groups``): its item codes and their
-    statistics; ``extra`` (the implicit term's Gram) as bucket -1."""
-    group = items % n_groups
-    order = np.argsort(group, kind="stable")
-    rows = (
-        [order[a:b] for a, b in zip(*run_bounds(group[order]), strict=True)] if order.size else []
-    )
-    tail = [] if extra is None else [(-1, b"", extra.tobytes())]
-    return pd_frame(
-        {
-            "_g": [int(group[r[0]]) for r in rows] + [t[0] for t in tail],
-            "_c": [items[r].tobytes() for r in rows] + [t[1] for t in tail],
-            "_x": [stats[r].tobytes() for r in rows] + [t[2] for t in tail],
-        }
-    )
-
-
-def _sum_partials(pdf: pd.DataFrame) -> pd.DataFrame:
-    """Add the partial statistics of one item bucket's items over the user partitions (or the
-    gravity rows, bucket -1)."""
-    group = int(pdf["_g"].iloc[0])
-    parts = [np.frombuffer(b, dtype=np.float64) for b in pdf["_x"]]
-    if group < 0:
-        return pd_frame({"_g": [group], "_c": [b""], "_x": [np.sum(parts, axis=0).tobytes()]})
-    codes = np.concatenate([np.frombuffer(b, dtype=np.int64) for b in pdf["_c"]])
-    x = np.concatenate(parts).reshape(codes.size, -1)
-    order = np.argsort(codes, kind="stable")
-    codes, x = codes[order], x[order]
-    starts, _ = run_bounds(codes)
-    total = np.add.reduceat(x, starts, axis=0)
-    return pd_frame({"_g": [group], "_c": [codes[starts].tobytes()], "_x": [total.tobytes()]})
 
 
 class _SparkGradient:
@@ -293,7 +76,7 @@ class SparkRunner:
         Partitions of users (tasks of every pass) and buckets of items; None: twice the
         default parallelism.
 
-    See the module docstring for what runs where and what the driver holds.
+    docs/recommend.md ("On Apache Spark") says what runs where and what the driver holds.
     """
 
     def __init__(

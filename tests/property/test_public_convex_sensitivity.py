@@ -12,7 +12,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-import userdp.recommend.public.estimator as public_module  # noqa: E402
+import userdp.recommend.public.convex_fit as convex_fit_module  # noqa: E402
 from helpers import Tape  # noqa: E402
 from userdp.data.ratings import Ratings  # noqa: E402
 from userdp.multitask.allocation import adaptive_weights  # noqa: E402
@@ -122,8 +122,8 @@ def _neighbours(seed: int, kind: str) -> tuple[Ratings, Ratings, list[str]]:
 def test_every_logistic_release_holds_its_bound_for_an_added_user(monkeypatch, variant, kind, seed):
     d, d2, vocab = _neighbours(seed, kind)
     tape = Tape()
-    # the estimator builds the noise source and hands it to the convex training
-    monkeypatch.setattr(public_module, "NoiseSource", tape)
+    # the convex fit builds the noise source and hands it to the convex training
+    monkeypatch.setattr(convex_fit_module, "NoiseSource", tape)
     for data in (d, d2):
         model = PublicFeatureRecommender(
             encoder=IdEncoder(len(vocab), 2, seed=0),

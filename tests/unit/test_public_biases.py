@@ -13,6 +13,7 @@ from bias_data import pure_biases, ratings_table
 from dp_accounting import pld
 
 import userdp.recommend.public.estimator as public_module
+import userdp.recommend.public.training as training_module
 from helpers import recording_noise
 from userdp.data.ratings import Ratings
 from userdp.data.synthetic import lowrank_ratings
@@ -167,7 +168,7 @@ def test_the_noise_scaled_ridge_uses_the_biased_bound_and_dimension(variant, mon
         seen.append(ridge.copy())
         return ssp_gradient(encoder, params, gram, moment, ridge, items)
 
-    monkeypatch.setattr(public_module, "ssp_gradient", spy)
+    monkeypatch.setattr(training_module, "ssp_gradient", spy)
     data = lowrank_ratings(n_users=150, n_items=20, n_ratings=2000, seed=3)
     d, inner, noise_reg, reg, max_norm = 3, 4, 2.0, 0.05, 0.8
     model = PublicFeatureRecommender(
@@ -207,14 +208,14 @@ def test_with_biases_every_users_change_of_the_moments_stays_within_sqrt2_max_no
             stats.append((users.copy(), U.copy(), w.copy(), y.copy()))
         return segment_statistics(offsets, order, users, U, w, y)
 
-    real = public_module.perturb_statistics
+    real = training_module.perturb_statistics
 
     def spy_release(gram, moment, **kw):
         releases.append(kw)
         return real(gram, moment, **kw)
 
     monkeypatch.setattr(public_module, "segment_statistics", spy_stats)
-    monkeypatch.setattr(public_module, "perturb_statistics", spy_release)
+    monkeypatch.setattr(training_module, "perturb_statistics", spy_release)
     data = lowrank_ratings(n_users=120, n_items=20, n_ratings=1000, seed=8)
     c, max_norm = 0.7, 0.9
     model = PublicFeatureRecommender(

@@ -141,7 +141,7 @@ def test_the_noise_scaled_ridge_follows_the_total_noise_the_encoder_fits(variant
     # SSP1's T releases of sqrt(T) more noise each average to the noise of one SSP2 release at
     # the same budget (Gaussian composition), so both must get the ridge of SSP2's single
     # release: noise_reg * sigma * max_norm^2 * sqrt(d), sigma from an independent SSP2 plan.
-    import userdp.recommend.public.estimator as public
+    import userdp.recommend.public.training as training
 
     seen = []
 
@@ -149,7 +149,7 @@ def test_the_noise_scaled_ridge_follows_the_total_noise_the_encoder_fits(variant
         seen.append(ridge.copy())
         return ssp_gradient(encoder, params, gram, moment, ridge, items)
 
-    monkeypatch.setattr(public, "ssp_gradient", spy)
+    monkeypatch.setattr(training, "ssp_gradient", spy)
     data = lowrank_ratings(n_users=150, n_items=20, n_ratings=2000, seed=3)
     d, inner, noise_reg, reg, max_norm = 3, 4, 2.0, 0.05, 0.8
     model = PublicFeatureRecommender(
@@ -183,6 +183,7 @@ def test_rating_clip_bounds_every_users_change_of_the_released_moments(monkeypat
     # user's change of the stacked b is ||u_k|| sqrt(sum_i w_i^2 y_i^2) <= max_norm * c: checked
     # user by user on the statistics fit() computes, and the noise is calibrated to that bound.
     import userdp.recommend.public.estimator as public
+    import userdp.recommend.public.training as training
 
     stats, releases = [], []
 
@@ -191,14 +192,14 @@ def test_rating_clip_bounds_every_users_change_of_the_released_moments(monkeypat
             stats.append((users.copy(), U.copy(), w.copy(), y.copy()))
         return segment_statistics(offsets, order, users, U, w, y)
 
-    real = public.perturb_statistics
+    real = training.perturb_statistics
 
     def spy_release(gram, moment, **kw):
         releases.append(kw)
         return real(gram, moment, **kw)
 
     monkeypatch.setattr(public, "segment_statistics", spy_stats)
-    monkeypatch.setattr(public, "perturb_statistics", spy_release)
+    monkeypatch.setattr(training, "perturb_statistics", spy_release)
     data = lowrank_ratings(n_users=120, n_items=20, n_ratings=1000, seed=8)
     c, max_norm = 0.7, 0.9
     model = PublicFeatureRecommender(

@@ -1,68 +1,35 @@
-"""Private matrix factorization by alternating minimisation (Krichene et al. 2023, Algorithm 3).
-
-Items are tasks, users are users. Each step solves the user embeddings exactly (never
-released) and the item embeddings privately, by task-weighted SSP (DPALS family) or by
-full-batch noisy gradient descent with user-level clipping (DPSGD family). Only the item
-embeddings, the private centring value and the private item counts are released, over an item
-set fixed before training (a public catalogue or a privately selected vocabulary, see
-:mod:`userdp.recommend.core.items`), as one :class:`~userdp.recommend.RecommenderModel`; a user's
-embedding is computed from the released item embeddings and the user's own history (the
-billboard model, Remark D.1).
-
-Methods (Table 2 of the paper):
-
-============== ================= ==========================================
-method          item update       budget allocation
-============== ================= ==========================================
-als             exact (no DP)     -
-dpals-uniform   SSP               k items per user uniformly at random
-dpals-tail      SSP               k items per user with smallest private counts
-adadpals        SSP               w_ij ~ n_hat_i^-mu, per-user normalised
-dpsgd-uniform   noisy GD          k items per user uniformly at random
-dpsgd-tail      noisy GD          k items per user with smallest private counts
-adadpsgd        noisy GD          w_ij ~ n_hat_i^-mu, per-user normalised
-============== ================= ==========================================
+"""Private matrix factorization by alternating minimisation (Krichene et al. 2023, Algorithm 3):
+the estimator, :class:`MatrixFactorization` (its keyword table in
+:mod:`~userdp.recommend.als.keywords`, its training loop in :mod:`~userdp.recommend.als.training`).
+Only the item embeddings, the private centre and the private item counts are released; the
+methods (Table 2 of the paper) are described in docs/recommend.md.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
-import warnings
-from collections.abc import Iterable
 from typing import Any, ClassVar, cast
 
 import numpy as np
 
-from userdp._validation import MAX_ITERATIONS
 from userdp.exceptions import DataError, InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.noise import NoiseSource
-from userdp.recommend.als.steps import (
-    AUTO_CUTOFF,
-    check_min_item_count,
-    check_target_clip,
-    gravity_gram,
-    ssp_update,
-    trained_items,
-)
-from userdp.recommend.core.base import (
-    SHARED_CONSTRAINTS,
-    RecommenderBase,
-    check_biases,
-    diagnostics,
-)
+from userdp.recommend.als.keywords import CONSTRAINTS, METHODS, SPARK_METHODS
+from userdp.recommend.als.steps import AUTO_CUTOFF
+from userdp.recommend.als.training import train
+from userdp.recommend.core.base import RecommenderBase, diagnostics
 from userdp.recommend.core.centring import centre, centre_all, mean_statistics
-from userdp.recommend.core.model import RecommenderModel, solve_users
+from userdp.recommend.core.model import RecommenderModel
 from userdp.recommend.core.plans import NoisePlan, TrainingPlan, plan_noise
 from userdp.recommend.core.spec import Allocation, ItemUpdateSpec
-from userdp.recommend.engines import Runner, make_runner, resolve_engine
-from userdp.recommend.engines.local import UserSolve
+from userdp.recommend.engines import make_runner, resolve_engine
 
 __all__ = [
     "AUTO_CUTOFF",
     "METHODS",
+    "SPARK_METHODS",
     "MatrixFactorization",
     "NoisePlan",
     "TrainingPlan",
@@ -73,19 +40,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("userdp.recommend")
-
-METHODS = (
-    "als",
-    "dpals-uniform",
-    "dpals-tail",
-    "adadpals",
-    "dpsgd-uniform",
-    "dpsgd-tail",
-    "adadpsgd",
-)
-#: The methods the Spark engine runs: all of them.
-SPARK_METHODS = METHODS
-GD_INIT_SCALE = 0.1  # initial item-factor norm of the DPSGD family (1 for the others)
 
 
 class MatrixFactorization(RecommenderBase):
@@ -103,7 +57,7 @@ class MatrixFactorization(RecommenderBase):
         composed into ``dp_event_``). Ratings of other items are dropped. Required by private
         methods; ``als`` without it trains on the data's items.
     method : str, default="adadpals"
-        One of :data:`METHODS` (see the module docstring).
+        One of :data:`METHODS` (Table 2 of the paper; see docs/recommend.md).
     dim : int, default=32
         Embedding dimension d.
     steps : int, default=3
@@ -242,61 +196,7 @@ class MatrixFactorization(RecommenderBase):
     True
     """
 
-    _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = {
-        **SHARED_CONSTRAINTS,
-        "method": {"choices": METHODS, "cli": False, "help": "Training method (Table 2)."},
-        "dim": {"int": True, "low": 1, "help": "Embedding dimension."},
-        "sample_size": {"int": True, "low": 1, "help": "Items sampled per user (k)."},
-        "step_offset": {
-            "low": 0.0,
-            "low_open": True,
-            "help": "Item i's step is learning-rate / (step-offset + n_hat_i).",
-        },
-        "sgd_steps": {
-            "int": True,
-            "low": 1,
-            "high": MAX_ITERATIONS,
-            "help": "Gradient steps per alternating step.",
-        },
-        "biases": {
-            "check": check_biases,
-            "metavar": "on|off|auto",
-            "help": "Add released item biases and per-user biases (solved, never released); "
-            "auto: on for explicit ratings (unobserved_weight 0), off for implicit feedback.",
-        },
-        "bias_prior": {
-            "bool": True,
-            "help": "Shrink the released item biases toward an empirical-Bayes prior fitted "
-            "from each step's released statistics (SSP methods with biases; post-processing).",
-        },
-        "target_clip": {
-            "check": check_target_clip,
-            "none": True,
-            "metavar": "X|auto|none",
-            "help": "SSP methods: clip the item update's targets to +-this (rating units) and "
-            "scale the moment noise to it; auto: half the rating range's half width with "
-            "biases, no clipping without.",
-        },
-        "unobserved_weight": {
-            "low": 0.0,
-            "help": "Weight of the implicit-feedback term on unrated items (ml20m protocol: 1).",
-        },
-        "top_items": {
-            "low": 0.0,
-            "high": 1.0,
-            "low_open": True,
-            "none": True,
-            "help": "Train only on this fraction of items with the largest private counts "
-            "(ml20m protocol: 0.1).",
-        },
-        "min_item_count": {
-            "check": check_min_item_count,
-            "none": True,
-            "metavar": "N|auto",
-            "help": "Train only on items whose private count reaches this; 'auto' puts the "
-            "cutoff where an item's noise starts to drown its signal (better at small epsilon).",
-        },
-    }
+    _parameter_constraints: ClassVar[dict[str, dict[str, Any]]] = CONSTRAINTS
 
     def __init__(
         self,
@@ -519,57 +419,18 @@ class MatrixFactorization(RecommenderBase):
             count_noise=None if plan is None else plan.counts,
             center_noise=None if plan is None else plan.center,
         )
-        center, lo, hi = prep.center, prep.lo, prep.hi
-        d = int(self.dim)
-        n_items, labels = prep.n_items, prep.labels
-        item_counts = cast(np.ndarray, prep.counts)  # released counts when private
-        freq = np.maximum(item_counts, 0.0) if private else cast(np.ndarray, prep.exact_counts)
-        trained = trained_items(spec, item_counts if private else freq, n_items, plan)
-        runner.restrict(trained)
-        if not trained.any():
-            # Nothing clears the cutoff (decided from released counts only): every item
-            # predicts the centre. A legitimate private answer, not an error.
-            warnings.warn(
-                f"{self.method}: no item reaches min_item_count/top_items at this budget; "
-                "all item factors are 0 (predictions are the centre).",
-                UserWarning,
-                stacklevel=2,
-            )
-        half = max(hi - center, center - lo)
-        runner.allocate(spec.allocation, item_counts if private else None, noise)
-        # Algorithm 3's U^(0), data-independent. Gradient descent starts small: items its noisy
-        # steps barely move then predict the centre instead of the random start (the SSP
-        # update replaces U at once and needs user factors of norm ~max_norm from step 1).
-        scale = GD_INIT_SCALE if private and self._solver == "gd" else 1.0
-        U = rng.normal(0.0, scale / math.sqrt(d), (n_items, d))
-        biased = self._biased
-        # The user side's bias coordinate: b_i = beta * U[i, d]. Gradient descent uses the
-        # initial scale too: its noise enters b_i with weight beta but u_i with weight ||v||,
-        # and beta = max_norm let the bias noise dominate at small epsilon (pilot, seed 0).
-        beta = scale * float(self.max_norm)
-        if biased:
-            U = np.column_stack([U, np.zeros(n_items)])
-        steps = range(self.steps)
-        if self.progress:
-            from tqdm.auto import tqdm
-
-            steps = tqdm(steps, desc=f"{self.method} d={d}", unit="step", leave=False)
-        alpha = float(self.unobserved_weight)
-        bound = half  # the item update's target bound (the moments' sensitivity uses it)
-        if private and self._solver == "ssp" and self.target_clip is not None:
-            if self.target_clip == "auto":
-                bound = 0.5 * half if biased else half
-            else:
-                bound = min(half, float(self.target_clip))
-        clip = float(self.max_norm) if private else None
-        how = UserSolve(d, biased, beta, alpha, clip, bound, clip_target=bound < half)
-        U[~trained] = 0.0
-        try:
-            U = self._alternate(
-                spec, runner, U, steps, how, trained, freq, bound, plan, noise, labels
-            )
-        finally:
-            runner.close()
+        U, trained, beta = train(
+            spec,
+            runner,
+            prep,
+            plan,
+            noise,
+            rng,
+            solver=self._solver,
+            steps=self.steps,
+            target_clip=self.target_clip,
+            progress=self.progress,
+        )
         self._check_finite(U)
         self.plan_ = plan
         event = spent = None
@@ -579,16 +440,17 @@ class MatrixFactorization(RecommenderBase):
         self.fit_seconds_ = time.perf_counter() - started
         self.diagnostics_ = diagnostics(prep.dropped, self.fit_seconds_)
         item_biases = None
-        if biased:
+        if self._biased:
+            d = int(self.dim)
             U, item_biases = np.ascontiguousarray(U[:, :d]), beta * U[:, d]
         self.model_ = RecommenderModel(
             method=self.method,
-            item_labels=labels,
+            item_labels=prep.labels,
             item_factors=U,
             item_biases=item_biases,
-            center=float(center),
-            rating_range=(float(lo), float(hi)),
-            item_counts=item_counts,
+            center=float(prep.center),
+            rating_range=(float(prep.lo), float(prep.hi)),
+            item_counts=cast(np.ndarray, prep.counts),  # released counts when private
             trained_items=trained,
             budget=spent,
             dp_event=event,
@@ -598,41 +460,6 @@ class MatrixFactorization(RecommenderBase):
         self._publish(self.model_)
         log.info("%s: trained in %.2f s", self.method, self.fit_seconds_)
         return self
-
-    def _alternate(
-        self,
-        spec: ItemUpdateSpec,
-        runner: Runner,
-        U: np.ndarray,
-        steps: Iterable[int],
-        how: UserSolve,
-        trained: np.ndarray,
-        freq: np.ndarray,
-        half: float,
-        plan: NoisePlan | None,
-        noise: NoiseSource,
-        labels: Any,
-    ) -> np.ndarray:
-        """Algorithm 3's loop over a runner: exact user solves, private item updates."""
-        private = plan is not None
-        alpha = how.alpha
-        for _ in steps:
-            # Line 4: exact user solve, V = argmin_V L(U, V); never released.
-            runner.solve_users(U, how, spec.reg)
-            gravity = gravity_gram(spec, runner.gravity(), plan, noise) if alpha else None
-            # Line 5: item update.
-            if not private:
-                gram, moment = runner.item_statistics(weighted=False)
-                if gravity is not None:  # alpha > 0
-                    gram += alpha * gravity
-                U = solve_users(gram, moment, spec.reg * np.maximum(freq, 1.0))
-            elif self._solver == "ssp":
-                gram, moment = runner.item_statistics(weighted=True)
-                U = ssp_update(spec, gram, moment, freq, half, plan, noise, gravity, labels)
-            else:
-                U = runner.gd_update(spec, U, freq, plan, noise, gravity, labels)
-            U[~trained] = 0.0
-        return U
 
     def _check_finite(self, U: np.ndarray) -> None:
         if not np.all(np.isfinite(U)):

@@ -1,23 +1,8 @@
 """Private learning with public item features: AM-SSP (Krichene et al. 2023b, "Private Learning
-with Public Features", arXiv:2310.15454).
+with Public Features", arXiv:2310.15454): the estimator, :class:`PublicFeatureRecommender`.
 
-The model predicts ``u_k . v_theta(x_j)``: a user embedding (exact, never released, as in
-:mod:`userdp.recommend.als.estimator`) times an item encoder applied to the item's *public*
-features. Only which items a user rated, and how, is private. The item encoder is trained by
-sufficient statistics perturbation: for every item the weighted statistics
-
-    A_j = sum_{i in Omega_j} w_i u_i u_i^T,        b_j = sum_{i in Omega_j} w_i y_i u_i
-
-are released with Gaussian noise, and the encoder's gradient
-``G = sum_j J_j(theta)^T ((A_j + lambda_j I) v_j(theta) - b_j)`` is post-processing of them.
-Noise therefore scales with the number of items times d^2, not with the encoder's number of
-parameters, and items absent from a step leave the encoder's parameters for their feature
-values untouched (sparse gradients).
-
-- SSP2 (Algorithm 3): one release per alternating step, reused by every inner gradient step.
-- SSP1 (Algorithm 2): a fresh release for every inner step (noise scaled for the T releases;
-  the noise-scaled ridge from their mean, :func:`ssp_noise_ridge`).
-- Mini-batch SSP2 (Algorithm 5): SSP2's statistics, each inner step on a random item batch.
+Its squared-loss training is in :mod:`~userdp.recommend.public.training`, the fit for other
+losses in :mod:`~userdp.recommend.public.convex_fit`; the method is described in docs/recommend.md.
 """
 
 from __future__ import annotations
@@ -31,7 +16,6 @@ import numpy as np
 from userdp._validation import MAX_ITERATIONS
 from userdp.exceptions import InvalidParameterError
 from userdp.multitask.kernels import segment_statistics
-from userdp.multitask.ssp import perturb_statistics, project_psd
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.noise import NoiseSource
@@ -41,38 +25,25 @@ from userdp.recommend.core.base import (
     check_biases,
     diagnostics,
 )
-from userdp.recommend.core.model import RecommenderModel, solve_users
+from userdp.recommend.core.model import RecommenderModel
 from userdp.recommend.core.plans import NoisePlan, SSPPlan, plan_noise, plan_ssp_noise
-from userdp.recommend.core.prior import bias_prior, count_noise_sd, item_covariates
-from userdp.recommend.core.spec import Allocation, ConvexSpec
-from userdp.recommend.core.steps import user_side_norm
 from userdp.recommend.engines import make_runner, resolve_engine
-from userdp.recommend.engines.local import Preamble, UserSolve, spark_supported
-from userdp.recommend.public.convex import (
-    CONVEX_CONSTRAINTS,
-    check_convex_variant,
-    clip_norms,
-    resolve_loss,
-    train_convex,
-)
+from userdp.recommend.engines.local import spark_supported
+from userdp.recommend.public.convex import CONVEX_CONSTRAINTS
+from userdp.recommend.public.convex_fit import fit_convex
 from userdp.recommend.public.steps import (
     METHOD_NAMES,
-    Adam,
-    BiasedEncoder,
     check_encoder,
     clipped_user_gradients,
-    dpsgd_gradient,
-    item_bias_encoder,
-    item_update_inputs,
-    release_prior,
     ssp_gradient,
     ssp_noise_ridge,
     user_feature_matrix,
     user_prior_statistics,
-    user_solve_inputs,
 )
+from userdp.recommend.public.training import MAX_COVARIATES, train_squared
 
 __all__ = [
+    "MAX_COVARIATES",
     "SSP_VARIANTS",
     "VARIANTS",
     "PublicFeatureRecommender",
@@ -90,10 +61,6 @@ log = logging.getLogger("userdp.recommend")
 SSP_VARIANTS = ("ssp2", "ssp1", "minibatch")
 VARIANTS = (*SSP_VARIANTS, "dpsgd")
 #: The released model's ``method`` for each variant (the CLI's ``--method`` names).
-
-
-#: Public item feature columns beyond which the bias prior uses log(count) alone.
-MAX_COVARIATES = 1000
 
 
 class PublicFeatureRecommender(RecommenderBase):
@@ -432,7 +399,7 @@ class PublicFeatureRecommender(RecommenderBase):
                     "'auto' with a loss other than 'squared' (Algorithm 7's path trains no "
                     f"bias). Got {self.biases!r} instead."
                 )
-            return self._fit_convex(ratings, user_features, accountant, caller)
+            return fit_convex(self, ratings, user_features, accountant, caller)
         started = time.perf_counter()
         budget = self._validate()
         self._check_accountant(accountant, "accountant", caller)
@@ -455,7 +422,7 @@ class PublicFeatureRecommender(RecommenderBase):
             center_noise=None if plan is None else plan.center,
         )
         try:
-            trained = self._train(runner, prep, plan, noise, rng, user_features)
+            trained = train_squared(self, runner, prep, plan, noise, rng, user_features)
             params, encoder, beta, prior = trained
         finally:
             runner.close()
@@ -518,89 +485,6 @@ class PublicFeatureRecommender(RecommenderBase):
             accountant.compose(plan.event(), seed=self.seed, caller=caller)
         return plan
 
-    def _fit_convex(
-        self, ratings: Any, user_features: Any, accountant: PrivacyAccountant | None, caller: str
-    ) -> PublicFeatureRecommender:
-        """:meth:`fit` for a loss other than ``"squared"`` (Appendix D): the preamble and the
-        release here, the alternating steps in :func:`~userdp.recommend.public.convex.
-        train_convex` from the resolved :class:`~userdp.recommend.core.spec.ConvexSpec`."""
-        started = time.perf_counter()
-        budget = self._validate()
-        self._check_accountant(accountant, "accountant", caller)
-        loss = resolve_loss(self.loss)
-        check_convex_variant(self.variant, loss)
-        private = budget is not None
-        clips: tuple[Any, Any] = (None, None)  # exact statistics without privacy
-        if private:
-            clips = clip_norms(loss, self.hessian_clip, self.gradient_clip, self.max_norm)
-        item_set = self._item_set(private)
-        if item_set is not None:
-            self._check_encoder_size(len(item_set))
-        dpsgd = self.variant == "dpsgd"
-        per_step = self.inner_steps if dpsgd else 1
-        plan = self._charged_plan(budget, per_step, user_features is not None, accountant, caller)
-        noise = NoiseSource(self.seed)
-        rng = noise.stream(0x5353)  # mini-batch sampling, as in the squared-loss path
-        prep = self._prepare(
-            ratings,
-            item_set,
-            noise,
-            count_noise=None if plan is None else plan.counts,
-            center_noise=None if plan is None else plan.center,
-        )
-        self._check_encoder_size(prep.data.n_items)
-        spec = ConvexSpec(
-            variant=self.variant,
-            loss=loss,
-            clips=clips,
-            encoder=self.encoder,
-            steps=self.steps,
-            inner_steps=self.inner_steps,
-            mu=self.mu,
-            reg=self.reg,
-            noise_reg=self.noise_reg,
-            max_norm=self.max_norm,
-            learning_rate=self.learning_rate,
-            clip_norm=self.clip_norm,
-            negatives=self.negatives,
-            batch_items=self.batch_items,
-            progress=self.progress,
-        )
-        fitted = train_convex(spec, prep, plan, noise, rng, user_features)
-        params, prior = fitted.params, fitted.prior
-        factors = np.asarray(self.encoder.forward(params, None)[0], dtype=np.float64)
-        event = spent = None
-        if private:
-            assert plan is not None  # private training is planned
-            event, spent = self._spent(plan.event(), prep.item_set, budget.delta)
-        self.plan_ = plan
-        self.fit_seconds_ = time.perf_counter() - started
-        self.diagnostics_ = diagnostics(prep.dropped, self.fit_seconds_)
-        declared = self._declared(
-            dim=int(self.encoder.dim),
-            encoder=type(self.encoder).__name__,
-            loss=loss.name,
-            hessian_clip=clips[0],
-            gradient_clip=clips[1],
-        )
-        self.model_ = RecommenderModel(
-            method=METHOD_NAMES[self.variant],
-            item_labels=prep.data.item_labels,
-            item_factors=factors,
-            center=float(prep.center),
-            rating_range=(float(prep.lo), float(prep.hi)),
-            item_counts=fitted.counts if private else None,
-            trained_items=np.ones(factors.shape[0], dtype=bool),
-            budget=spent,
-            dp_event=event,
-            item_source=prep.item_set.source,
-            params=declared,
-            encoder_params=np.asarray(params, dtype=np.float64),
-            user_prior=prior,
-        )
-        self._publish(params, prior)  # item_biases_ is None: Algorithm 7 trains no bias
-        return self
-
     def _publish(self, params: np.ndarray, prior: Any) -> None:
         """The fitted attributes: the encoder's parameters and views of the released model
         (shared by the squared-loss and the convex-loss paths)."""
@@ -615,233 +499,6 @@ class PublicFeatureRecommender(RecommenderBase):
         self.user_prior_ = prior
         self.dp_event_ = model.dp_event
         self.budget_ = model.budget
-
-    def _train(
-        self,
-        runner: Any,  # a Runner; AM-DPSGD and the prior read the LocalRunner's rows
-        prep: Preamble,
-        plan: Any,  # a NoisePlan, or None without privacy
-        noise: NoiseSource,
-        rng: np.random.Generator,
-        user_features: Any,
-    ) -> tuple[np.ndarray, Any, float | None, np.ndarray | None]:
-        """The alternating steps over ``runner`` (:mod:`userdp.recommend.engines.local`): the exact
-        user solves and item statistics there, releases and encoder steps here. AM-DPSGD and
-        the user-feature prior read the local runner's rows (local engine only). Returns the
-        encoder's parameters, the encoder, beta (None without biases) and the prior table."""
-        private = plan is not None
-        dpsgd = self.variant == "dpsgd"
-        center, lo, hi, n_items = prep.center, prep.lo, prep.hi, prep.n_items
-        self._check_encoder_size(n_items)
-        counts = prep.counts if private else prep.exact_counts
-        assert counts is not None  # released counts when private, exact ones otherwise
-        runner.restrict(np.ones(n_items, dtype=bool))  # AM-SSP trains every item
-        rule = Allocation("adaptive", 1, self.mu)
-        runner.allocate(rule, counts if private else None, noise)  # adaptive weights (Table 2)
-        half = range_half = max(hi - center, center - lo)
-        if private and self.rating_clip is not None:
-            half = min(half, float(self.rating_clip))
-        # With biases the encoder gets the bias coordinate z_j (b_j = beta z_j) and the item
-        # statistics the user vectors [u_k, beta]: bound ``norm`` = sqrt(2) max_norm.
-        beta = float(self.max_norm) if self._biased else None
-        encoder = self.encoder
-        if beta is not None:
-            encoder = BiasedEncoder(encoder, item_bias_encoder(encoder))
-        norm = user_side_norm(self.max_norm, beta)
-        ridge = self.reg * np.maximum(counts, 1.0)
-        if plan is not None and plan.gram is not None:
-            # As in MatrixFactorization: a ridge of the Gram noise's spectral size keeps items
-            # whose statistics are mostly noise near 0 (the centre); SSP1 from its total noise.
-            ridge = ridge + ssp_noise_ridge(
-                self.noise_reg, plan.gram, plan.releases_per_step, norm, encoder.dim
-            )
-        # The runner's user solve: users [u_k, c_k] against [v_j, 1] and y - b_j with biases;
-        # item side x_k = [clip(u_k), beta] (or clip(u_k)), targets clipped to +-half.
-        d = int(self.encoder.dim)
-        clip = float(self.max_norm) if private else None
-        how = UserSolve(d, beta is not None, beta or 0.0, 0.0, clip, half, clip_target=private)
-        phi = prior = user_counts = None
-        n_families = 0
-        if user_features is not None:
-            phi, n_families = user_feature_matrix(user_features, runner.n_users)
-        params = encoder.init_params()
-        outer = range(self.steps)
-        if self.progress:
-            from tqdm.auto import tqdm
-
-            outer = tqdm(outer, desc=f"am-{self.variant}", unit="step", leave=False)
-        for _ in outer:
-            V_items, _ = encoder.forward(params, None)
-            if dpsgd or phi is not None:  # the local runner's rows (refused on Spark)
-                X, target, prior, user_counts = self._local_users(
-                    runner,
-                    V_items,
-                    beta,
-                    phi,
-                    prior,
-                    user_counts,
-                    plan,
-                    noise,
-                    range_half if dpsgd else half,
-                    n_families,
-                )
-            else:
-                runner.solve_users(V_items, how, self.reg)  # exact, never released
-            opt = Adam(params.size, self.learning_rate)
-            if dpsgd:
-                for _t in range(self.inner_steps):
-                    grad = dpsgd_gradient(
-                        encoder,
-                        params,
-                        X,
-                        runner.users,
-                        runner.items,
-                        target,
-                        runner.weights,
-                        runner.user_order,
-                        runner.user_offsets,
-                        ridge,
-                        plan,
-                        noise,
-                        self.clip_norm,
-                    )
-                    params = opt.step(params, grad)
-                continue
-            if phi is not None:
-                runner.V, runner.target = X, target
-            exact_a, exact_b = runner.item_statistics(weighted=private)
-            stats = None
-            for _t in range(self.inner_steps):
-                if stats is None or self.variant == "ssp1":
-                    released = self._release(exact_a, exact_b, plan, norm, half, noise, prep.labels)
-                    stats = self._with_prior(released, ridge, beta, counts, plan, half)
-                batch = None
-                if self.variant == "minibatch":
-                    size = min(self.batch_items, n_items)
-                    batch = np.sort(rng.choice(n_items, size, replace=False))
-                grad = ssp_gradient(encoder, params, stats[0], stats[1], stats[2], batch)
-                params = opt.step(params, grad)
-            del exact_a, exact_b
-        return params, encoder, beta, prior
-
-    def _local_users(
-        self,
-        runner: Any,
-        V_items: np.ndarray,
-        beta: float | None,
-        phi: Any,
-        prior: np.ndarray | None,
-        counts: np.ndarray | None,
-        plan: Any,  # a NoisePlan, or None without privacy
-        noise: NoiseSource,
-        bound: float,
-        n_fam: int,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
-        """The user step on the local runner's rows, with the user-feature prior's pull and
-        release (and for AM-DPSGD): returns the item-side vectors and targets, the prior."""
-        users, items, y = runner.users, runner.items, runner.y
-        offsets = runner.user_offsets
-        user_reg = self.reg * np.maximum(np.diff(offsets), 1).astype(np.float64)
-        Z, target = user_solve_inputs(V_items, y, items, beta)  # [v_j, 1], y - b_j
-        gram, moment = segment_statistics(offsets, runner.user_order, items, Z, None, target)
-        if prior is not None:  # pull toward the released prior: (G + l I)^-1 (m + l p)
-            moment[:, : prior.shape[1]] += user_reg[:, None] * (phi @ prior)
-        U = solve_users(gram, moment, user_reg)  # user update: exact, never released
-        # Factors u_k (clipped when private), item-side vectors x_k ([u_k, beta] with
-        # biases) and targets (y - c_k with biases: the user's own, never released, bias).
-        clip = self.max_norm if plan is not None else None
-        U, X, target = item_update_inputs(U, users, y, beta, clip)
-        if phi is not None:
-            prior, counts = self._release_prior(phi, n_fam, U, counts, plan, noise)
-        if plan is not None:  # the bound the moments' sensitivity uses (rating_clip: SSP only)
-            target = np.clip(target, -bound, bound)  # no-op on y itself without it
-        return X, target, prior, counts
-
-    def _release_prior(
-        self,
-        phi: Any,
-        n_families: int,
-        U: np.ndarray,
-        counts: np.ndarray | None,
-        plan: Any,  # a NoisePlan, or None without privacy
-        noise: NoiseSource,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The user-feature prior's release
-        (:func:`~userdp.recommend.public.steps.release_prior`)."""
-        return release_prior(phi, n_families, U, counts, plan, noise, self.max_norm)
-
-    def _with_prior(
-        self,
-        stats: tuple[np.ndarray, np.ndarray, Any],
-        ridge: np.ndarray,
-        beta: float | None,
-        counts: np.ndarray,
-        plan: Any,  # a NoisePlan, or None without privacy
-        half: float,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(A, b, ridge)`` for the encoder's steps: with ``bias_prior`` (private, biases),
-        the bias coordinate's ridge pulls toward the empirical-Bayes prior mean fitted from
-        this release (:mod:`userdp.recommend.core.prior`, public item features as covariates):
-        ``b_j[k] += rho_j m_j / beta`` and ridge ``rho_j`` there. Post-processing of the
-        release and the released counts."""
-        gram, moment, raw_kk = stats
-        if plan is None or beta is None or not self.bias_prior:
-            return gram, moment, ridge
-        norm = user_side_norm(self.max_norm, beta)
-        covariates = item_covariates(self.encoder)
-        if covariates is not None and covariates.shape[1] > MAX_COVARIATES:
-            covariates = None
-        prior = bias_prior(
-            raw_kk,
-            moment[:, -1],
-            beta=beta,
-            counts=counts,
-            count_sd=count_noise_sd(plan.counts, self.count_sample),
-            gram_sd=plan.gram * norm**2,
-            moment_sd=plan.moment * norm * half,
-            half=half,
-            covariates=covariates,
-        )
-        full = np.repeat(np.asarray(ridge, dtype=np.float64)[:, None], moment.shape[1], axis=1)
-        full[:, -1] = prior.ridge
-        moment = moment.copy()
-        moment[:, -1] += prior.ridge * prior.mean / beta
-        return gram, moment, full
-
-    def _release(
-        self,
-        gram: np.ndarray,
-        moment: np.ndarray,
-        plan: Any,  # a NoisePlan, or None without privacy
-        norm: float,
-        half: float,
-        noise: NoiseSource,
-        labels: Any,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """One noisy release of the item statistics (exact when training without privacy).
-
-        ``norm`` bounds the user vectors (``max_norm``, ``sqrt(2) max_norm`` with biases):
-        the Gram stack's l2 sensitivity is ``norm^2``, the moments' ``norm * half``.
-
-        The noisy Grams are projected onto the PSD cone (post-processing): an indefinite
-        ``A_j + lambda_j I`` would make the encoder's quadratic objective unbounded below in
-        its negative directions, and training then drifts wherever the noise points.
-        """
-        if plan is None:
-            return gram, moment, None
-        gram, moment = perturb_statistics(
-            gram,
-            moment,
-            gram_sigma=plan.gram * norm**2,
-            moment_sigma=plan.moment * norm * half,
-            noise=noise,
-            gram_l2=norm**2,
-            moment_l2=norm * half,
-            index=labels,
-        )
-        raw_kk = gram[:, -1, -1].copy()  # the released bias diagonal (the prior's input)
-        vals, vecs = project_psd(gram)
-        return np.einsum("mdk,mk,mek->mde", vecs, vals, vecs), moment, raw_kk
 
     def user_factors(self, history: Any, user_features: Any = None) -> np.ndarray:
         """Users' embeddings from their own ratings (billboard model); see

@@ -68,6 +68,7 @@ from userdp.recommend import FeatureFamily, PublicFeatureEncoder, PublicFeatureR
 from userdp.recommend.core.model import solve_users
 from userdp.recommend.core.plans import plan_ssp_noise
 from userdp.recommend.public.steps import clipped_user_gradients, ssp_gradient
+from userdp.recommend.public.training import release_statistics
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     enc = PublicFeatureEncoder([*fams, ids], 16, seed=0)
     rr, T, eps = (0.5, 5.0), args.inner_steps, args.epsilon
     # The state after one exact outer step (a diagnostic: exact counts in the weights).
-    exact = PublicFeatureRecommender(encoder=enc, rating_range=rr, steps=1, inner_steps=T)
+    exact = PublicFeatureRecommender(
+        encoder=enc, rating_range=rr, steps=1, inner_steps=T, biases=False
+    )
     exact.fit(data)
     params, center = exact.params_, exact.center_
     users, items = data.users, data.items
@@ -102,12 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     budget = PrivacyBudget(eps, 1e-5)
     ssp = plan_ssp_noise(budget, steps=3)
     dpsgd = plan_ssp_noise(budget, steps=3, releases_per_step=T, gradient=True)
-    private = PublicFeatureRecommender(encoder=enc, rating_range=rr, epsilon=eps, delta=1e-5)
     zero = np.zeros(data.n_items)
     signal = enc.blocks(ssp_gradient(enc, params, A, b, zero))
     noise, draws = NoiseSource(123), []
     for _ in range(args.draws):
-        nA, nb = private._release(A, b, ssp, half, noise, data.item_labels)
+        nA, nb, _ = release_statistics(A, b, ssp, 1.0, half, noise, data.item_labels)
         draws.append(enc.blocks(ssp_gradient(enc, params, nA, nb, zero)))
     resid = w * (np.einsum("nd,nd->n", U[users], V[items]) - y)
     clipped = enc.blocks(clipped_user_gradients(enc, params, U, items, resid, uo, uoff, 1.0))

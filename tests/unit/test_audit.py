@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import userdp.estimate.mean as mean_module
+import userdp.estimate._mean_kernels as mean_kernels
 import userdp.privacy.noise as noise_module
 from userdp.audit import (
     EXPERIMENTS,
@@ -122,7 +122,7 @@ def test_a_weight_one_percent_over_its_bound_fails_the_audit(monkeypatch, small_
     def inflated(codes, sizes, h):
         return 1.01 * smooth_weights(codes, sizes, h)
 
-    monkeypatch.setattr(mean_module, "smooth_weights", inflated)
+    monkeypatch.setattr(mean_kernels, "smooth_weights", inflated)
     rows, _ = audit_sensitivity("broken", MECHANISMS["weighted_mean"].run, small_table, **SMALL)
     (total,) = [r for r in rows if r.statistic == "mean.sum" and r.norm != "grid"]
     assert total.verdict == "FAIL"
@@ -160,7 +160,7 @@ def test_cli_audit_exits_1_on_a_broken_bound_and_prints_the_failing_row(monkeypa
     def inflated(codes, sizes, h):
         return 1.01 * smooth_weights(codes, sizes, h)
 
-    monkeypatch.setattr(mean_module, "smooth_weights", inflated)
+    monkeypatch.setattr(mean_kernels, "smooth_weights", inflated)
     code = main(
         [
             "audit",

@@ -1,51 +1,9 @@
 """Weighted empirical risk minimisation with user-level DP (Epasto et al., NeurIPS 2020, Sec. 4).
 
-Algorithm 2 (Weighted ERM) minimises the weighted empirical risk ``sum_i c_i l(theta; x_i, y_i)``
-by running a record-level DP-ERM algorithm on the *user-level* loss
-``l'(theta, M_l) = sum_{i in S_l} c_i l(theta; x_i, y_i)``: one "record" per user. With the smooth
-weights of Lemma 3, ``c_i = min(h, s_l) / (s_l n_h)``, every user's weights sum to at most
-``h / n_h``, so one user moves the weighted gradient by at most ``L h / n_h``.
-
-The DP-ERM algorithm here is full-batch noisy projected gradient descent with Gaussian noise,
-where the paper uses Algorithm 1 of [BST14] (noisy SGD with subsampling). Full-batch steps need
-no privacy amplification by subsampling, so every step is a plain Gaussian mechanism and the
-``steps`` releases compose *exactly* as one Gaussian (``sigma_total^-2 = steps / z^2``), which
-is how :class:`~userdp.privacy.PrivacyAccountant` composes Gaussians. The excess-risk bound of
-Theorem 4 keeps its form: the privacy term is ``L B sqrt(d) z_total max_l sum_{S_l} c_i``
-with ``z_total = z / sqrt(steps)`` in place of BST14's ``log^2(m/delta) / epsilon``.
-
-"Tradeoff weights" (Sec. 4) choose h by minimising
-``(max_l sum_{S_l} c_i)^2 + A sum_i c_i^2``. For noisy GD near the optimum, both errors of the
-output pass through the same inverse Hessian, so the excess risk is governed by two gradient
-errors, both times ``L^2``:
-
-- privacy: the Gaussian noise of the normalised gradient, averaged over the steps, has
-  ``E||.||^2 = d (z L h / n_h)^2 / T = d z_total^2 L^2 (max_l sum_{S_l} c_i)^2`` with
-  ``z_total = z / sqrt(T)`` (doubled under replacement, where the sensitivity is ``2 L h``);
-- sampling: ``sum_i c_i (g_i - E g)`` has ``E||.||^2 = tr Cov(g) sum_i c_i^2 <= L^2 sum_i c_i^2``
-  since clipped gradients have norm <= L.
-
-So ``A = 1 / (d z_total^2)``: in the parametrisation of
-:func:`~userdp.estimate.weighting.best_smooth_h` (Claim 1's ``v(h)``), ``noise_variance = 1``
-and ``noise_unit = sqrt(d / 2) z_total``; sample limiting (Claim 2's ``v'(h)``) uses the same.
-Theorem 4's worst-case form (uniform convergence, Theorem 5) instead gives
-``A = ln(d) ln(n) / z_total^2``, ``d ln(d) ln(n)`` times larger. Measured on Zipf(1.5) users
-(2,000 users, 63k records, d = 10, logistic, L = 1, epsilon 1-3) that constant picked
-h = 50-270 where the best h on a grid was 2-6, with 2.3-4.2x the grid optimum's excess risk;
-the constant above picks h = 2-11 with 1.1x (L = 1) to 1.5x (L = 2) of it.
-
-.. note:: Erratum (Sec. 4, "Tradeoff weights")
-   The paper says ``A sum c_i^2`` "measures how hard it is to optimize the weighted objective
-   with a user-level private algorithm" and ``(max_l sum_{S_l} c_i)^2`` "how well the weighted
-   objective generalizes". It is the other way round: the max term is the sensitivity (privacy)
-   term of Theorem 4 and ``sum c_i^2`` the generalisation term of Theorem 5.
-
-References
-----------
-.. [EMMZ20] A. Epasto, M. Mahdian, J. Mao, V. Mirrokni, L. Ren. "Smoothly Bounding User
-   Contributions in Differential Privacy". NeurIPS 2020, Section 4, Algorithm 2, Theorems 4-5.
-.. [BST14] R. Bassily, A. Smith, A. Thakurta. "Private Empirical Risk Minimization: Efficient
-   Algorithms and Tight Error Bounds". FOCS 2014, Algorithm 1.
+:class:`WeightedERM` runs Algorithm 2 as full-batch noisy projected gradient descent on the
+user-weighted loss (smooth weights or sample limiting); its noise plan and the "Tradeoff
+weights" choice of ``h`` are in :mod:`userdp.estimate._erm_plan`, and the argument for both
+(and an erratum of Sec. 4) in docs/estimate.md and docs/papers.md.
 """
 
 from __future__ import annotations
@@ -70,11 +28,10 @@ from userdp.estimate._common import (
     laplace_event,
     require_users,
 )
+from userdp.estimate._erm_plan import _noise_plan, _tradeoff_h
 from userdp.estimate._gradient import noisy_projected_gd, weighted_gradient_sum
 from userdp.estimate._scoring import accuracy_score, r2_score, sklearn_tags
 from userdp.estimate.weighting import (
-    best_limit_h,
-    best_smooth_h,
     check_features,
     effective_count,
     factorize_users,
@@ -84,70 +41,13 @@ from userdp.estimate.weighting import (
 )
 from userdp.exceptions import DataError, InvalidParameterError, NotFittedError
 from userdp.privacy.accountant import PrivacyAccountant
-from userdp.privacy.calibrate import gaussian_sigma
 from userdp.privacy.noise import NoiseSource
 
 __all__ = ["LOSSES", "WEIGHTINGS", "WeightedERM", "weighted_gradient_sum"]
 
 LOSSES = ("logistic", "squared")
 WEIGHTINGS = ("smooth", "limit")
-# Share of the Gaussian precision (sigma^-2) spent on the noisy n_h when user sizes are
-# private; it only sets the step normalisation, so a few percent suffice.
-COUNT_SHARE = 0.05
 _CALLER = "WeightedERM"
-
-
-def _noise_plan(
-    epsilon: float,
-    delta: float,
-    steps: int,
-    prior: list[dp_accounting.DpEvent],
-    private_count: bool,
-) -> tuple[float, float | None, list[dp_accounting.DpEvent]]:
-    """Noise multipliers (z per gradient step, z_n for the count) spending what remains.
-
-    ``prior`` holds the pure-epsilon releases planned before them (the size histogram); the
-    accountant adds their epsilon to the Gaussian composition's epsilon at ``delta``, so the
-    Gaussians get ``epsilon - spent`` and all of delta: one composed Gaussian of multiplier
-    ``sigma_total = gaussian_sigma(epsilon - spent, delta)``, split in precision as
-    ``steps / z^2 = (1 - COUNT_SHARE) / sigma_total^2`` and ``1 / z_n^2 = COUNT_SHARE /
-    sigma_total^2``. Rounded toward more noise until the accountant confirms the target. Reads
-    parameters only, so the whole plan is known before any data is read.
-    """
-    pure = PrivacyAccountant().compose(dp_accounting.ComposedDpEvent(prior)).spent(0.0)
-    remaining = epsilon - (pure.epsilon if prior else 0.0)
-    sigma_total = gaussian_sigma(remaining, delta)
-    grad_share = 1.0 - COUNT_SHARE if private_count else 1.0
-    nudge = 1e-12
-    while True:
-        z = sigma_total * math.sqrt(steps / grad_share)
-        z_n = sigma_total / math.sqrt(COUNT_SHARE) if private_count else None
-        events: list[dp_accounting.DpEvent] = []
-        if z_n is not None:
-            events.append(dp_accounting.GaussianDpEvent(z_n))
-        events.append(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), steps))
-        trial = PrivacyAccountant()
-        for event in [*prior, *events]:
-            trial.compose(event)
-        if trial.spent(delta).epsilon <= epsilon:
-            return z, z_n, events
-        sigma_total *= 1.0 + nudge
-        nudge *= 2.0
-
-
-def _tradeoff_h(
-    sizes: np.ndarray, counts: np.ndarray | None, weighting: str, *, dim: int, z_total: float
-) -> float:
-    """h minimising Sec. 4's ``(max_l sum c)^2 + A sum c^2`` with ``A = 1 / (d z_total^2)``.
-
-    As Claim 1's ``v(h)`` (or Claim 2's ``v'(h)`` for sample limiting): sampling variance
-    ``noise_variance = 1`` (per ``L^2``) and ``noise_unit = sqrt(d / 2) z_total``, so that
-    ``2 (noise_unit h / n_h)^2 = d z_total^2 (h / n_h)^2`` (module docstring).
-    """
-    unit = math.sqrt(dim / 2.0) * z_total
-    if weighting == "smooth":
-        return float(best_smooth_h(sizes, 1.0, unit, counts=counts))
-    return float(best_limit_h(sizes, 1.0, unit, counts=counts))
 
 
 #: The declared label sets of the logistic loss (public schema).
@@ -194,8 +94,9 @@ class WeightedERM(ParamsMixin):
         ``floor(h)`` random records per user with unit weights.
     h : float or None, default=None
         Contribution bound (each user's weights sum to at most h; ``>= 1`` for ``"limit"``).
-        None chooses it by "Tradeoff weights" (see the module docstring) from the user sizes:
-        the public ones, or a private size histogram that spends ``selection_share`` of epsilon.
+        None chooses it by "Tradeoff weights" (docs/estimate.md, "Weighted ERM") from the user
+        sizes: the public ones, or a private size histogram that spends ``selection_share`` of
+        epsilon.
     steps : int, default=100
         T, the number of noisy gradient releases.
     learning_rate : float or None, default=None

@@ -1,52 +1,9 @@
 """Private quantiles with smoothly bounded user contributions, against sample limiting.
 
-Epasto, Mahdian, Mao, Mirrokni and Ren, "Smoothly Bounding User Contributions in Differential
-Privacy", NeurIPS 2020, Section 4 ("Tradeoff weights") and Appendix B. Appendix B is not in our
-copy of the paper, so the mechanism is designed here: a *weighted exponential mechanism*
-(McSherry and Talwar 2007) over a public grid of ``[lower, upper]``.
-
-The mechanism
--------------
-With record weights ``w_i`` (Lemma 3's ``min(h, s_l) / s_l``, or ``1[i kept]`` for sample
-limiting) the utility of an output ``x`` is
-
-    u(x) = -| W(x) - q W |,   W(x) = sum_{y_i <= x} w_i,   W = sum_i w_i.
-
-The outputs are the points of a public grid: the integer multiples ``x_j = j g`` of the
-resolution ``g`` that lie in ``[lower, upper]`` (``g`` given, or by default the largest power
-of two at most ``(upper - lower) / 2^20``, so the points are exact binary fractions). Both the
-grid and the point a given ``j`` maps to are fixed by ``bounds`` and ``g`` alone. Point ``x_j``
-is drawn with probability proportional to ``exp(epsilon u(x_j) / (2 Delta))``: the discrete
-exponential mechanism over a data-independent output set, which is ``epsilon``-DP whenever
-``Delta`` bounds the change of ``u`` at every point. It is the continuous mechanism on
-``[lower, upper]`` discretised at resolution ``g``: a record's value counts from the first grid
-point at or above it.
-
-Sampling returns only an index. ``u`` is constant on the runs of grid points between
-consecutive record values, so a run is picked by inverse CDF in log space with probability
-proportional to ``(points in the run) * exp(epsilon u / (2 Delta))`` and then a point of the run
-uniformly (an exact integer draw); the output is ``float(j) * g``, a function of ``j``. Float
-caveat: the run probabilities are computed in float64 (relative rounding error about
-``n 2^-52``, a small distortion of the probabilities, not of the outputs) and a run whose
-probability is below about ``2^-53`` of the total may be unreachable; across neighbours this
-is an event of probability about ``n 2^-52``, far below any ``delta`` one would declare, but it
-is not exact pure DP (an exact sampler would be Ilvento 2020's base-2 mechanism).
-
-Sensitivity ``Delta`` (pointwise in ``x``, which is what the mechanism needs):
-
-- add/remove one user (default): the user's weights sum to ``t = min(h, s_l) <= h``; ``W(x)``
-  grows by some ``a`` in ``[0, t]`` and ``W`` by ``t``, so ``W(x) - q W`` moves by
-  ``a - q t`` in ``[-q t, (1 - q) t]``: ``Delta = max(q, 1 - q) h``.
-- public sizes (replace one user's values): the weights ``c_i`` are normalised (sum 1) and
-  only ``W(x)`` moves, by at most the user's weight: ``Delta = max_l sum_{S_l} c_i``.
-
-Choosing ``h`` (Section 4, "Tradeoff weights"): in rank space the weighted empirical CDF at the
-true quantile has variance ``q (1 - q) sum_i c_i^2`` (Bernoulli(q) indicators), and the
-mechanism's rank error is about Laplace with scale ``2 Delta / epsilon`` in weight units, i.e.
-``2 max(q, 1 - q) h / (epsilon n_h)`` after normalising by ``n_h``. That is Claim 1's ``v(h)``
-with ``sigma^2 = q (1 - q)`` and noise unit ``2 max(q, 1 - q) / epsilon`` (``2 / epsilon`` with
-public sizes, where ``Delta = h / n_h``), minimised by
-:func:`~userdp.estimate.weighting.best_smooth_h` (Claim 2's ``v'`` by ``best_limit_h``).
+Epasto, Mahdian, Mao, Mirrokni and Ren, NeurIPS 2020, Section 4 ("Tradeoff weights"): records
+carry Lemma 3's weights (or sample limiting's) and each quantile is drawn by a weighted
+exponential mechanism over a public grid, in :mod:`userdp.estimate._quantile_mechanism`. The
+mechanism, its sensitivity and the choice of ``h`` are argued in docs/estimate.md ("Quantiles").
 """
 
 from __future__ import annotations
@@ -79,12 +36,17 @@ from userdp.estimate._common import (
     laplace_event,
     read_records,
 )
+from userdp.estimate._quantile_mechanism import (
+    _exponential_mechanism,
+    _make_grid,
+    default_resolution,
+)
+from userdp.estimate._quantile_mechanism import _grid_utility as _grid_utility  # re-exported
 from userdp.estimate.weighting import private_size_histogram
 from userdp.exceptions import InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
 from userdp.privacy.events import ExponentialMechanismDpEvent
 from userdp.privacy.noise import NoiseSource
-from userdp.privacy.recording import is_recording, record, released
 
 __all__ = [
     "SAMPLE_LIMITED_QUANTILE_PARAMETERS",
@@ -149,125 +111,6 @@ class QuantileResult(Release):
             f"{self.method} quantiles {parts}; {budget_text(self.budget)} of which epsilon="
             f"{self.selection_epsilon:g} chose h, user sizes {sizes}"
         )
-
-
-_AUDIT_GRID = 1025  # grid points at which the utility is recorded for auditing
-_DEFAULT_CELLS = 20  # default resolution: the largest power of two <= (upper - lower) / 2^20
-_MAX_INDEX = 2**52  # grid indices j must be exact in float64 (|j| <= 2^52)
-
-
-@dataclass(frozen=True)
-class _Grid:
-    """The public output grid: the points ``float(j) * step`` for ``first <= j <= last``."""
-
-    step: float
-    first: int
-    last: int
-
-    @property
-    def size(self) -> int:
-        return self.last - self.first + 1
-
-    def point(self, j: int | np.ndarray) -> float | np.ndarray:
-        """Grid point(s) of index ``j`` (a function of ``j`` and the public step only)."""
-        return np.asarray(j, dtype=np.float64) * self.step
-
-    def codes(self, values: np.ndarray) -> np.ndarray:
-        """For each value, ``j - first`` of the first grid point at or above it (``size`` if
-        none): a record counts in ``W(x_j)`` iff its code is ``<= j - first``."""
-        c = np.ceil(values / self.step)  # within one of the exact answer; corrected below
-        c -= (c - 1.0) * self.step >= values
-        c += c * self.step < values
-        return np.clip(c - self.first, 0, self.size).astype(np.int64)
-
-
-def default_resolution(bounds: tuple[float, float]) -> float:
-    """The largest power of two at most ``(upper - lower) / 2^20`` (the default grid step).
-
-    Examples
-    --------
-    >>> default_resolution((0.0, 10.0)) == 2.0**-17
-    True
-    """
-    _, e = math.frexp((float(bounds[1]) - float(bounds[0])) * 2.0**-_DEFAULT_CELLS)
-    return math.ldexp(1.0, e - 1)
-
-
-def _make_grid(bounds: tuple[float, float], resolution: float | None, caller: str) -> _Grid:
-    """The grid of ``bounds`` at ``resolution`` (public values only); refuses unusable ones."""
-    lo, hi = float(bounds[0]), float(bounds[1])
-    step = default_resolution((lo, hi)) if resolution is None else float(resolution)
-    if max(abs(lo), abs(hi)) / step > _MAX_INDEX:
-        raise InvalidParameterError(
-            f"The 'resolution' parameter of {caller} is too fine for bounds {(lo, hi)!r}: the "
-            f"output grid's indices must stay below 2^52 in magnitude. Got {step!r} instead."
-        )
-    first, last = math.ceil(lo / step), math.floor(hi / step)
-    first += first * step < lo  # exact float comparisons: the grid lies inside the bounds
-    last -= last * step > hi
-    if first > last:
-        raise InvalidParameterError(
-            f"The 'resolution' parameter of {caller} must leave at least one multiple of it "
-            f"inside bounds {(lo, hi)!r}. Got {step!r} instead."
-        )
-    return _Grid(step, first, last)
-
-
-# -- the mechanism (noise-free kernel + one draw) ------------------------------------------------
-def _grid_utility(
-    at: np.ndarray, sorted_codes: np.ndarray, cum: np.ndarray, q: float
-) -> np.ndarray:
-    """``u(x_j) = -|sum_{code_i <= j} w_i - q sum_i w_i|`` at grid offsets ``at`` (codes
-    sorted, ``cum`` the cumulative weights in that order, starting at 0).
-
-    Adding or removing a user whose weights sum to ``t <= h`` moves ``u`` by at most
-    ``max(q, 1 - q) h`` at every point; with normalised weights and a replaced user, by at
-    most that user's weight (see the module docstring).
-    """
-    below = np.searchsorted(sorted_codes, at, side="right")  # records counted at x_j
-    return -np.abs(cum[below] - q * cum[-1])
-
-
-def _exponential_mechanism(
-    sorted_codes: np.ndarray,
-    sorted_weights: np.ndarray,
-    q: float,
-    *,
-    epsilon: float,
-    sensitivity: float,
-    grid: _Grid,
-    noise: NoiseSource,
-    neighbours: str = "add-remove",
-) -> float:
-    """One draw from ``P(x_j) ~ exp(epsilon u(x_j) / (2 sensitivity))`` over the grid.
-
-    The runs of grid offsets ``[s_k, s_{k+1})`` cut at the records' codes have constant
-    utility ``u(s_k)``; one is picked by inverse CDF in log space with probability proportional
-    to ``(s_{k+1} - s_k) exp(epsilon u_k / (2 sensitivity))``, then an offset uniformly inside
-    it. Only the index is drawn; the output is the grid point it names.
-    """
-    size = grid.size
-    cum = np.concatenate([[0.0], np.cumsum(sorted_weights)])
-    starts = np.unique(np.concatenate([[0], sorted_codes[sorted_codes < size]]))
-    counts = np.diff(np.append(starts, size))
-    u = _grid_utility(starts, sorted_codes, cum, q)
-    logp = np.log(counts) + (epsilon / (2.0 * sensitivity)) * u
-    if is_recording():  # for the auditor: u at public grid points, and the grid itself
-        at = np.unique(np.round(np.linspace(0, size - 1, min(size, _AUDIT_GRID))).astype(np.int64))
-        record(
-            "quantile.utility",
-            _grid_utility(at, sorted_codes, cum, q),
-            linf=sensitivity,
-            index=grid.point(grid.first + at),
-            neighbours=neighbours,
-            rng_state=noise.fingerprint(),
-            grid=grid.step,
-        )
-    cdf = np.cumsum(np.exp(logp - logp.max()))
-    draw = noise.uniform(1)[0] * cdf[-1]
-    k = min(int(np.searchsorted(cdf, draw, side="right")), counts.size - 1)
-    j = grid.first + int(starts[k]) + int(noise.integers(int(counts[k]), 1)[0])
-    return float(released("quantile.utility", np.array([grid.point(j)]))[0])
 
 
 # -- parameters, plan and driver ------------------------------------------------------------------
@@ -451,7 +294,7 @@ def weighted_quantile(
     """Private quantiles with smoothly bounded user contributions (weighted exponential mech.).
 
     Records carry Lemma 3's weights ``min(h, s_l) / s_l`` and the output is drawn by the
-    weighted exponential mechanism described in the module docstring (Epasto et al. 2020,
+    weighted exponential mechanism described in docs/estimate.md (Epasto et al. 2020,
     Section 4 and Appendix B, designed here since our copy lacks the appendix).
 
     Parameters
@@ -517,7 +360,7 @@ def weighted_quantile(
     sizes, ``h`` None) has l1 sensitivity 1 (a ``LaplaceDpEvent``). ``h`` is a function of
     public or released values. Each output is drawn as an index into the public grid (the
     discrete exponential mechanism over a data-independent set, so its float bits carry
-    nothing); the float64 probabilities leave the caveat stated in the module docstring.
+    nothing); the float64 probabilities leave the caveat stated in docs/estimate.md.
 
     Examples
     --------

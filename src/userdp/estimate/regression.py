@@ -1,67 +1,32 @@
 """Linear regression with label privacy: generalized weighted averaging (GWA) and sample limiting.
 
-Epasto, Mahdian, Mao, Mirrokni and Ren, "Smoothly Bounding User Contributions in Differential
-Privacy", NeurIPS 2020, Section 5. Features ``X`` (n x d) and the partition ``S_l`` of the
-records among users are public; the labels ``y_i in [lower, upper]`` are private, and
-neighbouring datasets replace the labels of one user's records (label privacy, [CH11]).
-
-Every linear unbiased estimator of ``beta`` is ``C y`` with ``C X = I_d`` (``C`` is d x n).
-Algorithm 3 (``GWA_C``) releases ``C y + (W_1, ..., W_d)`` with ``W_j ~ Lap(b)`` i.i.d. and
-``b = B / epsilon * max_l sum_j sum_{i in S_l} |c_ji|``, ``B = upper - lower``: replacing user
-``l``'s labels moves ``C y`` by ``sum_{i in S_l} c_i (y_i - y'_i)``, of l1 norm at most
-``B sum_{i in S_l} ||c_i||_1`` (``c_i`` is column ``i`` of ``C``). Theorem 6: its total variance is
-
-    f(C) = sigma^2 ||C||_F^2 + 2 d (B / epsilon * max_l sum_{i in S_l} ||c_i||_1)^2,
-
-convex in ``C``. :func:`solve_gwa` minimises it over ``C X = I`` (see "The solver" below),
-:func:`sample_limit_design` and :func:`best_limit_h_regression` build the sample-limiting
-baseline of Section 5.2 (OLS on ``min(h, s_l)`` random records per user), and
-:class:`LabelPrivateLinearRegression` fits either with a privacy accountant.
-
-Centring
---------
-Labels are released as ``C (y - mid) + mid * C 1`` with ``mid = (lower + upper) / 2``. ``C 1``
-is public (it is ``e_d`` when the last column of ``X`` is the intercept's 1), so this equals
-``C y`` and its sensitivity is the same, ``B max_l sum_{S_l} ||c_i||_1`` under replacement; the
-centred labels only keep the arithmetic well scaled.
-
-The solver of Theorem 6's program is described in :mod:`userdp.estimate._gwa`.
-
-References
-----------
-.. [EMMMR20] A. Epasto, M. Mahdian, J. Mao, V. Mirrokni, L. Ren. "Smoothly Bounding User
-   Contributions in Differential Privacy". NeurIPS 2020, Section 5 (Algorithm 3, Theorem 6,
-   Section 5.2, Example 1 and Claim 3) and Section 6.
-.. [CH11] K. Chaudhuri, D. Hsu. "Sample Complexity Bounds for Differentially Private
-   Learning". COLT 2011 (label privacy).
-.. [B82] D. P. Bertsekas. "Projected Newton Methods for Optimization Problems with Simple
-   Constraints". SIAM J. Control Optim. 20(2), 1982.
+Epasto, Mahdian, Mao, Mirrokni and Ren, NeurIPS 2020, Section 5:
+:class:`LabelPrivateLinearRegression` releases ``C y`` plus Laplace noise for a public ``C``
+with ``C X = I``, planned by :func:`solve_gwa` (:mod:`userdp.estimate._gwa`) or by sample limiting
+(:mod:`userdp.estimate._sample_limit`); the releases are in :mod:`userdp.estimate._label_release`.
+The sensitivity, Theorem 6's objective and the centring are argued in docs/estimate.md.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 import numpy as np
 
 from userdp._params import ParamsMixin
-from userdp._validation import check_arguments, check_choice
+from userdp._validation import check_choice
 from userdp.estimate._common import (
-    ACCOUNTANT,
     EPSILON,
     LAPLACE_95,
     SEED,
     SELECTION_SHARE,
     Ledger,
-    Release,
     bounds_rule,
     budget_text,
     check_accountant,
     laplace_event,
-    noise_summary,
     require_users,
 )
 from userdp.estimate._gwa import (
@@ -77,7 +42,13 @@ from userdp.estimate._gwa import (
     gwa_sensitivity,
     solve_gwa,
 )
-from userdp.estimate._label_release import private_noise_variance, release_coefficients
+from userdp.estimate._label_release import (
+    GWA_LINEAR_REGRESSION_PARAMETERS,
+    LabelPrivateRegressionResult,
+    gwa_linear_regression,
+    private_noise_variance,
+    release_coefficients,
+)
 from userdp.estimate._sample_limit import (
     SampleLimitDesign,
     _best_limit,
@@ -109,206 +80,6 @@ __all__ = [
 
 _CALLER = "LabelPrivateLinearRegression"
 METHODS = ("gwa", "sample-limit")
-
-
-@dataclass(frozen=True)
-class LabelPrivateRegressionResult(Release):
-    """A label-private linear regression released by :func:`gwa_linear_regression`.
-
-    Attributes
-    ----------
-    budget : PrivacyBudget
-        The ``(epsilon, 0)`` spent (pure DP).
-    dp_event : dp_accounting.DpEvent
-        The release's ``LaplaceDpEvent``, composed.
-    coef : ndarray, shape (d,)
-        ``beta~ = C y + Lap(noise_scale)^d`` (Algorithm 3).
-    noise_scale : float
-        The Laplace scale ``b`` of each coordinate.
-    sensitivity : float
-        l1 sensitivity of ``C y`` under replacing one user's labels,
-        ``B max_l sum_j sum_{i in S_l} |c_ji|``; ``noise_scale = sensitivity / epsilon``.
-    objective : float or None
-        Theorem 6's total variance of ``beta~`` at the given ``noise_variance`` (None when no
-        ``noise_variance`` was given).
-    matrix : ndarray, shape (d, n)
-        The public estimator ``C`` used.
-    epsilon : float
-        ``budget.epsilon`` (a property).
-    """
-
-    coef: np.ndarray
-    noise_scale: float
-    sensitivity: float
-    objective: float | None
-    matrix: np.ndarray
-
-    _NOT_IN_DICT = ("dp_event", "matrix")  # C is public and d x n: not part of the release
-
-    def summary(self) -> str:
-        """One line: dimension, noise and budget."""
-        return (
-            f"GWA label-private regression, d={self.coef.size}, Laplace scale "
-            f"{self.noise_scale:.3g} (l1 sensitivity {self.sensitivity:.3g}), "
-            f"{budget_text(self.budget)}{noise_summary(self.noise())}"
-        )
-
-    def noise(self) -> dict[str, Any]:
-        """Per coordinate: Laplace(``noise_scale``) noise, sd ``sqrt(2) b``, and the exact 95%
-        noise interval ``coef -/+ b ln 20`` (each coordinate alone, not simultaneously)."""
-        b = float(self.noise_scale)
-        half = b * LAPLACE_95
-        return {
-            "noise_sd": np.full(self.coef.shape, math.sqrt(2.0) * b),
-            "interval95": (self.coef - half, self.coef + half),
-            "noise": "laplace",
-        }
-
-
-def _check_matrix(value: object, name: str, caller: str) -> None:
-    """Rule for a fixed ``C``: a finite 2-D float array (its shape is checked against ``X``)."""
-    try:
-        c = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        c = None
-    if c is None or c.ndim != 2 or not np.isfinite(c).all():
-        raise InvalidParameterError(
-            f"The {name!r} parameter of {caller} must be a finite 2-D array (d x n). Got "
-            f"{type(value).__name__} instead."
-        )
-
-
-#: Rules for every keyword of :func:`gwa_linear_regression` (checked before any data is read).
-GWA_LINEAR_REGRESSION_PARAMETERS: dict[str, dict[str, Any]] = {
-    "epsilon": EPSILON,
-    "label_range": {"check": bounds_rule, "cli": False},
-    "noise_variance": {"low": 0.0, "high": math.inf, "high_open": True, "none": True},
-    "matrix": {"check": _check_matrix, "none": True, "cli": False},
-    "seed": SEED,
-    "accountant": ACCOUNTANT,
-}
-
-
-def gwa_linear_regression(
-    X: object,
-    y: object,
-    users: object,
-    *,
-    epsilon: float,
-    label_range: tuple[float, float],
-    noise_variance: float | None = None,
-    matrix: object | None = None,
-    seed: int | None = None,
-    accountant: PrivacyAccountant | None = None,
-) -> LabelPrivateRegressionResult:
-    """One label-private GWA release of ``beta`` (Algorithm 3) on the design ``X`` as given.
-
-    Parameters
-    ----------
-    X : array-like of float, shape (n, d)
-        Public features, full column rank (add a column of ones for an intercept).
-    y : array-like of float, shape (n,)
-        Private labels; clipped to ``label_range`` (never read to set it).
-    users : array-like, shape (n,)
-        Public partition of the records among users.
-    epsilon : float
-        In (0, inf).
-    label_range : (float, float)
-        ``(lower, upper)`` with lower < upper; ``B = upper - lower``.
-    noise_variance : float or None, default=None
-        A *public* label noise variance sigma^2 >= 0 to plan ``C`` for (:func:`solve_gwa` with
-        ``laplace_unit = B / epsilon``). Passing the data's own OLS residual variance is not
-        private unless that value is public (the paper's experimental protocol treats it so).
-    matrix : array-like of float, shape (d, n), or None
-        A fixed public ``C`` with ``C X = I``; overrides the optimisation. Privacy holds for any
-        ``C`` (the noise is calibrated to it); ``C X = I`` makes ``beta~`` unbiased.
-    seed : int or None, default=None
-        None draws noise from OS entropy; an integer is for tests and benchmarks only.
-        A seed may be used once per accountant: a second release with a seed its
-        ``accountant`` already holds is refused before any data is read (the same seed
-        draws the same noise, and differencing the two releases would cancel it).
-    accountant : PrivacyAccountant or None, default=None
-        A shared accountant to charge the release to. If it holds a total budget that this
-        release would exceed, :class:`BudgetExceededError` is raised before the data are read.
-
-    Returns
-    -------
-    LabelPrivateRegressionResult
-
-    Raises
-    ------
-    InvalidParameterError
-        A parameter breaks its rule in :data:`GWA_LINEAR_REGRESSION_PARAMETERS`, neither
-        ``noise_variance`` nor ``matrix`` is given, or ``matrix`` has the wrong shape or
-        ``C X != I``.
-    BudgetExceededError
-        ``accountant`` cannot afford ``epsilon`` (checked before any work).
-    DataError
-        Mismatched lengths, non-finite values, or ``X`` without full column rank.
-
-    Privacy
-    -------
-    Label privacy with user-level neighbours: ``X`` and the partition ``S_l`` are public and
-    neighbouring datasets replace the labels of one user's records. ``C y`` then moves by at
-    most ``B max_l sum_j sum_{i in S_l} |c_ji|`` in l1 (Algorithm 3, line 2; Theorem 6) and
-    gets Laplace noise of that scale over epsilon: one
-    ``LaplaceDpEvent(noise_scale / sensitivity)``, epsilon-DP. ``C`` reads only public values.
-    """
-    caller = "gwa_linear_regression"
-    params = dict(
-        epsilon=epsilon,
-        label_range=label_range,
-        noise_variance=noise_variance,
-        matrix=matrix,
-        seed=seed,
-        accountant=accountant,
-    )
-    check_arguments(params, GWA_LINEAR_REGRESSION_PARAMETERS, caller)
-    if matrix is None and noise_variance is None:
-        raise InvalidParameterError(
-            f"{caller} needs a public 'noise_variance' to choose C (or a fixed 'matrix'); use "
-            "LabelPrivateLinearRegression(noise_variance='estimate') to estimate it privately."
-        )
-    eps = float(epsilon)
-    # refuses before any work (a budget it cannot afford, a seed it already holds)
-    ledger = Ledger(accountant, [laplace_event(eps)], seed=seed, caller=caller)
-    bounds = check_bounds(label_range, caller)
-    nv = None if noise_variance is None else float(noise_variance)
-    x = check_features(X, caller)
-    labels = clip_labels(_as_labels(y, x.shape[0], caller), bounds)
-    codes, sizes = _as_codes(users, x.shape[0], caller)
-    _check_rank(x, caller)
-    if matrix is not None:
-        c = np.asarray(matrix, dtype=np.float64)
-        if c.shape != (x.shape[1], x.shape[0]):
-            raise InvalidParameterError(
-                f"The 'matrix' parameter of {caller} must be a finite {x.shape[1]} x "
-                f"{x.shape[0]} array. Got shape {c.shape} instead."
-            )
-        err = float(np.abs(c @ x - np.eye(x.shape[1])).max())
-        if err > 1e-6:
-            raise InvalidParameterError(
-                f"The 'matrix' parameter of {caller} must satisfy C X = I (an unbiased "
-                f"estimator); max |C X - I| is {err:.3g}."
-            )
-    else:
-        assert nv is not None  # checked above: matrix or noise_variance
-        width = bounds[1] - bounds[0]
-        c = _solve_codes(x, codes, sizes, nv, width / eps, 1e-8, 500).matrix
-    noise = NoiseSource(seed)
-    beta, scale, sens = release_coefficients(c, labels, codes, bounds, eps, noise, ledger.local)
-    # Theorem 6: sigma^2 ||C||_F^2 + 2 d b^2 (b = B/epsilon max_l sum_{S_l} ||c_i||_1).
-    objective = None if nv is None else float(nv * np.vdot(c, c) + 2.0 * c.shape[0] * scale**2)
-    budget, event = ledger.close()
-    return LabelPrivateRegressionResult(
-        budget=budget,
-        dp_event=event,
-        coef=beta,
-        noise_scale=scale,
-        sensitivity=sens,
-        objective=objective,
-        matrix=c,
-    )
 
 
 # -- the estimator ---------------------------------------------------------------------------------

@@ -758,13 +758,16 @@ def git_info() -> dict[str, Any]:
         ).stdout.split("\n")
     except (OSError, subprocess.CalledProcessError):
         return {}
-    engine_file = root / "src/userdp/partition/spark.py"
+    # the Spark runner and the modules it is cut into, in a fixed order
+    files = sorted((root / "src/userdp/partition").glob("*spark*.py"))
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.name.encode() + b"\0" + f.read_bytes())
     return {
         "commit": head,
         "src_changes": [x.strip() for x in dirty if x.strip()],
-        "engine_sha256": hashlib.sha256(engine_file.read_bytes()).hexdigest()
-        if engine_file.exists()
-        else None,
+        "engine_files": [f.name for f in files],
+        "engine_sha256": digest.hexdigest() if files else None,
     }
 
 

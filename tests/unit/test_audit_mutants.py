@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 import userdp.aggregate.api as aggregate_api
+import userdp.aggregate.cells as aggregate_cells
 import userdp.aggregate.local as aggregate_local
 import userdp.partition.baselines as baselines_module
 import userdp.partition.rounds as rounds_module
@@ -186,7 +187,7 @@ def _aggregate_exact_bounds(mp: pytest.MonkeyPatch) -> None:
 def _aggregate_exact_denominator(mp: pytest.MonkeyPatch) -> None:
     """The mean divided by the exact weighted count (its numerator still noisy)."""
     original_sums = aggregate_local.LocalEngine.weighted_sums
-    original_mean = aggregate_api.ratio_mean
+    original_mean = aggregate_cells.ratio_mean
     exact: list[dict] = []
 
     def weighted_sums(self, *args, **kwargs):
@@ -197,7 +198,7 @@ def _aggregate_exact_denominator(mp: pytest.MonkeyPatch) -> None:
         return original_mean(noisy_sum, exact[-1]["value_count"], centre, bounds)
 
     mp.setattr(aggregate_local.LocalEngine, "weighted_sums", weighted_sums)
-    mp.setattr(aggregate_api, "ratio_mean", ratio_mean)
+    mp.setattr(aggregate_cells, "ratio_mean", ratio_mean)
 
 
 def _aggregate_h_branch(mp: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from userdp.cli import main
 from userdp.cli import options as cli_options
+from userdp.cli import progress as cli_progress
 from userdp.data import Contributions, read
 from userdp.data import io as data_io
 from userdp.data.io import read_table
@@ -286,7 +287,7 @@ def _bar_on(monkeypatch: pytest.MonkeyPatch) -> _Terminal:
     """stderr is a terminal and every input is large enough for a bar."""
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    monkeypatch.setattr(cli_options, "PROGRESS_MIN_BYTES", 0)
+    monkeypatch.setattr(cli_progress, "PROGRESS_MIN_BYTES", 0)
     return terminal
 
 
@@ -295,7 +296,7 @@ SELECT = ["--epsilon", "1", "--delta", "1e-5", "--seed", "11", "--json"]
 
 @pytest.mark.parametrize("name", ["pairs.csv", "pairs.parquet"])
 def test_a_seeded_select_is_the_same_with_the_bar_and_without(files, monkeypatch, capsys, name):
-    monkeypatch.setattr(cli_options, "PROGRESS_MIN_BYTES", 0)
+    monkeypatch.setattr(cli_progress, "PROGRESS_MIN_BYTES", 0)
     assert main(["select", str(files[name]), *SELECT]) == 0
     plain, err = capsys.readouterr()
     assert "\r" not in err and "rows" not in err and "round" not in err  # not a terminal
@@ -318,7 +319,7 @@ def test_a_seeded_select_to_a_file_is_the_same_with_the_bar(files, monkeypatch, 
 
 
 def test_select_prints_only_its_summary_when_stderr_is_not_a_terminal(files, monkeypatch, capsys):
-    monkeypatch.setattr(cli_options, "PROGRESS_MIN_BYTES", 0)
+    monkeypatch.setattr(cli_progress, "PROGRESS_MIN_BYTES", 0)
     assert main(["select", str(files["pairs.csv"]), *SELECT[:-1]]) == 0
     err = capsys.readouterr().err
     assert err.splitlines() == [
@@ -349,7 +350,7 @@ def values(tmp_path_factory: pytest.TempPathFactory) -> Path:
 )
 def test_a_seeded_estimate_is_the_same_with_the_bar_and_without(values, monkeypatch, capsys, args):
     command = ["estimate", args[0], str(values), *args[1:], "--epsilon", "1", "--seed", "5"]
-    monkeypatch.setattr(cli_options, "PROGRESS_MIN_BYTES", 0)
+    monkeypatch.setattr(cli_progress, "PROGRESS_MIN_BYTES", 0)
     assert main([*command, "--json"]) == 0
     plain, err = capsys.readouterr()
     assert "\r" not in err and "rows" not in err  # not a terminal: the summary line only

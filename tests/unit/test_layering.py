@@ -472,3 +472,17 @@ def test_every_capability_resolves_engines_with_the_one_resolver():
     aggregate_api = importlib.import_module("userdp.aggregate.api")
     assert engines.resolve_engine is _engines.resolve_engine
     assert partition_api.ENGINES is aggregate_api.ENGINES is engines.ENGINES is _engines.ENGINES
+
+
+# -- files cut by idea: none grows past what a reader takes in at once -----------------------
+#: The most lines a module of src/userdp may have (docs/development.md, "Code layout").
+MAX_LINES = 600
+
+
+def test_no_module_is_longer_than_the_limit():
+    long = {
+        str(p.relative_to(SRC)): n
+        for p in MODULES
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert not long, f"over {MAX_LINES} lines (split by idea): {long}"

@@ -831,3 +831,47 @@ def test_a_failed_write_names_the_output_and_leaves_nothing(tmp_path, capsys, mo
     err = capsys.readouterr().err
     assert err == f"userdp aggregate: error: {out}: {os.strerror(errno.ENOSPC)}\n"
     assert sorted(f.name for f in tmp_path.iterdir()) == ["keys.txt", "rows.csv"]
+
+
+# -- messages name the command line's flags, never the library's names ---------------------
+def test_a_library_message_names_the_flag_and_not_the_entry_point_twice(files, capsys):
+    values = str(files["values"])
+    line = _fails_cleanly(
+        ["aggregate", values, "--metrics", "mean", "--epsilon", "1", "--delta", "1e-5"],
+        capsys,
+        "userdp aggregate",
+    )
+    assert line == (
+        "userdp aggregate: error: metrics sum, mean and quantiles need --value-column and --bounds."
+    )
+    pairs = ["aggregate", str(files["pairs"]), "--key-column", "item"]
+    assert main([*pairs, "--epsilon", "1", "--delta", "1e-5"]) == 0
+    err = capsys.readouterr().err
+    assert "userdp aggregate: aggregate:" not in err
+    assert err.splitlines()[-1].startswith("userdp aggregate: ")
+
+
+def test_an_estimator_s_parameter_error_names_the_flag(tmp_path, capsys):
+    ratings = tmp_path / "r.csv"
+    ratings.write_text("user,item,rating\n" + "".join(f"{u},{u % 7},3\n" for u in range(50)))
+    argv = ["recommend", "train", str(ratings), "--epsilon", "1", "--delta", "1e-5"]
+    argv += ["--rating-range", "1", "5", "--dim", "0", "-o", str(tmp_path / "m.npz")]
+    line = _fails_cleanly(argv, capsys, "userdp recommend train")
+    assert line.startswith("userdp recommend train: error: --dim must be an int"), line
+    assert "MatrixFactorization" not in line
+
+
+def test_the_translation_keeps_column_names_and_unknown_parameters():
+    from userdp.cli.errors import for_the_command_line
+
+    flags = {"epsilon": "--epsilon", "value_column": "--value-column"}
+    text = for_the_command_line(
+        "aggregate: the value column 'epsilon' holds text; 'value_column' and 'rank' are "
+        "arguments. The 'epsilon' parameter of PrivacyBudget must be > 0.",
+        "userdp aggregate",
+        flags,
+    )
+    assert text == (
+        "the value column 'epsilon' holds text; --value-column and 'rank' are arguments. "
+        "--epsilon must be > 0."
+    )

@@ -397,8 +397,8 @@ def test_train_with_the_logistic_loss_saves_the_loss_and_its_clips(data, tmp_pat
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["--loss", "hinge"], "The 'loss' parameter of PublicFeatureRecommender must be"),
-        (["--loss", "logistic", "--gradient-clip", "0"], "'gradient_clip' parameter"),
+        (["--loss", "hinge"], "--loss must be"),
+        (["--loss", "logistic", "--gradient-clip", "0"], "--gradient-clip must be"),
         (["--loss", "logistic", "--method", "am-ssp1"], "'variant' parameter"),
     ],
 )

@@ -71,7 +71,7 @@ def test_writes_the_table_in_each_format(files, capsys):
         assert table.column_names == ["section", "users", "secs"]
         assert table.column("section").to_pylist() == ["s0", "s1"]
     err = capsys.readouterr().err
-    assert "userdp sql: sql: 2 rows" in err
+    assert "userdp sql: 2 rows" in err
 
 
 def test_stdout_csv_and_json(files, capsys):

@@ -355,7 +355,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(release, ensure_ascii=False, default=str))
     if not args.quiet:
         # the budget as given, exactly (the summary's is the one spent, to 6 digits)
-        released = result.summary().rsplit(" at epsilon=", 1)[0]
+        released = result.summary().rsplit(" at epsilon=", 1)[0].removeprefix("aggregate: ")
         print(
             f"{PROG}: {released} at epsilon={exact(args.epsilon)}, delta={exact(args.delta)}.",
             file=sys.stderr,

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import re
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from enum import IntEnum
 from typing import Any
 
@@ -17,6 +18,14 @@ from userdp.exceptions import UserDPError
 from .output import check_not_an_input
 
 logger = logging.getLogger("userdp")
+
+#: The namespace attribute where the command's parser records each option's destination ->
+#: its flag (``userdp.cli.options.ArgumentParser``), for :func:`for_the_command_line`.
+FLAGS = "_cli_flags"
+#: "The 'dim' parameter of MatrixFactorization must be ..." (the library's one message style).
+_PARAMETER_OF = re.compile(r"The '(\w+)' parameter of [\w.]+(?:\(\))? ")
+#: A quoted parameter name, not a quoted column name ("the value column 'v'").
+_QUOTED = re.compile(r"(?<!column )'(\w+)'")
 
 
 class ExitCode(IntEnum):
@@ -45,8 +54,11 @@ class _Formatter(logging.Formatter):
 
 
 @contextlib.contextmanager
-def configured_logging(prog: str, verbose: int, quiet: bool) -> Iterator[None]:
-    """Send the ``userdp`` logger and Python warnings to stderr for the duration of a command.
+def configured_logging(
+    prog: str, verbose: int, quiet: bool, flags: Mapping[str, str] | None = None
+) -> Iterator[None]:
+    """Send the ``userdp`` logger and Python warnings to stderr for the duration of a command
+    (a warning as the command line says it: :func:`for_the_command_line` with ``flags``).
 
     The logger's previous handlers, level and propagation are restored afterwards, so calling
     :func:`userdp.cli.main` from Python (tests, notebooks) leaves no trace.
@@ -69,7 +81,7 @@ def configured_logging(prog: str, verbose: int, quiet: bool) -> Iterator[None]:
     seen: set[str] = set()
 
     def show(message: Any, category: Any, *_: Any, **__: Any) -> None:
-        text = str(message)
+        text = for_the_command_line(str(message), prog, flags or {})
         if text not in seen:  # the library may warn about one budget from several places
             seen.add(text)
             logger.warning("%s", text)
@@ -106,8 +118,8 @@ def run_guarded(prog: str, command: Callable[[argparse.Namespace], int], args: A
     :func:`userdp.cli.console_main`.
     """
     try:
-        with configured_logging(prog, args.verbose, args.quiet):
-            inputs = [v for k, v in vars(args).items() if k != "output"]
+        with configured_logging(prog, args.verbose, args.quiet, getattr(args, FLAGS, None)):
+            inputs = [v for k, v in vars(args).items() if k not in ("output", FLAGS)]
             flat = [x for v in inputs for x in (v if isinstance(v, list) else [v])]
             check_not_an_input(getattr(args, "output", None), flat)
             return command(args)
@@ -121,7 +133,10 @@ def run_guarded(prog: str, command: Callable[[argparse.Namespace], int], args: A
     except (UserDPError, OSError) as err:
         if args.debug:
             raise
-        print(f"{prog}: error: {_describe(err)}", file=sys.stderr)
+        text = _describe(err)
+        if isinstance(err, UserDPError):
+            text = for_the_command_line(text, prog, getattr(args, FLAGS, None) or {})
+        print(f"{prog}: error: {text}", file=sys.stderr)
         return ExitCode.USAGE
     except Exception as err:
         if args.debug:
@@ -180,6 +195,23 @@ def _too_large(err: BaseException) -> str:
         "a number given on the command line (e.g. --rounds, --users) is too large to compute "
         "with in floating point; use a smaller value."
     )
+
+
+def for_the_command_line(text: str, prog: str, flags: Mapping[str, str]) -> str:
+    """A library message as the command line says it: without the entry point's own prefix
+    (``aggregate: ...`` under ``userdp aggregate``), and with the flag (``--dim``) where it
+    names a parameter (``The 'dim' parameter of MatrixFactorization``, ``'value_column'``)
+    that the command has as an option. Other text, column names included, is kept."""
+    command = prog.split()[-1]
+    text = text.removeprefix(f"{command}: ")
+
+    def parameter(m: re.Match[str]) -> str:
+        return f"{flags[m.group(1)]} " if m.group(1) in flags else m.group(0)
+
+    def quoted(m: re.Match[str]) -> str:
+        return flags.get(m.group(1), m.group(0))
+
+    return _QUOTED.sub(quoted, _PARAMETER_OF.sub(parameter, text))
 
 
 def _describe(err: BaseException) -> str:

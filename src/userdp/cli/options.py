@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
-from .errors import ExitCode, one_line, run_guarded
+from .errors import FLAGS, ExitCode, one_line, run_guarded
 from .errors import configured_logging as configured_logging
 from .output import atomic_output, check_not_an_input, check_output_path, is_stdout
 from .progress import (
@@ -90,6 +90,19 @@ class ArgumentParser(argparse.ArgumentParser):
             ExitCode.USAGE,
             f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n",
         )
+
+    def parse_known_args(  # type: ignore[override]  # typeshed's overloads; same behaviour
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse, then record each option's destination -> flag in ``FLAGS`` on the namespace,
+        so that a library message naming a parameter can name the flag instead."""
+        ns, extras = super().parse_known_args(args, namespace)
+        flags: dict[str, str] = dict(getattr(ns, FLAGS, None) or {})
+        for action in self._actions:  # a subcommand's entries, set first, win
+            if action.option_strings and action.dest not in flags:
+                flags[action.dest] = max(action.option_strings, key=len)
+        setattr(ns, FLAGS, flags)
+        return ns, extras
 
 
 def _int_at_least(low: int | None, what: str, high: int | None = None) -> Callable[[str], int]:

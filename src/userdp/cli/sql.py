@@ -243,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
             release["output"] = str(output)
         print(json.dumps(release, ensure_ascii=False, default=str))
     if not args.quiet:
-        print(f"{PROG}: {result.summary()}.", file=sys.stderr)
+        print(f"{PROG}: {result.summary().removeprefix('sql: ')}.", file=sys.stderr)
         if args.verbose:  # exact figures only on request: logs keep stderr
             print(
                 f"{PROG}: NOT differentially private, for the operator only: "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -90,3 +91,24 @@ def test_every_local_input_select_partitions_takes_gives_the_same_release(tmp_pa
     # a CSV's columns are text: its keys are the text of the numbers
     got = aggregate(tmp_path / "r.csv", **{**kw, "keys": [str(k) for k in range(30)]})
     np.testing.assert_array_equal(got.to_pandas()["count"], want["count"])
+
+
+def test_hard_limits_whose_noise_swamps_every_key_are_warned_about_before_any_read():
+    """Limits of 1e9 give noise of ~1e10 rows per key: a warning from the plan (public inputs
+    only), none at the usual limits."""
+    kw = dict(metrics="users,count", keys=list(range(30)), epsilon=1.0, delta=1e-5)
+    with pytest.warns(UserWarning, match="noise of standard deviation up to .* rows per key"):
+        aggregate_plan(
+            bounding="limit",
+            max_partitions_contributed=10**9,
+            max_contributions_per_partition=10**9,
+            **kw,
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        aggregate_plan(
+            bounding="limit",
+            max_partitions_contributed=10,
+            max_contributions_per_partition=10,
+            **kw,
+        )

@@ -3,6 +3,8 @@ read), once for :func:`~userdp.aggregate.aggregate` and :func:`~userdp.aggregate
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +15,9 @@ from userdp.exceptions import InvalidParameterError
 from userdp.privacy import PrivacyBudget
 
 METRICS = ("users", "count", "sum", "mean", "quantiles")
+#: Hard limits whose count noise (standard deviation per key, in rows) passes this are warned
+#: about: a key then needs millions of rows for its cells to say anything.
+SWAMPING_SD = 1e6
 BOUNDINGS = ("smooth", "limit")
 _OPTIONS = {
     "bounding": "smooth",
@@ -150,6 +155,8 @@ def _query(
         shares=shares,
         selection_options=selection_options,
     )
+    if not smooth:
+        _warn_if_swamped(plan, vectors, l0, linf, keys if not select else None)
     return _Query(
         ms,
         bounding,
@@ -167,3 +174,26 @@ def _query(
         plan,
         o,
     )
+
+
+def _warn_if_swamped(
+    plan: Plan, vectors: Sequence[str], l0: int, linf: int, keys: Sequence[Any] | None
+) -> None:
+    """Warn when hard limits give noise no key's cells can rise above (public inputs only).
+
+    A user keeps at most ``min(l0, |K|)`` keys and ``linf`` rows per key, so the count's noise
+    per key has standard deviation ``z sqrt(min(l0, |K|)) linf`` rows (``|K|`` when the keys
+    are public; ``l0`` otherwise) and that of users ``z sqrt(min(l0, |K|))`` users.
+    """
+    kept = min(l0, len(keys)) if keys is not None and len(keys) else l0
+    units = {"users": 1.0, "count": float(linf), "value_count": float(linf), "sum": float(linf)}
+    sd = max(plan.metric_z[v] * math.sqrt(kept) * units[v] for v in vectors)
+    if sd > SWAMPING_SD:
+        warnings.warn(
+            f"aggregate: the hard limits 'max_partitions_contributed' {l0} and "
+            f"'max_contributions_per_partition' {linf} give noise of standard deviation up to "
+            f"{sd:.3g} rows per key: a key needs far more rows than that for its cells to mean "
+            "anything. Lower the limits, or bound smoothly (the default).",
+            UserWarning,
+            stacklevel=4,
+        )

@@ -102,8 +102,8 @@ def aggregate(
     Smooth bounding scales user u's vector by ``w_u = min(1, C / ||x_u||_2)``: a key's released
     users/count/sum is biased low by ``sum_u (1 - w_u) x_uk`` (heavy users are scaled down;
     light users, ``||x_u|| <= C``, count fully). C is chosen to balance that loss against the
-    noise ``z C`` per key, from its own noisy histogram and for the ``z`` the metric would
-    have alone, so a metric's bias does not depend on the metrics asked beside it. The mean
+    noise ``z C`` per key, from a noisy histogram whose noise does not depend on the metrics
+    asked beside it (each histogram has its own share), so neither does the bias much. The mean
     is a ratio of noisy weighted sums (same weights top and bottom), so the weighting only
     re-weights users; its noise adds a ratio bias of order
     ``sd_N^2 / N^2`` and it is clipped to the bounds (where the noisy count is <= 0 it is the
@@ -245,7 +245,7 @@ def aggregate(
                     noisy,
                     z,
                     units[f],
-                    plan.reference_z[f],  # C as if f were asked alone
+                    plan.metric_z[f],
                     n_keys,
                     spread=1.0 if f == "users" else 0.5,
                     cap=users_cap if f == "users" else None,

@@ -101,10 +101,6 @@ class Plan:
         Family (``"users"``, ``"count"``, ``"sum"``) -> noise multiplier of its norm histogram.
     metric_z : dict
         Vector (``"users"``, ``"count"``, ``"sum"``) -> noise multiplier (noise sd = z * C).
-    reference_z : dict
-        Family -> the noise multiplier its vector would have were it the only metric asked: the
-        bound C is chosen for it, so a metric's C (and its bias) does not depend on the other
-        metrics asked beside it (COUNT beside MEAN estimates what COUNT alone does).
     quantile_epsilon : float
         Per quantile level (all keys together); ``size_histogram_epsilon`` chooses h.
     """
@@ -118,7 +114,6 @@ class Plan:
     size_histogram_epsilon: float
     quantile_levels: tuple[float, ...] = ()
     selection_event: dp_accounting.DpEvent | None = field(default=None, repr=False)
-    reference_z: dict[str, float] = field(default_factory=dict)
 
     def events(self, selection_event: dp_accounting.DpEvent | None) -> list[Any]:
         """Every event of the run, in release order (``selection_event`` as run or planned)."""
@@ -191,8 +186,6 @@ def make_plan(
         )
     histogram_z = {f: one_hist**-0.5 for f in families} if one_hist else {}
     metric_z = {v: (metric_p / len(vectors)) ** -0.5 for v in vectors}
-    # what each family's vector would get alone (one histogram, one vector): public
-    reference_z = {f: (left - one_hist) ** -0.5 for f in families} if one_hist else {}
     return Plan(
         sel_eps,
         sel_delta,
@@ -203,5 +196,4 @@ def make_plan(
         size_eps,
         levels,
         sel_event,
-        reference_z,
     )

@@ -279,7 +279,7 @@ def test_library_warnings_become_one_log_line(csv_path, capsys):
     # Python warnings become log lines (the library warns once per budget it builds, so the
     # requested and the spent budget may both warn).
     assert warning_lines
-    assert "delta=0.01 is large" in warning_lines[0]
+    assert "--delta 0.01 is large" in warning_lines[0]
     assert "Warning" not in err  # no "UserWarning:" / source line from warnings.showwarning
 
 

@@ -185,11 +185,11 @@ V = "--user-column customer --value-column amount --bounds 0 10"
         ("mean {values} --user-column customer --value-column nope --bounds 0 1", "column 'nope'"),
         # parameter values are checked by the library, in its one format
         ("mean {values} --user-column customer --bounds 5 1", "--bounds must be"),
-        (f"quantile {{values}} {V} --quantiles 1.5", "'q' parameter of weighted_quantile"),
+        (f"quantile {{values}} {V} --quantiles 1.5", "--quantiles must be"),
         (f"quantile {{values}} {V} --selection-share 1", "--selection-share must be"),
         (f"quantile {{values}} {V} --resolution 0", "--resolution must be"),
         (f"quantile {{values}} {V} --resolution 1e-300", "too fine"),
-        (f"mean {{values}} {V} --method sample-limit --threshold 0", "'h' parameter"),
+        (f"mean {{values}} {V} --method sample-limit --threshold 0", "--threshold must be"),
         (
             "linreg {regression} --label-column rating --feature-columns a,zz --label-range 0 1",
             "column 'zz'",
@@ -223,7 +223,7 @@ def test_bad_parameters_are_refused_before_the_input_is_read(files, capsys, argv
     argv = argv.format(missing=files["dir"] / "missing.csv").split()
     assert main(["estimate", *argv]) == ExitCode.USAGE
     err = capsys.readouterr().err
-    assert (" must be " in err or "parameter of" in err) and "missing.csv" not in err
+    assert ("must be" in err or "only used with" in err) and "missing.csv" not in err
 
 
 def test_epsilon_is_required(files, capsys):

@@ -298,7 +298,7 @@ def test_fractional_sample_limit_threshold_is_refused(files, capsys):
         capsys,
         "userdp estimate mean",
     )
-    assert "'h' parameter of sample_limited_mean must be an int" in line
+    assert "--threshold must be an int" in line
 
 
 def test_gwa_with_a_threshold_is_refused(files, capsys):
@@ -318,7 +318,7 @@ def test_gwa_with_a_threshold_is_refused(files, capsys):
         capsys,
         "userdp estimate linreg",
     )
-    assert "'h' parameter" in line and "sample-limit" in line
+    assert "--threshold is only used with --method sample-limit" in line
 
 
 def test_estimate_output_suffix_decides_the_format(files, tmp_path, capsys):
@@ -875,3 +875,10 @@ def test_the_translation_keeps_column_names_and_unknown_parameters():
         "the value column 'epsilon' holds text; --value-column and 'rank' are arguments. "
         "--epsilon must be > 0."
     )
+
+
+def test_a_flag_the_library_knows_by_another_name_is_named_as_the_flag(files, capsys):
+    """--threshold is the library's h: its message names --threshold."""
+    argv = ["estimate", "mean", str(files["values"]), "--bounds", "0", "1", "--epsilon", "1"]
+    line = _fails_cleanly([*argv, "--threshold", "-3"], capsys, "userdp estimate mean")
+    assert line.startswith("userdp estimate mean: error: --threshold must be"), line

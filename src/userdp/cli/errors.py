@@ -26,6 +26,8 @@ FLAGS = "_cli_flags"
 _PARAMETER_OF = re.compile(r"The '(\w+)' parameter of [\w.]+(?:\(\))? ")
 #: A quoted parameter name, not a quoted column name ("the value column 'v'").
 _QUOTED = re.compile(r"(?<!column )'(\w+)'")
+#: A keyword and its value as Python writes them ("h=3", "method='gwa'", "h=None").
+_KEYWORD = re.compile(r"\b(\w+)=('?)([^\s,;')]+)\2")
 
 
 class ExitCode(IntEnum):
@@ -200,8 +202,8 @@ def _too_large(err: BaseException) -> str:
 def for_the_command_line(text: str, prog: str, flags: Mapping[str, str]) -> str:
     """A library message as the command line says it: without the entry point's own prefix
     (``aggregate: ...`` under ``userdp aggregate``), and with the flag (``--dim``) where it
-    names a parameter (``The 'dim' parameter of MatrixFactorization``, ``'value_column'``)
-    that the command has as an option. Other text, column names included, is kept."""
+    names a parameter (``The 'dim' parameter of MatrixFactorization``, ``'value_column'``,
+    ``h=3``) that the command has as an option. Other text, column names included, is kept."""
     command = prog.split()[-1]
     text = text.removeprefix(f"{command}: ")
 
@@ -211,7 +213,15 @@ def for_the_command_line(text: str, prog: str, flags: Mapping[str, str]) -> str:
     def quoted(m: re.Match[str]) -> str:
         return flags.get(m.group(1), m.group(0))
 
-    return _QUOTED.sub(quoted, _PARAMETER_OF.sub(parameter, text))
+    def keyword(m: re.Match[str]) -> str:
+        flag, value = flags.get(m.group(1)), m.group(3).rstrip(".")
+        if flag is None:
+            return m.group(0)
+        tail = m.group(3)[len(value) :]
+        return f"{flag} unset{tail}" if value == "None" else f"{flag} {value}{tail}"
+
+    text = _QUOTED.sub(quoted, _PARAMETER_OF.sub(parameter, text))
+    return _KEYWORD.sub(keyword, text)
 
 
 def _describe(err: BaseException) -> str:

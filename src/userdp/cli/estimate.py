@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -42,6 +42,7 @@ from userdp.exceptions import DataError, InvalidParameterError
 
 from .options import (
     NOT_PRIVATE,
+    ArgumentParser,
     Phases,
     Progress,
     add_parameter_flags,
@@ -169,13 +170,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         ("quantile", "Quantiles of a column within declared bounds."),
         ("linreg", "Linear regression with private labels and public features."),
     ):
-        sub = stats.add_parser(
-            name,
-            parents=[common_options()],
-            help=help_,
-            description=f"{help_} See 'userdp estimate --help'.",
-            epilog=EPILOG,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+        sub = cast(  # the subparsers' class is the parent's: options.ArgumentParser
+            ArgumentParser,
+            stats.add_parser(
+                name,
+                parents=[common_options()],
+                help=help_,
+                description=f"{help_} See 'userdp estimate --help'.",
+                epilog=EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+            ),
         )
         _add_common(sub)
         if name == "linreg":
@@ -241,7 +245,10 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_values(parser: argparse.ArgumentParser, *, quantile: bool) -> None:
+def _add_values(parser: ArgumentParser, *, quantile: bool) -> None:
+    parser.library_name("h", "--threshold")
+    if quantile:
+        parser.library_name("q", "--quantiles")
     parser.add_argument(
         "--value-column",
         default="value",
@@ -293,7 +300,8 @@ def _add_values(parser: argparse.ArgumentParser, *, quantile: bool) -> None:
         )
 
 
-def _add_linreg(parser: argparse.ArgumentParser) -> None:
+def _add_linreg(parser: ArgumentParser) -> None:
+    parser.library_name("h", "--threshold")
     parser.add_argument(
         "--label-column",
         default="label",

@@ -84,6 +84,12 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = _NEGATIVE_NUMBER
+        self._library_flags: dict[str, str] = {}
+
+    def library_name(self, name: str, flag: str) -> None:
+        """Say that the library calls ``flag``'s value ``name`` (``--threshold`` is ``h``), so
+        that its messages about ``name`` name the flag."""
+        self._library_flags[name] = flag
 
     def error(self, message: str) -> NoReturn:
         self.exit(
@@ -101,6 +107,8 @@ class ArgumentParser(argparse.ArgumentParser):
         for action in self._actions:  # a subcommand's entries, set first, win
             if action.option_strings and action.dest not in flags:
                 flags[action.dest] = max(action.option_strings, key=len)
+        for name, flag in self._library_flags.items():
+            flags.setdefault(name, flag)
         setattr(ns, FLAGS, flags)
         return ns, extras
 

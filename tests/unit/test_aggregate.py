@@ -14,8 +14,7 @@ import userdp
 from userdp import BudgetExceededError, DataError, InvalidParameterError
 from userdp.aggregate import AggregateResult, aggregate
 from userdp.aggregate.local import bin_of, choose_bound, limit_keep, user_weights
-from userdp.aggregate.plan import event_cost
-from userdp.privacy import PrivacyAccountant, PrivacyBudget
+from userdp.privacy import PrivacyAccountant, PrivacyBudget, event_cost
 
 
 def _rows(n_users=4000, n_keys=30, seed=0):

@@ -21,13 +21,18 @@ from userdp._engines import ENGINES, resolve_engine
 from userdp.aggregate.cells import INTEGER_METRICS, Z95, count_cells, mean_cells, ratio_mean
 from userdp.aggregate.inputs import _engine
 from userdp.aggregate.local import HISTOGRAM_BINS, Columns, choose_bound
-from userdp.aggregate.plan import event_cost
 from userdp.aggregate.query import BOUNDINGS as BOUNDINGS
 from userdp.aggregate.query import METRICS, _query
 from userdp.aggregate.result import AggregateDiagnostics, AggregateResult
 from userdp.aggregate.stages import _quantiles, _select
 from userdp.exceptions import InvalidParameterError
-from userdp.privacy import NoiseSource, PrivacyAccountant, PrivacyBudget, check_accountant
+from userdp.privacy import (
+    NoiseSource,
+    PrivacyAccountant,
+    PrivacyBudget,
+    check_accountant,
+    event_cost,
+)
 
 __all__ = [
     "ENGINES",

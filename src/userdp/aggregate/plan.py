@@ -32,13 +32,9 @@ import dp_accounting
 import pyarrow as pa
 
 from userdp.exceptions import InvalidParameterError
-from userdp.privacy import (
-    ExponentialMechanismDpEvent,
-    gaussian_sigma,
-)
-from userdp.privacy.accountant import event_cost as accountant_event_cost
+from userdp.privacy import Cost, ExponentialMechanismDpEvent, event_cost, gaussian_sigma
 
-__all__ = ["DEFAULT_SHARES", "Cost", "Plan", "event_cost", "make_plan"]
+__all__ = ["DEFAULT_SHARES", "Plan", "make_plan"]
 
 #: Shares of the total Gaussian precision: key selection (when keys are selected), each
 #: bound-choosing histogram (``bounds`` per family, so a family's histogram has the same noise
@@ -51,28 +47,6 @@ __all__ = ["DEFAULT_SHARES", "Cost", "Plan", "event_cost", "make_plan"]
 #: ranged 113k-171k without a trend beyond its seed noise. 0.5 keeps most of the keys while
 #: the metrics still get the larger part of the rest.
 DEFAULT_SHARES: Mapping[str, float] = {"selection": 0.5, "bounds": 0.05, "quantiles": 0.25}
-
-
-@dataclass(frozen=True)
-class Cost:
-    """What a DP event costs: basic (epsilon, delta), Gaussian precision, threshold deltas."""
-
-    epsilon: float = 0.0
-    delta: float = 0.0
-    precision: float = 0.0
-
-    def __add__(self, other: Cost) -> Cost:
-        return Cost(
-            self.epsilon + other.epsilon,
-            self.delta + other.delta,
-            self.precision + other.precision,
-        )
-
-
-def event_cost(event: dp_accounting.DpEvent) -> Cost:
-    """The cost of ``event`` as :class:`~userdp.privacy.PrivacyAccountant` composes it (the
-    accountant's own rule, :func:`userdp.privacy.accountant.event_cost`)."""
-    return Cost(*accountant_event_cost(event))
 
 
 def total_precision(epsilon: float, delta: float, spent: Cost) -> float:

@@ -1,6 +1,6 @@
 """Privacy core: budgets, calibration, noise and accounting. Imports no capability."""
 
-from userdp.privacy.accountant import PrivacyAccountant
+from userdp.privacy.accountant import Cost, PrivacyAccountant, event_cost
 from userdp.privacy.budget import PrivacyBudget
 from userdp.privacy.calibrate import (
     SAFE_NOISE_INFLATION,
@@ -33,6 +33,7 @@ from userdp.privacy.recording import Release, record, recording
 __all__ = [
     "ACCOUNTANT",
     "SAFE_NOISE_INFLATION",
+    "Cost",
     "ExponentialMechanismDpEvent",
     "LaplaceThresholdDpEvent",
     "NoiseSource",
@@ -45,6 +46,7 @@ __all__ = [
     "calibrate_noise_scale",
     "check_accountant",
     "check_budget",
+    "event_cost",
     "gaussian_delta",
     "gaussian_on_grid",
     "gaussian_sigma",

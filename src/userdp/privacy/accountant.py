@@ -31,50 +31,55 @@ from userdp.privacy.events import (
     WeightAndThresholdDpEvent,
 )
 
-__all__ = ["PrivacyAccountant", "event_cost"]
+__all__ = ["Cost", "PrivacyAccountant", "event_cost"]
 
 
 @dataclass(frozen=True)
-class _Cost:
-    epsilon: float = 0.0  # basic-composition part
-    delta: float = 0.0
-    gaussian_precision: float = 0.0  # sum of sigma^-2 over Gaussian events (sensitivity 1)
+class Cost:
+    """What a release costs as the accountant composes it: a basic-composition part
+    (``epsilon``, ``delta``, thresholded Gaussians' threshold deltas included) and ``precision``,
+    the sum of ``sigma^-2`` over its Gaussian parts (l2 sensitivity 1), which compose as one
+    Gaussian. Costs add (``a + b``); budget planners split a budget in these units."""
 
-    def __add__(self, other: _Cost) -> _Cost:
-        return _Cost(
+    epsilon: float = 0.0
+    delta: float = 0.0
+    precision: float = 0.0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(
             self.epsilon + other.epsilon,
             self.delta + other.delta,
-            self.gaussian_precision + other.gaussian_precision,
+            self.precision + other.precision,
         )
 
-    def times(self, count: int) -> _Cost:
-        return _Cost(self.epsilon * count, self.delta * count, self.gaussian_precision * count)
+    def times(self, count: int) -> Cost:
+        return Cost(self.epsilon * count, self.delta * count, self.precision * count)
 
 
-def _cost_of(event: dp_accounting.DpEvent) -> _Cost:
+def _cost_of(event: dp_accounting.DpEvent) -> Cost:
     """Cost of one event; raises UnsupportedEventError naming the first unsupported sub-event."""
     match event:
         case dp_accounting.NoOpDpEvent():
-            return _Cost()
+            return Cost()
         case (
             WeightAndThresholdDpEvent(epsilon=eps, delta=delta)
             | LaplaceThresholdDpEvent(epsilon=eps, delta=delta)
         ):
-            return _Cost(eps, delta)
+            return Cost(eps, delta)
         case ExponentialMechanismDpEvent(epsilon=eps):
-            return _Cost(eps)
+            return Cost(eps)
         case dp_accounting.LaplaceDpEvent(noise_multiplier=b):
             # Laplace noise of scale b on a query of l1 sensitivity 1 is (1/b)-DP.
-            return _Cost(math.inf if b == 0 else 1.0 / b)
+            return Cost(math.inf if b == 0 else 1.0 / b)
         case ThresholdedGaussianDpEvent(noise_multiplier=z, threshold_delta=dt):
             # Gaussian part joins the one composed Gaussian; the threshold failure adds to delta.
-            return _Cost(delta=dt, gaussian_precision=math.inf if z == 0 else 1.0 / z**2)
+            return Cost(delta=dt, precision=math.inf if z == 0 else 1.0 / z**2)
         case dp_accounting.GaussianDpEvent(noise_multiplier=z):
-            return _Cost(gaussian_precision=math.inf if z == 0 else 1.0 / z**2)
+            return Cost(precision=math.inf if z == 0 else 1.0 / z**2)
         case dp_accounting.SelfComposedDpEvent(event=inner, count=count):
             return _cost_of(inner).times(count)
         case dp_accounting.ComposedDpEvent(events=events):
-            total = _Cost()
+            total = Cost()
             for e in events:
                 total = total + _cost_of(e)
             return total
@@ -84,17 +89,11 @@ def _cost_of(event: dp_accounting.DpEvent) -> _Cost:
             )
 
 
-def event_cost(event: dp_accounting.DpEvent) -> tuple[float, float, float]:
-    """``(epsilon, delta, gaussian_precision)`` of ``event`` as the accountant composes it.
-
-    ``epsilon`` and ``delta`` add up by basic composition (pure and thresholded parts, the
-    thresholded Gaussians' ``threshold_delta`` included); ``gaussian_precision`` is the sum of
-    ``sigma^-2`` over the Gaussian parts (l2 sensitivity 1), which compose as one Gaussian.
-    For planning a budget split around a sub-release before it runs. Raises
-    :class:`~userdp.exceptions.UnsupportedEventError` naming an event it cannot account for.
-    """
-    c = _cost_of(event)
-    return c.epsilon, c.delta, c.gaussian_precision
+def event_cost(event: dp_accounting.DpEvent) -> Cost:
+    """The :class:`Cost` of ``event`` as the accountant composes it, for planning a budget split
+    around a sub-release before it runs. Raises
+    :class:`~userdp.exceptions.UnsupportedEventError` naming an event it cannot account for."""
+    return _cost_of(event)
 
 
 class PrivacyAccountant:
@@ -129,7 +128,7 @@ class PrivacyAccountant:
 
     def __init__(self, budget: PrivacyBudget | None = None) -> None:
         self.budget = budget
-        self._cost = _Cost()
+        self._cost = Cost()
         self._ledger: list[dp_accounting.DpEvent] = []
         self._seeds: set[int] = set()
 
@@ -148,7 +147,7 @@ class PrivacyAccountant:
         """The whole ledger as one ``ComposedDpEvent``."""
         return dp_accounting.ComposedDpEvent(list(self._ledger))
 
-    def _fits(self, cost: _Cost) -> bool:
+    def _fits(self, cost: Cost) -> bool:
         """Whether ``cost`` stays within the budget, its Gaussian part included.
 
         The Gaussian part is converted at the largest delta the budget leaves after the other
@@ -157,12 +156,12 @@ class PrivacyAccountant:
         b = self.budget
         if b is None:
             return True
-        if cost.gaussian_precision == 0:
+        if cost.precision == 0:
             return b.fits(cost.epsilon, cost.delta)
         left = b.delta - cost.delta
-        if left <= 0 or math.isinf(cost.gaussian_precision):
+        if left <= 0 or math.isinf(cost.precision):
             return False
-        sigma = 1.0 / math.sqrt(cost.gaussian_precision)
+        sigma = 1.0 / math.sqrt(cost.precision)
         return b.fits(cost.epsilon + dp_accounting.get_epsilon_gaussian(sigma, left), b.delta)
 
     def check(
@@ -224,8 +223,8 @@ class PrivacyAccountant:
     def _describe(self) -> str:
         c = self._cost
         text = f"basic epsilon={c.epsilon:g}, delta={c.delta:g}"
-        if c.gaussian_precision:
-            text += f", Gaussian noise multiplier {1.0 / math.sqrt(c.gaussian_precision):g}"
+        if c.precision:
+            text += f", Gaussian noise multiplier {1.0 / math.sqrt(c.precision):g}"
         return text
 
     def spent(
@@ -251,7 +250,7 @@ class PrivacyAccountant:
                 f"['exact', 'pld', 'rdp']. Got {accounting!r} instead."
             )
         eps, delta = self._cost.epsilon, self._cost.delta
-        if self._cost.gaussian_precision > 0:
+        if self._cost.precision > 0:
             if gaussian_delta is None and self.budget is not None:
                 gaussian_delta = self.budget.delta - delta
             if gaussian_delta is None or not 0 < gaussian_delta < 1:
@@ -261,7 +260,7 @@ class PrivacyAccountant:
                     f"{gaussian_delta!r} instead."
                 )
             if accounting == "exact":
-                sigma = 1.0 / math.sqrt(self._cost.gaussian_precision)
+                sigma = 1.0 / math.sqrt(self._cost.precision)
                 # brentq probes epsilons where log1p(-exp(0)) = -inf, harmlessly (huge budgets)
                 with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
                     eps += dp_accounting.get_epsilon_gaussian(sigma, gaussian_delta)

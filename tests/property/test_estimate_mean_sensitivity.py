@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from userdp.estimate.mean import _mean_statistics  # noqa: E402
-from userdp.estimate.quantile import _grid_utility, _make_grid  # noqa: E402
+from userdp.estimate.quantile import grid_utility, make_grid  # noqa: E402
 from userdp.estimate.weighting import smooth_weights  # noqa: E402
 
 TOL = 1e-9
@@ -119,12 +119,12 @@ def utility_on_grid(codes, values, weights, q, grid):
     """The exponential mechanism's utility at the output-grid points nearest ``grid``'s values
     (the mechanism scores grid points: a value counts at every point at or above it)."""
     bounds = (float(np.min(grid)), float(np.max(grid)))
-    g = _make_grid(bounds, None, "test")
+    g = make_grid(bounds, None, "test")
     cells = g.codes(np.asarray(values, dtype=np.float64))
     order = np.argsort(cells, kind="stable")
     cum = np.concatenate([[0.0], np.cumsum(np.asarray(weights, dtype=np.float64)[order])])
     at = np.minimum(g.codes(np.asarray(grid, dtype=np.float64)), g.size - 1)
-    return _grid_utility(at, cells[order], cum, q)
+    return grid_utility(at, cells[order], cum, q)
 
 
 @FAST

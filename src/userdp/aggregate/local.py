@@ -533,12 +533,12 @@ def key_quantile(
     """One key's draw of the estimate layer's weighted exponential mechanism, on the public grid
     of ``bounds`` at the estimate layer's default resolution (the output is a grid point: a
     function of its index and public values only)."""
-    from userdp.estimate.quantile import _exponential_mechanism, _make_grid
+    from userdp.estimate.quantile import exponential_mechanism, make_grid
 
-    grid = _make_grid(bounds, None, "aggregate")
+    grid = make_grid(bounds, None, "aggregate")
     cells = grid.codes(np.asarray(values, dtype=np.float64))
     order = np.argsort(cells, kind="stable")  # the order among equal cells does not matter
-    return _exponential_mechanism(
+    return exponential_mechanism(
         cells[order],
         weights[order],
         q,

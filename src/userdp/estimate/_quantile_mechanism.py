@@ -1,8 +1,8 @@
 """The weighted exponential mechanism of the quantiles, over a public output grid.
 
-The grid (multiples of the resolution inside the bounds, :func:`_make_grid`), the utility
-``u(x) = -|W(x) - q W|`` at its points (:func:`_grid_utility`, noise-free), and one draw of an
-index into it (:func:`_exponential_mechanism`); docs/estimate.md ("Quantiles") has the argument.
+The grid (multiples of the resolution inside the bounds, :func:`make_grid`), the utility
+``u(x) = -|W(x) - q W|`` at its points (:func:`grid_utility`, noise-free), and one draw of an
+index into it (:func:`exponential_mechanism`); docs/estimate.md ("Quantiles") has the argument.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ _MAX_INDEX = 2**52  # grid indices j must be exact in float64 (|j| <= 2^52)
 
 
 @dataclass(frozen=True)
-class _Grid:
+class Grid:
     """The public output grid: the points ``float(j) * step`` for ``first <= j <= last``."""
 
     step: float
@@ -58,7 +58,7 @@ def default_resolution(bounds: tuple[float, float]) -> float:
     return math.ldexp(1.0, e - 1)
 
 
-def _make_grid(bounds: tuple[float, float], resolution: float | None, caller: str) -> _Grid:
+def make_grid(bounds: tuple[float, float], resolution: float | None, caller: str) -> Grid:
     """The grid of ``bounds`` at ``resolution`` (public values only); refuses unusable ones."""
     lo, hi = float(bounds[0]), float(bounds[1])
     step = default_resolution((lo, hi)) if resolution is None else float(resolution)
@@ -75,13 +75,11 @@ def _make_grid(bounds: tuple[float, float], resolution: float | None, caller: st
             f"The 'resolution' parameter of {caller} must leave at least one multiple of it "
             f"inside bounds {(lo, hi)!r}. Got {step!r} instead."
         )
-    return _Grid(step, first, last)
+    return Grid(step, first, last)
 
 
 # -- the mechanism (noise-free kernel + one draw) ------------------------------------------------
-def _grid_utility(
-    at: np.ndarray, sorted_codes: np.ndarray, cum: np.ndarray, q: float
-) -> np.ndarray:
+def grid_utility(at: np.ndarray, sorted_codes: np.ndarray, cum: np.ndarray, q: float) -> np.ndarray:
     """``u(x_j) = -|sum_{code_i <= j} w_i - q sum_i w_i|`` at grid offsets ``at`` (codes
     sorted, ``cum`` the cumulative weights in that order, starting at 0).
 
@@ -93,14 +91,14 @@ def _grid_utility(
     return -np.abs(cum[below] - q * cum[-1])
 
 
-def _exponential_mechanism(
+def exponential_mechanism(
     sorted_codes: np.ndarray,
     sorted_weights: np.ndarray,
     q: float,
     *,
     epsilon: float,
     sensitivity: float,
-    grid: _Grid,
+    grid: Grid,
     noise: NoiseSource,
     neighbours: str = "add-remove",
 ) -> float:
@@ -115,13 +113,13 @@ def _exponential_mechanism(
     cum = np.concatenate([[0.0], np.cumsum(sorted_weights)])
     starts = np.unique(np.concatenate([[0], sorted_codes[sorted_codes < size]]))
     counts = np.diff(np.append(starts, size))
-    u = _grid_utility(starts, sorted_codes, cum, q)
+    u = grid_utility(starts, sorted_codes, cum, q)
     logp = np.log(counts) + (epsilon / (2.0 * sensitivity)) * u
     if is_recording():  # for the auditor: u at public grid points, and the grid itself
         at = np.unique(np.round(np.linspace(0, size - 1, min(size, _AUDIT_GRID))).astype(np.int64))
         record(
             "quantile.utility",
-            _grid_utility(at, sorted_codes, cum, q),
+            grid_utility(at, sorted_codes, cum, q),
             linf=sensitivity,
             index=grid.point(grid.first + at),
             neighbours=neighbours,

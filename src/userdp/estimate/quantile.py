@@ -37,11 +37,12 @@ from userdp.estimate._common import (
     read_records,
 )
 from userdp.estimate._quantile_mechanism import (
-    _exponential_mechanism,
-    _make_grid,
+    Grid,
     default_resolution,
+    exponential_mechanism,
+    grid_utility,
+    make_grid,
 )
-from userdp.estimate._quantile_mechanism import _grid_utility as _grid_utility  # re-exported
 from userdp.estimate.weighting import private_size_histogram
 from userdp.exceptions import InvalidParameterError
 from userdp.privacy.accountant import PrivacyAccountant
@@ -51,8 +52,12 @@ from userdp.privacy.noise import NoiseSource
 __all__ = [
     "SAMPLE_LIMITED_QUANTILE_PARAMETERS",
     "WEIGHTED_QUANTILE_PARAMETERS",
+    "Grid",
     "QuantileResult",
     "default_resolution",
+    "exponential_mechanism",
+    "grid_utility",
+    "make_grid",
     "sample_limited_quantile",
     "weighted_quantile",
 ]
@@ -213,7 +218,7 @@ def _run(
     )
     # refuses before any work (a budget it cannot afford, a seed it already holds)
     ledger = Ledger(params["accountant"], plan.events(), seed=params["seed"], caller=caller)
-    grid = _make_grid(params["bounds"], params["resolution"], caller)  # public values only
+    grid = make_grid(params["bounds"], params["resolution"], caller)  # public values only
     records = read_records(values, users, params["bounds"], caller, public_sizes=public)
     codes, sizes = records.codes, records.sizes
     cells = grid.codes(records.values)
@@ -245,7 +250,7 @@ def _run(
         else:
             delta = spread * float(hj)
         acc.compose(ExponentialMechanismDpEvent(eps_q))
-        x = _exponential_mechanism(
+        x = exponential_mechanism(
             sorted_cells,
             w[order],
             qj,

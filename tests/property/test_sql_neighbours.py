@@ -43,6 +43,9 @@ QUERIES = {
         "AVG(CLAMP(v.x, 0, 10)) AS m FROM visits v JOIN orders o ON v.uid = o.uid "
         "GROUP BY v.page"
     ),
+    "COUNT of an expression beside COUNT(*)": (
+        "SELECT page, COUNT(*) AS n, COUNT(NULLIF(v.x, 5)) AS valued FROM visits v GROUP BY page"
+    ),
     "public keys, two GROUP BY columns": (
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(public_keys=pages) page, section, "
         "COUNT(*) AS n FROM visits JOIN pages USING (page) GROUP BY page, section"

@@ -286,3 +286,28 @@ def test_userdp_sql_is_the_function_and_the_package():
 
     assert callable(userdp.sql) and callable(package)
     assert package.sql.__name__ == "sql"
+
+
+def test_count_of_an_expression_counts_its_non_null_rows(web):
+    """COUNT(e) is the rows where e is not NULL: a sum of 0/1 indicators with the public range
+    [0, 1] (no bounds to give), released as a non-negative integer with its interval."""
+    q = (
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(public_keys=pages) page, COUNT(*) AS n, "
+        "COUNT(NULLIF(secs > 50, TRUE)) AS short FROM visits JOIN pages USING (page) GROUP BY page"
+    )
+    result = run(q, web)
+    released = result.to_pandas().set_index("page").sort_index()
+    bands = result.intervals.to_pandas().set_index("page").sort_index()
+    truth = exact(
+        "SELECT page, COUNT(*) AS n, COUNT(NULLIF(secs > 50, TRUE)) AS short FROM visits "
+        "GROUP BY page",
+        visits=web[0],
+    ).set_index("page")
+    truth = truth.reindex(range(25), fill_value=0)
+    assert (truth["short"] < truth["n"]).loc[truth["n"] > 0].all()  # the filter bites
+    assert released["short"].dtype.kind == "i" and (released["short"] >= 0).all()
+    assert bands["short_low"].dtype.kind == "i" and (bands["short_low"] >= 0).all()
+    assert (bands["short_low"] <= released["short"]).all()
+    assert (released["short"] <= bands["short_high"]).all()
+    err = (released["short"] - truth["short"]).abs()
+    assert err.median() < 0.1 * truth["short"][truth["short"] > 0].median()

@@ -19,7 +19,8 @@ def test_spark_sql_releases_what_duckdb_releases_for_public_keys(spark):
     pages = pd.DataFrame({"page": [0, 1, 2, 3, 4], "section": ["a", "a", "b", "b", "c"]})
     query = (
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(public_keys=pages) page, "
-        "COUNT(DISTINCT uid) AS users, SUM(CLAMP(x, 0, 1)) AS s FROM visits "
+        "COUNT(DISTINCT uid) AS users, SUM(CLAMP(x, 0, 1)) AS s, COUNT(NULLIF(page, 2)) AS c "
+        "FROM visits "
         "JOIN pages USING (page) WHERE x > 0.1 GROUP BY page ORDER BY page"
     )
     kwargs = dict(public_tables=["pages"], privacy_unit="uid", epsilon=1.0, delta=1e-5, seed=3)
@@ -29,5 +30,6 @@ def test_spark_sql_releases_what_duckdb_releases_for_public_keys(spark):
     assert remote.engine == "spark"
     a, b = local.to_pandas(), remote.to_pandas()
     assert a["page"].tolist() == b["page"].tolist() == [0, 1, 2, 3, 4]
-    np.testing.assert_allclose(a[["users", "s"]], b[["users", "s"]], rtol=1e-9, atol=1e-6)
+    np.testing.assert_allclose(a[["users", "s", "c"]], b[["users", "s", "c"]], rtol=1e-9, atol=1e-6)
+    assert a["c"].iloc[2] < 0.2 * a["c"].iloc[1]  # NULLIF(page, 2) is NULL on page 2: noise only
     assert remote.to_spark().count() == 5

@@ -10,9 +10,11 @@ from sqlglot import exp
 from userdp.sql.checks import _check_no_aggregate, _is_unit
 from userdp.sql.spec import Aggregate, Key, TableRef, UnsupportedQueryError, _fail, _short, number
 
+#: ``Aggregate.bounds_from`` of a ``COUNT(e)``: a sum of 0/1 indicators, shown as a count.
+COUNT_OF = "count"
 #: The aggregates the query class releases, as named in errors.
 SUPPORTED = (
-    "COUNT(*), COUNT(DISTINCT <privacy unit>), SUM, AVG, MEDIAN, PERCENTILE_CONT, "
+    "COUNT(*), COUNT(e), COUNT(DISTINCT <privacy unit>), SUM, AVG, MEDIAN, PERCENTILE_CONT, "
     "QUANTILE_CONT, APPROX_QUANTILES(x, n)[OFFSET(i)]"
 )
 
@@ -168,10 +170,7 @@ class _Outputs:
                 )
             if isinstance(arg, exp.Star) or (number(arg) is not None):
                 return Aggregate(text, "count")
-            raise _fail(
-                f"{text}: COUNT of a column",
-                "write COUNT(*) with WHERE <column> IS NOT NULL.",
-            )
+            return self._count_of(text, arg)
         if isinstance(node, exp.Sum | exp.Avg):
             if isinstance(node.this, exp.Distinct):
                 raise _fail(f"{text}: DISTINCT inside {node.key.upper()}")
@@ -197,6 +196,25 @@ class _Outputs:
         if isinstance(node, exp.ApproxQuantiles):
             raise _fail(f"{text} (an array)", "pick one level: APPROX_QUANTILES(x, n)[OFFSET(i)].")
         raise _fail(f"{text}", f"the private aggregates are {SUPPORTED}.")
+
+    def _count_of(self, text: str, arg: exp.Expression) -> Aggregate:
+        """``COUNT(e)``, the rows where ``e`` is not NULL: the sum of the row indicator
+        ``CASE WHEN e IS NULL THEN 0 ELSE 1 END``, whose public range [0, 1] needs no bounds
+        from the user; released as a non-negative integer (post-processing)."""
+        for sub in arg.walk():
+            if isinstance(sub, exp.AggFunc):
+                raise _fail(f"a nested aggregate ({text})")
+            if isinstance(sub, exp.Select | exp.Subquery):
+                raise _fail(f"a subquery inside an aggregate ({text})")
+        indicator = exp.Case(
+            ifs=[
+                exp.If(
+                    this=exp.Is(this=arg.copy(), expression=exp.Null()), true=exp.Literal.number(0)
+                )
+            ],
+            default=exp.Literal.number(1),
+        )
+        return Aggregate(text, "sum", indicator, None, (0.0, 1.0), COUNT_OF)
 
     def _approx_quantile(self, node: exp.Bracket, text: str) -> Aggregate:
         n = number(node.this.expression)

@@ -24,6 +24,7 @@ from userdp._validation import check_choice
 from userdp.exceptions import BudgetExceededError, DataError, InvalidParameterError
 from userdp.privacy import PrivacyAccountant, PrivacyBudget, check_accountant
 from userdp.sql import rows as rowsql
+from userdp.sql.aggregates import COUNT_OF
 from userdp.sql.parse import QuerySpec, parse_query
 from userdp.sql.result import QueryPlan, Release, SqlResult
 
@@ -505,7 +506,20 @@ def _released(
             columns[f"__a{i}"] = table.column(name)
             if f"{name}_low" in table.column_names:  # the GROUP BY's 95% interval of the cell
                 intervals[i] = (table.column(f"{name}_low"), table.column(f"{name}_high"))
+            if spec.aggregates[i].bounds_from == COUNT_OF:  # COUNT(e): a sum of 0/1 rows
+                columns[f"__a{i}"], intervals[i] = _as_count(columns[f"__a{i}"], intervals[i])
     return pa.table(columns), intervals
+
+
+def _as_count(value: Any, interval: tuple[Any, Any]) -> tuple[pa.Array, tuple[pa.Array, pa.Array]]:
+    """A released sum of 0/1 indicators and its interval as non-negative integers, as the
+    GROUP BY releases its counts (rounding and clipping at 0 are post-processing)."""
+
+    def ints(a: Any, rounding: Any) -> pa.Array:
+        x = np.asarray(a, dtype=np.float64)
+        return pa.array(np.maximum(rounding(x), 0).astype(np.int64))
+
+    return ints(value, np.rint), (ints(interval[0], np.floor), ints(interval[1], np.ceil))
 
 
 def _post_process(

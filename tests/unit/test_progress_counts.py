@@ -363,3 +363,21 @@ def test_a_seeded_estimate_is_the_same_with_the_bar_and_without(values, monkeypa
     assert "read: 0 rows [" in drawn and "estimate [" in drawn
     if args[0] == "linreg":  # the feature columns are found by a first read
         assert "scan: 0 rows [" in drawn
+
+
+def test_a_seeded_aggregate_is_the_same_with_the_bar_and_counts_its_rows(
+    files, monkeypatch, capsys
+):
+    """The local GROUP BY's bar counts the rows as they are read (a long read is not a silent
+    stage), then times its phases; the release is the same bit for bit."""
+    args = ["aggregate", str(files["pairs.csv"]), "--key-column", "item", *SELECT]
+    monkeypatch.setattr(cli_progress, "PROGRESS_MIN_BYTES", 0)
+    assert main(args) == 0
+    plain, err = capsys.readouterr()
+    assert "\r" not in err and "rows" not in err  # not a terminal
+    terminal = _bar_on(monkeypatch)
+    assert main(args) == 0
+    counted, _ = capsys.readouterr()
+    assert counted == plain
+    drawn = terminal.getvalue()
+    assert "read: 0 rows [" in drawn and "aggregate [" in drawn

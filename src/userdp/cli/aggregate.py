@@ -19,6 +19,7 @@ from userdp.data.io import FORMATS, read_table, to_float64
 from userdp.exceptions import DataError, InvalidParameterError
 
 from .options import (
+    Phases,
     Progress,
     atomic_output,
     check_column_roles,
@@ -292,7 +293,11 @@ def run(args: argparse.Namespace) -> int:
     stages = ["read", "aggregate", "write"]
     if args.engine == "spark":
         stages.insert(0, "start Spark")
-    progress = Progress(stages, enabled=Progress.wanted(args.quiet, input_size(args.input)))
+    wanted = Progress.wanted(args.quiet, input_size(args.input))
+    # local: the rows counted as they are read, then each phase timed; Spark: its stages
+    progress: Progress | Phases = (
+        Progress(stages, enabled=wanted) if args.engine == "spark" else Phases(enabled=wanted)
+    )
     try:
         if args.engine == "spark":
             with progress.stage("start Spark"):
@@ -305,7 +310,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             with progress.stage("read"):
                 cols = tuple(c for c in (args.user_column, o["key"], args.value_column) if c)
-                data = read_table(args.input, columns=cols, format=args.format)
+                assert isinstance(progress, Phases)  # the local engine's
+                progress.start("read", unit="rows")
+                data = read_table(
+                    args.input, columns=cols, format=args.format, progress=progress.adding()
+                )
                 if args.value_column and args.value_column in data.column_names:
                     i = data.column_names.index(args.value_column)
                     data = data.set_column(

@@ -875,6 +875,9 @@ def test_the_translation_keeps_column_names_and_unknown_parameters():
         "the value column 'epsilon' holds text; --value-column and 'rank' are arguments. "
         "--epsilon must be > 0."
     )
+    assert for_the_command_line("Column 'epsilon' holds lists.", "userdp x", flags) == (
+        "Column 'epsilon' holds lists."
+    )
 
 
 def test_a_flag_the_library_knows_by_another_name_is_named_as_the_flag(files, capsys):

@@ -25,7 +25,7 @@ FLAGS = "_cli_flags"
 #: "The 'dim' parameter of MatrixFactorization must be ..." (the library's one message style).
 _PARAMETER_OF = re.compile(r"The '(\w+)' parameter of [\w.]+(?:\(\))? ")
 #: A quoted parameter name, not a quoted column name ("the value column 'v'").
-_QUOTED = re.compile(r"(?<!column )'(\w+)'")
+_QUOTED = re.compile(r"(?<![Cc]olumn )'(\w+)'")
 #: A keyword and its value as Python writes them ("h=3", "method='gwa'", "h=None").
 _KEYWORD = re.compile(r"\b(\w+)=('?)([^\s,;')]+)\2")
 

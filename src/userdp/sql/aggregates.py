@@ -8,10 +8,17 @@ from collections.abc import Mapping
 from sqlglot import exp
 
 from userdp.sql.checks import _check_no_aggregate, _is_unit
-from userdp.sql.spec import Aggregate, Key, TableRef, UnsupportedQueryError, _fail, _short, number
+from userdp.sql.spec import (
+    COUNT_OF,
+    Aggregate,
+    Key,
+    TableRef,
+    UnsupportedQueryError,
+    _fail,
+    _short,
+    number,
+)
 
-#: ``Aggregate.bounds_from`` of a ``COUNT(e)``: a sum of 0/1 indicators, shown as a count.
-COUNT_OF = "count"
 #: The aggregates the query class releases, as named in errors.
 SUPPORTED = (
     "COUNT(*), COUNT(e), COUNT(DISTINCT <privacy unit>), SUM, AVG, MEDIAN, PERCENTILE_CONT, "

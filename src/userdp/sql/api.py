@@ -24,9 +24,9 @@ from userdp._validation import check_choice
 from userdp.exceptions import BudgetExceededError, DataError, InvalidParameterError
 from userdp.privacy import PrivacyAccountant, PrivacyBudget, check_accountant
 from userdp.sql import rows as rowsql
-from userdp.sql.aggregates import COUNT_OF
 from userdp.sql.parse import QuerySpec, parse_query
 from userdp.sql.result import QueryPlan, Release, SqlResult
+from userdp.sql.spec import COUNT_OF
 
 __all__ = ["sql"]
 

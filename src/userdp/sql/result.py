@@ -12,6 +12,7 @@ import pyarrow as pa
 from userdp.exceptions import InvalidParameterError
 from userdp.privacy import PrivacyBudget
 from userdp.sql.parse import QuerySpec
+from userdp.sql.spec import COUNT_OF
 
 __all__ = ["QueryPlan", "Release", "SqlResult"]
 
@@ -96,6 +97,8 @@ class QueryPlan:
             what = a.metric if a.level is None else f"quantile {a.level:g}"
             value = f" of {a.value_sql}" if a.value is not None else ""
             bounds = f", public range {a.bounds} (from {a.bounds_from})" if a.bounds else ""
+            if a.bounds_from == COUNT_OF:  # COUNT(e): a sum of 0/1 row indicators
+                bounds = ", each row 0 or 1: a count, released as an integer"
             lines.append(f"  aggregate {a.text}: {what}{value}{bounds}")
         if spec.options.get("max_groups_contributed") is not None:
             lines.append(

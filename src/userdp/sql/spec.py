@@ -43,6 +43,10 @@ class Key:
         return self.expression.sql()
 
 
+#: ``Aggregate.bounds_from`` of a ``COUNT(e)``: a sum of 0/1 row indicators, shown as a count.
+COUNT_OF = "count"
+
+
 @dataclass(frozen=True)
 class Aggregate:
     """One released aggregate of the query.

@@ -331,13 +331,18 @@ def test_bad_input_is_one_error_line_and_exit_2(args, fragment, csv_path, tmp_pa
     assert fragment in _one_error_line(err)
 
 
-def test_empty_input_is_a_usage_error(tmp_path, capsys):
-    empty = tmp_path / "empty.csv"
+def test_an_empty_input_is_selected_from_like_one_user_s(tmp_path, capsys):
+    """A refusal that only the empty input gets would tell it apart from one user's input: a
+    header-only file releases no item, exit 0, as a file of one user's pairs does."""
+    empty, one = tmp_path / "empty.csv", tmp_path / "one.csv"
     empty.write_text("user,item\n")
-    assert _select(str(empty), *EPS_DELTA) == ExitCode.USAGE
-    out, err = capsys.readouterr()
-    assert out == ""
-    _one_error_line(err)
+    one.write_text("user,item\nu,a\nu,b\n")
+    outputs = []
+    for path in (empty, one):
+        assert _select(str(path), *EPS_DELTA, "--seed", "1", "--json") == ExitCode.OK
+        outputs.append(capsys.readouterr())
+    assert outputs[0] == outputs[1]
+    assert json.loads(outputs[0].out)["items"] == []
 
 
 def test_debug_shows_the_exception(tmp_path):

@@ -521,3 +521,16 @@ def test_a_user_s_novel_items_are_never_released(spark, name):
         released = {row[0] for row in r.dataframe.collect()}
         assert released, "nothing released: the test would not see a leak"
         assert not released & set(range(10_000, 10_300)), sorted(released)[-5:]
+
+
+def test_an_empty_frame_is_selected_from_like_one_user_s(spark):
+    """No error on zero rows (the neighbour of one user's rows): nothing released, the same
+    event as the one user's release."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("user", LongType()), StructField("item", StringType())])
+    empty = spark.createDataFrame([], schema)
+    one = spark.createDataFrame([(0, "a"), (0, "b")], schema)
+    a, b = (select_partitions(d, epsilon=1.0, delta=1e-5, seed=1) for d in (empty, one))
+    assert a.dataframe.count() == b.dataframe.count() == 0
+    assert a.dp_event == b.dp_event and a.budget == b.budget

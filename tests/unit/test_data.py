@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from userdp.data import Contributions, as_contributions, read, read_table
+from userdp.data import Contributions, Ratings, as_contributions, read, read_table
 from userdp.exceptions import DataError, InvalidParameterError
 
 PAIRS = [("ann", "x"), ("ann", "y"), ("bob", "x"), ("ann", "x"), ("cy", "z"), ("bob", "x")]
@@ -118,7 +118,6 @@ def test_from_codes_respects_n_items_for_absent_items():
         ([0, -1], [0, 1], {}, "Column 'user' codes must lie in"),
         ([0, 1], [0, -3], {}, "Column 'item' codes must lie in"),
         ([0, 1], [0], {}, "same length; got 2 and 1"),
-        (np.array([], dtype=np.int64), np.array([], dtype=np.int64), {}, "no \\(user, item"),
         ([0.5, 1.0], [0, 1], {}, "Column 'user' must hold integer codes"),
         ([[0, 1]], [[0, 1]], {}, "Column 'user' must be one-dimensional"),
         ([0, 5], [0, 1], {"n_users": 3}, "smaller than the largest codes"),
@@ -171,7 +170,6 @@ def test_items_keep_their_original_type():
         ([1.0, float("nan")], ["x", "y"], "Column 'user' has"),
         (np.array([1.0, 2.0, np.nan]), ["x", "y", "z"], "Column 'user' has NaN.*first at row 2"),
         (["a", "b"], ["x"], "same length; got 2 and 1"),
-        ([], [], "no \\(user, item\\) pairs"),
         (["a", 1], ["x", "y"], "Column 'user' cannot be read as one typed column"),
     ],
 )
@@ -387,3 +385,19 @@ def test_a_named_pipe_reads_like_the_file_it_carries(tmp_path, name):
     finally:
         writer.join(timeout=30)
     assert got.select(["user", "item"]).to_pylist() == read_table(plain).to_pylist()
+
+
+def test_zero_pairs_are_a_data_set_of_no_user_but_zero_ratings_are_refused():
+    """A refusal that only the empty input gets tells it apart from one user's input (a
+    release): zero pairs are a valid Contributions of no user. The recommenders' Ratings
+    still need ratings to train on."""
+    for c in (
+        Contributions.from_codes(np.array([], dtype=np.int64), np.array([], dtype=np.int64)),
+        Contributions.from_columns([], []),
+        Contributions.from_table(
+            pa.table({"user": pa.array([], pa.string()), "item": pa.array([], pa.string())})
+        ),
+    ):
+        assert (c.n_users, c.n_items, c.users.size) == (0, 0, 0)
+    with pytest.raises(DataError, match="no ratings"):
+        Ratings.from_columns([], [], [])

@@ -711,3 +711,18 @@ def test_a_failing_cleanup_never_replaces_the_error_that_stopped_a_run(monkeypat
     monkeypatch.setattr(LocalRunner, "abort", broken)
     with pytest.raises(KeyboardInterrupt):
         select_partitions([("u1", "a"), ("u2", "a")], epsilon=1.0, delta=1e-5, seed=0)
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_no_user_and_one_user_are_released_alike(algorithm):
+    """Neighbours D = {} and D' = {one user}: no error on either (a refusal of the empty input
+    alone would tell them apart), the same event, budget and parameters, no item released."""
+    empty = Contributions.from_codes(np.array([], dtype=np.int64), np.array([], dtype=np.int64))
+    one = Contributions.from_columns(["u", "u", "u"], ["a", "b", "c"])
+    a, b = (
+        select_partitions(d, epsilon=1.0, delta=1e-5, algorithm=algorithm, seed=5)
+        for d in (empty, one)
+    )
+    assert len(a) == len(b) == 0
+    assert a.dp_event == b.dp_event and a.budget == b.budget
+    assert a.parameters == b.parameters

@@ -311,3 +311,12 @@ def test_count_of_an_expression_counts_its_non_null_rows(web):
     assert (released["short"] <= bands["short_high"]).all()
     err = (released["short"] - truth["short"]).abs()
     assert err.median() < 0.1 * truth["short"][truth["short"] > 0].median()
+
+
+def test_a_where_that_keeps_no_row_releases_like_an_empty_input(web):
+    """Zero rows after WHERE are a data set (no user): released, never refused (a refusal
+    only on no rows would tell them apart from one user's rows)."""
+    q = "SELECT page, COUNT(*) AS n FROM visits WHERE secs > 1000 GROUP BY page"
+    assert len(run(q, web)) == 0
+    total = run("SELECT COUNT(*) AS n FROM visits WHERE secs > 1000", web, seed=1)
+    assert len(total) == 1 and total.to_pandas()["n"].iloc[0] >= 0

@@ -63,6 +63,8 @@ class Contributions:
     _value_columns: ClassVar[tuple[str, ...]] = ()
     _rows_name: ClassVar[str] = "(user, item) pairs"
     _empty_input: ClassVar[str] = "The input has no (user, item) pairs; nothing to select from."
+    # Zero pairs are a data set (no user): refusing it would tell it apart from one user's.
+    _allow_empty: ClassVar[bool] = True
 
     # -- constructors ---------------------------------------------------------------------------
     @classmethod
@@ -81,7 +83,15 @@ class Contributions:
         Pairs are de-duplicated and sorted by user with one ``np.sort`` of packed int64 keys.
         Without labels, the codes themselves are the labels.
         """
-        u, i, nu, ni = check_codes(users, items, n_users, n_items, cls.__name__, cls._rows_name)
+        u, i, nu, ni = check_codes(
+            users,
+            items,
+            n_users,
+            n_items,
+            cls.__name__,
+            cls._rows_name,
+            allow_empty=cls._allow_empty,
+        )
         return cls._sorted(u, i, (), nu, ni, user_labels, item_labels, keep_empty_users=False)
 
     @classmethod
@@ -161,7 +171,7 @@ class Contributions:
                 f"Columns {_enumerate(repr(n) for n in names)} must have the same length; got "
                 f"{_enumerate(str(n) for n in lengths)}."
             )
-        if lengths[0] == 0:
+        if lengths[0] == 0 and not cls._allow_empty:
             raise DataError(cls._empty_input)
         for name, arr in zip(names[2:], arrays[2:], strict=True):
             if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):

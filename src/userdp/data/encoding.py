@@ -389,9 +389,10 @@ def encode_ids(
 
 
 def run_starts(sorted_values: np.ndarray) -> np.ndarray:
-    """Boolean mask of the first element of each run of equal values in a sorted (non-empty)
-    array."""
+    """Boolean mask of the first element of each run of equal values in a sorted array."""
     first = np.empty(sorted_values.size, dtype=bool)
+    if not sorted_values.size:
+        return first
     first[0] = True
     np.not_equal(sorted_values[1:], sorted_values[:-1], out=first[1:])
     return first
@@ -405,17 +406,28 @@ def run_bounds(sorted_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def check_codes(
-    users: Any, items: Any, n_users: int | None, n_items: int | None, cls: str, what: str
+    users: Any,
+    items: Any,
+    n_users: int | None,
+    n_items: int | None,
+    cls: str,
+    what: str,
+    *,
+    allow_empty: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Validate integer code columns; returns them as arrays with the code-book sizes.
 
     Shared by the ``from_codes`` constructors: one-dimensional, integer, equal length, codes in
     ``[0, 2^31 - 1]`` and below ``n_users`` / ``n_items`` (default: the largest code + 1).
+    ``allow_empty``: zero rows are a data set like any other (no user), not an error.
     """
     u = np.asarray(users)
     i = np.asarray(items)
     if u.size == 0 and i.size == 0:
-        raise DataError(f"The input has no {what}.")
+        if not allow_empty:
+            raise DataError(f"The input has no {what}.")
+        u, i = u.astype(np.int64, copy=False), i.astype(np.int64, copy=False)
+        return u, i, int(n_users or 0), int(n_items or 0)
     for name, a in (("user", u), ("item", i)):
         if a.ndim != 1:
             raise DataError(f"Column {name!r} must be one-dimensional; got shape {a.shape}.")

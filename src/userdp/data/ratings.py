@@ -54,6 +54,7 @@ class Ratings(Contributions):
     _value_columns = ("rating",)
     _rows_name = "ratings"
     _empty_input = "The input has no ratings."
+    _allow_empty = False  # the recommenders need ratings to train on
 
     def __init__(
         self,

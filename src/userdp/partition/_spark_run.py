@@ -179,19 +179,18 @@ class _SparkRun:
             cached.count()
             stats = observation.get
         ranked = cached if _HU in kept else cached.withColumn(_HU, hu)
-        if not stats["rows"]:
-            raise DataError("The input has no (user, item) pairs; nothing to select from.")
         for name, col in (("user", user_column), ("item", item_column)):
             if stats[name]:
                 raise DataError(
                     f"Column {col!r} has {stats[name]} null or NaN value(s); drop or fill them "
                     "before selecting."
                 )
-        self.n_users = int(stats["users"])
-        self.n_pairs = int(stats["pairs"])
-        self.items_estimate = int(stats["items"])
+        # an empty input observes no row: its sums are null (zero pairs are a data set)
+        self.n_users = int(stats["users"] or 0)
+        self.n_pairs = int(stats["pairs"] or 0)
+        self.items_estimate = int(stats["items"] or 0)
         self._dropped_at = {self.cap: int(stats["dropped"] or 0)}  # cap -> pairs it drops
-        return ranked, int(stats["rows"])
+        return ranked, int(stats["rows"] or 0)
 
     def degree_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """(degree, number of users) of every degree present (at most sqrt(2 pairs) rows;

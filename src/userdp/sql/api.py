@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from userdp._engines import is_spark_dataframe
 from userdp._validation import check_choice
-from userdp.exceptions import BudgetExceededError, DataError, InvalidParameterError
+from userdp.exceptions import BudgetExceededError, InvalidParameterError
 from userdp.privacy import PrivacyAccountant, PrivacyBudget, check_accountant
 from userdp.sql import rows as rowsql
 from userdp.sql.parse import QuerySpec, parse_query
@@ -357,12 +357,6 @@ def _run(
         rows, key_types, public_keys = _local_rows(spec, tables, used, values)
     else:
         rows, key_types, public_keys, session = _spark_rows(spec, tables, used, values)
-    if (rows.num_rows if isinstance(rows, pa.Table) else rows.count()) == 0:
-        # the library's rule for every release: an input without a record is refused
-        raise DataError(
-            "The query's row-level part (after WHERE and the joins) has no row with a privacy "
-            "unit; there is nothing to release (an empty input is refused, as by aggregate)."
-        )
     grouped = bool(spec.keys)
     keys: Any = public_keys if plan.keys == "public" else "select"
     events: list[Any] = []

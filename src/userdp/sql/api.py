@@ -494,26 +494,22 @@ def _released(
         parts = rowsql.decode_keys(tables[0].column("key").to_pylist(), len(spec.keys))
         for j, col in enumerate(rowsql.decode_with_duckdb(parts, key_types)):
             columns[f"__k{j}"] = col
+    from userdp.aggregate.cells import count_cells
+
     intervals: dict[int, tuple[pa.Array, pa.Array]] = {}
-    for release, table in zip(plan.releases, tables, strict=True):
+    for release, table, result in zip(plan.releases, tables, results, strict=True):
         for i, name in release.columns.items():
             columns[f"__a{i}"] = table.column(name)
             if f"{name}_low" in table.column_names:  # the GROUP BY's 95% interval of the cell
                 intervals[i] = (table.column(f"{name}_low"), table.column(f"{name}_high"))
-            if spec.aggregates[i].bounds_from == COUNT_OF:  # COUNT(e): a sum of 0/1 rows
-                columns[f"__a{i}"], intervals[i] = _as_count(columns[f"__a{i}"], intervals[i])
+            if spec.aggregates[i].bounds_from == COUNT_OF:  # COUNT(e): a sum of 0/1 rows,
+                # shown as the GROUP BY shows its counts (post-processing of the noisy sum)
+                noisy = np.asarray(table.column(name), dtype=np.float64)
+                cells = count_cells(name, noisy, result.noise_sd[name])
+                columns[f"__a{i}"] = pa.array(cells[name].astype(np.int64))
+                lo, hi = (pa.array(cells[f"{name}_{s}"].astype(np.int64)) for s in ("low", "high"))
+                intervals[i] = (lo, hi)
     return pa.table(columns), intervals
-
-
-def _as_count(value: Any, interval: tuple[Any, Any]) -> tuple[pa.Array, tuple[pa.Array, pa.Array]]:
-    """A released sum of 0/1 indicators and its interval as non-negative integers, as the
-    GROUP BY releases its counts (rounding and clipping at 0 are post-processing)."""
-
-    def ints(a: Any, rounding: Any) -> pa.Array:
-        x = np.asarray(a, dtype=np.float64)
-        return pa.array(np.maximum(rounding(x), 0).astype(np.int64))
-
-    return ints(value, np.rint), (ints(interval[0], np.floor), ints(interval[1], np.ceil))
 
 
 def _post_process(

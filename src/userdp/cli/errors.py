@@ -19,9 +19,6 @@ from .output import check_not_an_input
 
 logger = logging.getLogger("userdp")
 
-#: The namespace attribute where the command's parser records each option's destination ->
-#: its flag (``userdp.cli.options.ArgumentParser``), for :func:`for_the_command_line`.
-FLAGS = "_cli_flags"
 #: "The 'dim' parameter of MatrixFactorization must be ..." (the library's one message style).
 _PARAMETER_OF = re.compile(r"The '(\w+)' parameter of [\w.]+(?:\(\))? ")
 #: A quoted parameter name, not a quoted column name ("the value column 'v'").
@@ -120,8 +117,8 @@ def run_guarded(prog: str, command: Callable[[argparse.Namespace], int], args: A
     :func:`userdp.cli.console_main`.
     """
     try:
-        with configured_logging(prog, args.verbose, args.quiet, getattr(args, FLAGS, None)):
-            inputs = [v for k, v in vars(args).items() if k not in ("output", FLAGS)]
+        with configured_logging(prog, args.verbose, args.quiet, _flags(args)):
+            inputs = [v for k, v in vars(args).items() if k != "output"]
             flat = [x for v in inputs for x in (v if isinstance(v, list) else [v])]
             check_not_an_input(getattr(args, "output", None), flat)
             return command(args)
@@ -137,7 +134,7 @@ def run_guarded(prog: str, command: Callable[[argparse.Namespace], int], args: A
             raise
         text = _describe(err)
         if isinstance(err, UserDPError):
-            text = for_the_command_line(text, prog, getattr(args, FLAGS, None) or {})
+            text = for_the_command_line(text, prog, _flags(args))
         print(f"{prog}: error: {text}", file=sys.stderr)
         return ExitCode.USAGE
     except Exception as err:
@@ -197,6 +194,13 @@ def _too_large(err: BaseException) -> str:
         "a number given on the command line (e.g. --rounds, --users) is too large to compute "
         "with in floating point; use a smaller value."
     )
+
+
+def _flags(args: Any) -> dict[str, str]:
+    """The flags of the command's parser (``args.parser``, set by every command), by the
+    names the library gives their values: ``userdp.cli.options.ArgumentParser.flags``."""
+    flags = getattr(getattr(args, "parser", None), "flags", None)
+    return flags() if callable(flags) else {}
 
 
 def for_the_command_line(text: str, prog: str, flags: Mapping[str, str]) -> str:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
-from .errors import FLAGS, ExitCode, one_line, run_guarded
+from .errors import ExitCode, one_line, run_guarded
 from .errors import configured_logging as configured_logging
 from .output import atomic_output, check_not_an_input, check_output_path, is_stdout
 from .progress import (
@@ -97,20 +97,11 @@ class ArgumentParser(argparse.ArgumentParser):
             f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n",
         )
 
-    def parse_known_args(  # type: ignore[override]  # typeshed's overloads; same behaviour
-        self, args: Any = None, namespace: Any = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        """Parse, then record each option's destination -> flag in ``FLAGS`` on the namespace,
-        so that a library message naming a parameter can name the flag instead."""
-        ns, extras = super().parse_known_args(args, namespace)
-        flags: dict[str, str] = dict(getattr(ns, FLAGS, None) or {})
-        for action in self._actions:  # a subcommand's entries, set first, win
-            if action.option_strings and action.dest not in flags:
-                flags[action.dest] = max(action.option_strings, key=len)
-        for name, flag in self._library_flags.items():
-            flags.setdefault(name, flag)
-        setattr(ns, FLAGS, flags)
-        return ns, extras
+    def flags(self) -> dict[str, str]:
+        """Each option's destination (and each :meth:`library_name`) -> its flag, so that a
+        library message naming a parameter can name the flag instead."""
+        flags = {a.dest: max(a.option_strings, key=len) for a in self._actions if a.option_strings}
+        return {**self._library_flags, **flags}
 
 
 def _int_at_least(low: int | None, what: str, high: int | None = None) -> Callable[[str], int]:

@@ -12,6 +12,7 @@ __all__ = [
     "InvalidParameterError",
     "NotFittedError",
     "UnsupportedEventError",
+    "UnusualBudgetWarning",
     "UserDPError",
 ]
 
@@ -38,3 +39,11 @@ class BudgetExceededError(UserDPError):
 
 class NotFittedError(UserDPError, AttributeError):
     """An estimator was used before ``fit``."""
+
+
+class UnusualBudgetWarning(UserWarning):
+    """A budget's epsilon or delta is valid but unusual (a very weak guarantee).
+
+    Its own category so that a caller who has seen it for the budget they chose can tell it
+    from the same warning about a share of that budget (the command line shows it once).
+    """

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from enum import IntEnum
 from typing import Any
 
-from userdp.exceptions import UserDPError
+from userdp.exceptions import UnusualBudgetWarning, UserDPError
 
 from .output import check_not_an_input
 
@@ -81,8 +81,12 @@ def configured_logging(
 
     def show(message: Any, category: Any, *_: Any, **__: Any) -> None:
         text = for_the_command_line(str(message), prog, flags or {})
-        if text not in seen:  # the library may warn about one budget from several places
-            seen.add(text)
+        # The library may warn about one budget from several places, and about the shares a
+        # command splits it into: the first (the budget the user gave) is the one to show.
+        unusual = isinstance(category, type) and issubclass(category, UnusualBudgetWarning)
+        key = "unusual " + text.split(" ", 1)[0] if unusual else text
+        if key not in seen:
+            seen.add(key)
             logger.warning("%s", text)
 
     try:

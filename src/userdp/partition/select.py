@@ -36,6 +36,7 @@ from userdp.privacy import (
     PrivacyAccountant,
     PrivacyBudget,
     add_on_grid,
+    check_epsilon_limit,
     gaussian_on_grid,
     record,
 )
@@ -69,7 +70,9 @@ def release_mask(
 
 
 def _budget(epsilon: float, delta: float, caller: str) -> PrivacyBudget:
-    check_real(epsilon, "epsilon", caller, low=0.0, low_open=True, high_open=True)
+    check_epsilon_limit(
+        check_real(epsilon, "epsilon", caller, low=0.0, low_open=True, high_open=True), caller
+    )
     check_real(delta, "delta", caller, low=0.0, high=1.0, low_open=True, high_open=True)
     return PrivacyBudget(epsilon, delta)
 

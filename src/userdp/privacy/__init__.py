@@ -1,7 +1,7 @@
 """Privacy core: budgets, calibration, noise and accounting. Imports no capability."""
 
 from userdp.privacy.accountant import Cost, PrivacyAccountant, event_cost
-from userdp.privacy.budget import PrivacyBudget
+from userdp.privacy.budget import MAX_EPSILON, PrivacyBudget, check_epsilon_limit
 from userdp.privacy.calibrate import (
     SAFE_NOISE_INFLATION,
     calibrate_noise_scale,
@@ -32,6 +32,7 @@ from userdp.privacy.recording import Release, record, recording
 
 __all__ = [
     "ACCOUNTANT",
+    "MAX_EPSILON",
     "SAFE_NOISE_INFLATION",
     "Cost",
     "ExponentialMechanismDpEvent",
@@ -46,6 +47,7 @@ __all__ = [
     "calibrate_noise_scale",
     "check_accountant",
     "check_budget",
+    "check_epsilon_limit",
     "event_cost",
     "gaussian_delta",
     "gaussian_on_grid",

@@ -7,11 +7,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from userdp._validation import check_fractions, check_real, warn
-from userdp.exceptions import BudgetExceededError, InvalidParameterError
+from userdp.exceptions import BudgetExceededError, InvalidParameterError, UnusualBudgetWarning
 
-__all__ = ["PrivacyBudget", "format_delta"]
+__all__ = ["MAX_EPSILON", "PrivacyBudget", "check_epsilon_limit", "format_delta"]
 
 _TOL = 1e-12
+
+#: The largest epsilon a budget may hold. Gaussian noise for an epsilon far beyond it cannot be
+#: calibrated in floating point (the analytic-Gaussian condition loses every digit between 1e150
+#: and 1e170), and every release splits its budget into shares, so the limit sits well below
+#: that, where any share of it still calibrates. Above ~10 the guarantee is already very weak.
+MAX_EPSILON = 1e100
+
+
+def check_epsilon_limit(epsilon: float, caller: str) -> None:
+    """Refuse an epsilon above :data:`MAX_EPSILON`, naming ``caller``'s parameter."""
+    if epsilon > MAX_EPSILON:
+        raise InvalidParameterError(
+            f"The 'epsilon' parameter of {caller} must be at most {MAX_EPSILON:g}: noise for a "
+            "larger epsilon cannot be calibrated in floating point (above ~10 the guarantee is "
+            f"already very weak). Got {epsilon!r} instead."
+        )
 
 
 def format_delta(delta: float) -> str:
@@ -63,12 +79,19 @@ class PrivacyBudget:
             self.epsilon, "epsilon", "PrivacyBudget", low=0.0, low_open=True, high_open=True
         )
         delta = check_real(self.delta, "delta", "PrivacyBudget", low=0.0, high=1.0, high_open=True)
+        check_epsilon_limit(eps, "PrivacyBudget")
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", delta)
         if eps > 20:
-            warn(f"epsilon={eps!r} gives a very weak guarantee; values above ~10 are unusual.")
+            warn(
+                f"epsilon={eps!r} gives a very weak guarantee; values above ~10 are unusual.",
+                UnusualBudgetWarning,
+            )
         if delta > 1e-3:
-            warn(f"delta={delta!r} is large; delta is usually far below 1/(number of users).")
+            warn(
+                f"delta={delta!r} is large; delta is usually far below 1/(number of users).",
+                UnusualBudgetWarning,
+            )
 
     def split(
         self, fractions: Sequence[float], delta_fractions: Sequence[float] | None = None
@@ -102,7 +125,7 @@ class PrivacyBudget:
                 f"Spending (epsilon={other.epsilon!r}, delta={other.delta!r}) leaves nothing of "
                 f"(epsilon={self.epsilon!r}, delta={self.delta!r})."
             )
-        return PrivacyBudget(eps, max(delta, 0.0), self.unit)
+        return PrivacyBudget.derived(eps, max(delta, 0.0), self.unit)
 
     @classmethod
     def derived(cls, epsilon: float, delta: float, unit: str = "user") -> PrivacyBudget:

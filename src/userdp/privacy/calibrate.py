@@ -74,7 +74,7 @@ def gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0) ->
     d2 = check_real(l2_sensitivity, "l2_sensitivity", "gaussian_sigma", low=0.0, low_open=True)
     too_large = (
         f"The 'epsilon' parameter of gaussian_sigma is too large to calibrate Gaussian noise "
-        f"in floating point: got {eps!r} at delta={delta!r}. Use epsilon <= 1e6 (above ~10 "
+        f"in floating point: got {eps!r} at delta={delta!r}. Use epsilon <= 1e100 (above ~10 "
         "the guarantee is already very weak)."
     )
     try:

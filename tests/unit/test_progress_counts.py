@@ -381,3 +381,24 @@ def test_a_seeded_aggregate_is_the_same_with_the_bar_and_counts_its_rows(
     assert counted == plain
     drawn = terminal.getvalue()
     assert "read: 0 rows [" in drawn and "aggregate [" in drawn
+
+
+def test_a_seeded_sql_query_is_the_same_with_the_bar_and_shows_its_phases(
+    files, monkeypatch, capsys
+):
+    """``userdp sql`` drew nothing while DuckDB ran the row query and the GROUP BY released;
+    now the row query's percent, then the release's elapsed time; the output is the same."""
+    query = "SELECT item, COUNT(DISTINCT user) AS users FROM t GROUP BY item"
+    args = ["sql", query, "--table", f"t={files['pairs.csv']}", "--privacy-unit", "user"]
+    args += ["--epsilon", "1", "--delta", "1e-5", "--seed", "11"]
+    monkeypatch.setattr(cli_progress, "PROGRESS_MIN_BYTES", 0)
+    assert main(args) == 0
+    plain, err = capsys.readouterr()
+    assert "\r" not in err and "%" not in err  # not a terminal
+    terminal = _bar_on(monkeypatch)
+    assert main(args) == 0
+    counted, _ = capsys.readouterr()
+    assert counted == plain and plain.startswith('"item","users"')
+    drawn = terminal.getvalue()
+    assert "row query (DuckDB):" in drawn and "/100 [" in drawn and "release [" in drawn
+    assert drawn.index("row query") < drawn.index("release [")

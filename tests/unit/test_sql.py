@@ -320,3 +320,29 @@ def test_a_where_that_keeps_no_row_releases_like_an_empty_input(web):
     assert len(run(q, web)) == 0
     total = run("SELECT COUNT(*) AS n FROM visits WHERE secs > 1000", web, seed=1)
     assert len(total) == 1 and total.to_pandas()["n"].iloc[0] >= 0
+
+
+# -- progress and stdout ------------------------------------------------------------------------
+def test_duckdb_never_prints_its_own_progress_bar():
+    """DuckDB draws a bar on stdout once a query runs 2 s, where ``userdp sql`` writes CSV."""
+    from userdp.sql import rows as rowsql
+
+    con = rowsql.connect_duckdb()
+    assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+    with rowsql.duckdb_connection({"t": pa.table({"x": [1]})}, ["t"]) as con:
+        setting = con.execute("SELECT current_setting('enable_progress_bar')").fetchone()
+        assert setting == (False,)
+        assert con.execute("SELECT 1 // 0").fetchone() == (None,)  # NULL, not an error
+
+
+def test_progress_reports_the_row_query_and_changes_no_release(web, monkeypatch):
+    from userdp.sql import rows as rowsql
+
+    monkeypatch.setattr(rowsql, "PROGRESS_POLL_S", 0.001)
+    calls = []
+    q = "SELECT page, COUNT(DISTINCT uid) AS users, SUM(CLAMP(secs, 0, 100)) AS s FROM visits "
+    q += "GROUP BY page"
+    with_bar = run(q, web, progress=lambda done, total: calls.append((done, total)))
+    assert calls and calls[-1] == (100, 100)  # the query's end, once
+    assert all(total == 100 and 0 <= done < 100 for done, total in calls[:-1])
+    assert with_bar.to_arrow().equals(run(q, web).to_arrow())  # counts only: same release

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from userdp.exceptions import InvalidParameterError
 
 from .options import atomic_output, check_output_path, common_options, non_negative_int, run_guarded
+from .progress import Phases, Progress, input_size
 
 __all__ = ["add_parser", "run"]
 
@@ -198,6 +199,21 @@ def _spark_tables(tables: dict[str, str], master: str | None, verbose: int) -> d
     return out
 
 
+def _row_query(phases: Phases) -> Any:
+    """The row query's percent (DuckDB's), then the releases' elapsed time; None: no bar."""
+    count = phases.counter("row query (DuckDB)", "%")
+    if count is None:
+        return None
+    phases.start("row query (DuckDB)", unit="%", total=100)  # DuckDB may report nothing
+
+    def progress(done: int, total: int) -> None:
+        count(done, total)
+        if done >= total:  # the query has ended: the GROUP BY's releases follow
+            phases.start("release")
+
+    return progress
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``userdp sql`` on parsed arguments; errors propagate to the guard."""
     from userdp.sql import QueryPlan, sql
@@ -223,7 +239,12 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         tables = _spark_tables(tables, args.spark_master, args.verbose)
         options["tables"] = tables
-    result = sql(args.query, engine=args.engine, **options)
+    size = sum(input_size(p) for p in tables.values() if isinstance(p, str | Path))
+    phases = Phases(enabled=args.engine != "spark" and Progress.wanted(args.quiet, size))
+    try:
+        result = sql(args.query, engine=args.engine, progress=_row_query(phases), **options)
+    finally:
+        phases.close()
     assert not isinstance(result, QueryPlan)  # explain=False runs the query
     table = result.to_arrow()
     if output is None and args.json:

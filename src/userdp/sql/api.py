@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import dp_accounting
@@ -49,6 +49,7 @@ def sql(
     public_tables: Collection[str] = (),
     explain: bool = False,
     dialect: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SqlResult | QueryPlan:
     """Run a private ``SELECT ... GROUP BY`` over ``tables``; no contribution bounds to guess.
 
@@ -81,6 +82,10 @@ def sql(
     dialect : str or None
         The SQL dialect of ``query`` (sqlglot's names); None: BigQuery for the
         ``WITH DIFFERENTIAL_PRIVACY`` form, DuckDB otherwise.
+    progress : callable or None
+        ``progress(done, 100)``: the percent of the row-level query DuckDB has run (local
+        engine; called from a second thread while it runs, and with 100 at its end). Counts
+        only: it draws no randomness, so a seeded release is the same with it or without.
 
     Returns
     -------
@@ -137,7 +142,7 @@ def sql(
     plan = make_plan(spec, eps, dlt, engine=engine, seed=seed)
     if explain:
         return plan
-    return _run(plan, tables, used, accountant, seed)
+    return _run(plan, tables, used, accountant, seed, progress)
 
 
 def _budget(spec: QuerySpec, epsilon: float | None, delta: float | None) -> tuple[float, float]:
@@ -337,6 +342,7 @@ def _run(
     used: Sequence[str],
     accountant: PrivacyAccountant | None,
     seed: int | None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SqlResult:
     from userdp.aggregate import aggregate
 
@@ -354,7 +360,7 @@ def _run(
     values = [_value_expression(spec, g) for g in _groups(spec)]
     session = None
     if plan.engine == "local":
-        rows, key_types, public_keys = _local_rows(spec, tables, used, values)
+        rows, key_types, public_keys = _local_rows(spec, tables, used, values, progress)
     else:
         rows, key_types, public_keys, session = _spark_rows(spec, tables, used, values)
     grouped = bool(spec.keys)
@@ -400,7 +406,11 @@ def _run(
 
 
 def _local_rows(
-    spec: QuerySpec, tables: Mapping[str, Any], used: Sequence[str], values: list[exp.Expression]
+    spec: QuerySpec,
+    tables: Mapping[str, Any],
+    used: Sequence[str],
+    values: list[exp.Expression],
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[pa.Table, list[str], list[Any] | None]:
     with rowsql.duckdb_connection(tables, used) as con:
         types = rowsql.describe_duckdb(
@@ -409,7 +419,8 @@ def _local_rows(
         )
         _check_value_types(spec, values, types)
         key_types = [types[f"__k{j}"] for j in range(len(spec.keys))]
-        rows = rowsql.run_duckdb(con, rowsql.rows_statement(spec, values, dialect="duckdb"))
+        statement = rowsql.rows_statement(spec, values, dialect="duckdb")
+        rows = rowsql.run_duckdb(con, statement, progress)
         public_keys = None
         if spec.public_keys:
             statement = rowsql.public_keys_statement(spec, spec.public_keys, dialect="duckdb")
@@ -516,7 +527,6 @@ def _post_process(
     spec: QuerySpec, released: pa.Table, intervals: Mapping[int, tuple[pa.Array, pa.Array]]
 ) -> tuple[pa.Table, pa.Table]:
     """SELECT, HAVING, ORDER BY and LIMIT over the released table, in DuckDB."""
-    import duckdb
 
     table = released
     for i, (lo, hi) in intervals.items():
@@ -543,9 +553,8 @@ def _post_process(
         sel = sel.limit(spec.limit)
     if spec.offset is not None:
         sel = sel.offset(spec.offset)
-    con = duckdb.connect(":memory:")
+    con = rowsql.connect_duckdb()
     try:
-        con.execute("SET error_on_division_by_zero = false")
         con.register("__released", table)
         out = rowsql.run_duckdb(con, sel.sql(dialect="duckdb"))
     finally:

@@ -10,8 +10,9 @@ the query runs); Spark SQL runs the same statement, transpiled by sqlglot, over 
 from __future__ import annotations
 
 import os
+import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -227,6 +228,47 @@ def _file_source(path: str | os.PathLike[str], name: str) -> Any:
     return read_table(path, columns=(), format=fmt)
 
 
+def connect_duckdb() -> Any:
+    """A fresh in-memory DuckDB that never prints: its own progress bar writes to stdout (where
+    ``userdp sql`` writes the result) once a query runs 2 s, so it is off; callers follow a
+    query with :func:`run_duckdb`'s ``progress`` instead. Integer division by zero is NULL
+    instead of an error (an error would depend on a row's value)."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")  # a session option: not in connect's config
+    con.execute("SET error_on_division_by_zero = false")
+    return con
+
+
+#: Seconds between two reads of a running query's progress.
+PROGRESS_POLL_S = 0.25
+
+
+@contextmanager
+def _polled(con: Any, progress: Callable[[int, int], None] | None) -> Iterator[None]:
+    """While the block runs, report ``con``'s query progress (percent) to ``progress``."""
+    if progress is None:
+        yield
+        return
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.wait(PROGRESS_POLL_S):
+            percent = con.query_progress()  # -1 while no query runs
+            if percent >= 0:
+                progress(min(int(percent), 99), 100)  # 100 once it has ended
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+    progress(100, 100)
+
+
 @contextmanager
 def duckdb_connection(tables: Mapping[str, Any], names: Sequence[str]) -> Iterator[Any]:
     """A fresh in-memory DuckDB with ``names`` registered, closed afterwards.
@@ -235,15 +277,13 @@ def duckdb_connection(tables: Mapping[str, Any], names: Sequence[str]) -> Iterat
     before any query runs, so the query reads exactly the registered tables; integer division
     by zero is NULL instead of an error (an error would depend on a row's value).
     """
-    import duckdb
 
-    con = duckdb.connect(":memory:")
+    con = connect_duckdb()
     try:
         for name in dict.fromkeys(names):
             con.register(name, _arrow_source(tables[name], name))
         for setting in (
             "SET python_enable_replacements = false",
-            "SET error_on_division_by_zero = false",
             "SET enable_external_access = false",
             "SET lock_configuration = true",
         ):
@@ -253,13 +293,19 @@ def duckdb_connection(tables: Mapping[str, Any], names: Sequence[str]) -> Iterat
         con.close()
 
 
-def run_duckdb(con: Any, statement: str) -> pa.Table:
+def run_duckdb(
+    con: Any, statement: str, progress: Callable[[int, int], None] | None = None
+) -> pa.Table:
     """Run ``statement``; an engine error on the data never shows its message (it may quote a
-    value of the data), only its type; errors of binding (names and types) show in full."""
+    value of the data), only its type; errors of binding (names and types) show in full.
+
+    ``progress(done, 100)`` is called from a second thread with the percent of the query
+    DuckDB has run (``query_progress``, polled every :data:`PROGRESS_POLL_S` seconds)."""
     import duckdb
 
     try:
-        return con.sql(statement).to_arrow_table()
+        with _polled(con, progress):
+            return con.sql(statement).to_arrow_table()
     except (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException) as err:
         raise UnsupportedQueryError(f"DuckDB refused the query: {_duckdb_message(err)}") from err
     except duckdb.Error as err:
@@ -296,10 +342,9 @@ def is_numeric_type(type_name: str) -> bool:
 def decode_with_duckdb(parts: list[list[str | None]], types: Sequence[str]) -> list[pa.Array]:
     """The key parts cast back to the GROUP BY expressions' DuckDB types (DuckDB's own text
     form of a value casts back to it)."""
-    import duckdb
 
     table = pa.table({f"p{j}": pa.array(p, pa.string()) for j, p in enumerate(parts)})
-    con = duckdb.connect(":memory:")
+    con = connect_duckdb()
     try:
         con.register("parts", table)
         items = ", ".join(f'TRY_CAST(p{j} AS {t}) AS "__k{j}"' for j, t in enumerate(types))

@@ -486,3 +486,33 @@ def test_no_module_is_longer_than_the_limit():
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not long, f"over {MAX_LINES} lines (split by idea): {long}"
+
+
+def private_names_from_other_packages(path: Path, name: str | None = None) -> list[str]:
+    """``from userdp.x... import _y`` where ``userdp.x`` is not the file's own subpackage: a
+    private name used across packages, which its owner may change without notice."""
+    name = name or module_name(path)
+    own = userdp_subpackage(name)
+    tree = ast.parse(path.read_text(), filename=str(path))
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if userdp_subpackage(node.module) in (None, own):
+                continue
+            bad += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+    return bad
+
+
+@pytest.mark.parametrize("path", MODULES, ids=str)
+def test_no_module_imports_a_private_name_of_another_package(path):
+    bad = private_names_from_other_packages(path)
+    assert not bad, f"{module_name(path)} imports {bad}"
+
+
+def test_the_private_name_rule_sees_one(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("from userdp.partition.select import _budget, LocalRunner\n")
+    assert private_names_from_other_packages(f, "userdp.audit.m") == [
+        "userdp.partition.select._budget"
+    ]
+    assert private_names_from_other_packages(f, "userdp.partition.m") == []

@@ -102,7 +102,7 @@ def threshold_rows(
 ) -> list[ThresholdRow]:
     """Plan each selection at (``epsilon``, ``delta``) and check every round's threshold."""
     from userdp.partition.api import ALGORITHMS
-    from userdp.partition.select import _budget
+    from userdp.privacy import approximate_budget
 
     rows = []
     for label, name, options in configurations:
@@ -111,7 +111,7 @@ def threshold_rows(
             continue
         o = spec.check(spec.caller, {**spec.options, **options})
         o["auto_cap"] = False
-        plan = spec.plan(_budget(epsilon, delta, spec.caller), o)
+        plan = spec.plan(approximate_budget(epsilon, delta, spec.caller), o)
         for r, rnd in enumerate(plan.rounds, start=1):
             if not getattr(rnd, "grid", 0.0):
                 continue

@@ -14,8 +14,13 @@ from userdp.partition.baselines import greedy_update, policy_gaussian
 from userdp.partition.cap import choose_cap
 from userdp.partition.result import SelectionResult, SparkSelectionResult
 from userdp.partition.runner import Tap
-from userdp.partition.select import LocalRunner, _budget
-from userdp.privacy import LaplaceThresholdDpEvent, PrivacyAccountant, check_accountant
+from userdp.partition.select import LocalRunner
+from userdp.privacy import (
+    LaplaceThresholdDpEvent,
+    PrivacyAccountant,
+    approximate_budget,
+    check_accountant,
+)
 
 __all__ = ["ALGORITHMS", "ENGINES", "basic", "dp_sips", "mad", "mad2r", "select_partitions"]
 
@@ -106,7 +111,7 @@ or pyspark.sql.DataFrame
             f"{', '.join(repr(n) for n, s in ALGORITHMS.items() if engine in s.engines)} or "
             "the local engine."
         )
-    total = _budget(epsilon, delta, spec.caller)
+    total = approximate_budget(epsilon, delta, spec.caller)
     check_accountant(accountant, "accountant", "select_partitions")
     if progress is not None and not callable(progress):
         raise InvalidParameterError(

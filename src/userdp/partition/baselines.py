@@ -17,8 +17,14 @@ import numpy as np
 from userdp._validation import check_real
 from userdp.data.hashing import pair_key
 from userdp.partition.result import SelectionResult
-from userdp.partition.select import _budget, _Round, _Run, release_mask
-from userdp.privacy import LaplaceThresholdDpEvent, laplace_scale, laplace_threshold, record
+from userdp.partition.select import _Round, _Run, release_mask
+from userdp.privacy import (
+    LaplaceThresholdDpEvent,
+    approximate_budget,
+    laplace_scale,
+    laplace_threshold,
+    record,
+)
 from userdp.privacy.recording import is_recording, released
 
 __all__ = ["greedy_update", "policy_gaussian"]
@@ -141,7 +147,7 @@ def policy_gaussian(
     order, and a neighbour's order is the same order with one user inserted or removed.
     """
     caller = "policy_gaussian"
-    total = _budget(epsilon, delta, caller)
+    total = approximate_budget(epsilon, delta, caller)
     check_real(beta, "beta", caller, low=0.0)
     run = _Run(data, caller, user_column, item_column, max_items_per_user, seed)
     d = run.data
@@ -217,7 +223,7 @@ def greedy_update(
        become positive (and candidates) only in D'.
     """
     caller = "greedy_update"
-    total = _budget(epsilon, delta, caller)
+    total = approximate_budget(epsilon, delta, caller)
     check_real(beta, "beta", caller, low=0.0)
     run = _Run(data, caller, user_column, item_column, max_items_per_user, seed)
     d = run.data

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from userdp._validation import check_int, check_real
+from userdp._validation import check_int
 from userdp.data import Contributions, as_contributions
 from userdp.data.hashing import salted_hash
 from userdp.partition._local import cap_degrees, cap_pairs, filter_pairs
@@ -36,7 +36,6 @@ from userdp.privacy import (
     PrivacyAccountant,
     PrivacyBudget,
     add_on_grid,
-    check_epsilon_limit,
     gaussian_on_grid,
     record,
 )
@@ -67,14 +66,6 @@ def release_mask(
     if present is None:
         present = present_mask(items, noisy.size)
     return present & (noisy >= threshold)
-
-
-def _budget(epsilon: float, delta: float, caller: str) -> PrivacyBudget:
-    check_epsilon_limit(
-        check_real(epsilon, "epsilon", caller, low=0.0, low_open=True, high_open=True), caller
-    )
-    check_real(delta, "delta", caller, low=0.0, high=1.0, low_open=True, high_open=True)
-    return PrivacyBudget(epsilon, delta)
 
 
 class _SaltedHashes:

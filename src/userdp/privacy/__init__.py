@@ -1,7 +1,12 @@
 """Privacy core: budgets, calibration, noise and accounting. Imports no capability."""
 
 from userdp.privacy.accountant import Cost, PrivacyAccountant, event_cost
-from userdp.privacy.budget import MAX_EPSILON, PrivacyBudget, check_epsilon_limit
+from userdp.privacy.budget import (
+    MAX_EPSILON,
+    PrivacyBudget,
+    approximate_budget,
+    check_epsilon_limit,
+)
 from userdp.privacy.calibrate import (
     SAFE_NOISE_INFLATION,
     calibrate_noise_scale,
@@ -44,6 +49,7 @@ __all__ = [
     "ThresholdedGaussianDpEvent",
     "WeightAndThresholdDpEvent",
     "add_on_grid",
+    "approximate_budget",
     "calibrate_noise_scale",
     "check_accountant",
     "check_budget",

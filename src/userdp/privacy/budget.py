@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from userdp._validation import check_fractions, check_real, warn
 from userdp.exceptions import BudgetExceededError, InvalidParameterError, UnusualBudgetWarning
 
-__all__ = ["MAX_EPSILON", "PrivacyBudget", "check_epsilon_limit", "format_delta"]
+__all__ = [
+    "MAX_EPSILON",
+    "PrivacyBudget",
+    "approximate_budget",
+    "check_epsilon_limit",
+    "format_delta",
+]
 
 _TOL = 1e-12
 
@@ -28,6 +34,15 @@ def check_epsilon_limit(epsilon: float, caller: str) -> None:
             "larger epsilon cannot be calibrated in floating point (above ~10 the guarantee is "
             f"already very weak). Got {epsilon!r} instead."
         )
+
+
+def approximate_budget(epsilon: float, delta: float, caller: str) -> PrivacyBudget:
+    """An ``(epsilon, delta)`` budget with ``delta > 0`` (Gaussian noise), validated under
+    ``caller``'s name: epsilon in (0, :data:`MAX_EPSILON`], delta in (0, 1)."""
+    eps = check_real(epsilon, "epsilon", caller, low=0.0, low_open=True, high_open=True)
+    check_epsilon_limit(eps, caller)
+    check_real(delta, "delta", caller, low=0.0, high=1.0, low_open=True, high_open=True)
+    return PrivacyBudget(epsilon, delta)
 
 
 def format_delta(delta: float) -> str:
